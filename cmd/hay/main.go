@@ -1,0 +1,89 @@
+// Command hay is Haystack's command line: a grep-like search over a durable,
+// compressed log store, plus the tools around it.
+//
+// Each subcommand lives in its own file and registers itself in init with
+// register; main only dispatches. Subcommands parse their own flags with a
+// flag.FlagSet so that `hay CMD --help` describes CMD.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// command is one `hay` subcommand.
+type command struct {
+	name    string
+	summary string                    // one line for `hay help`
+	run     func(args []string) error // args exclude the subcommand name
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("hay: duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// errUsage marks an error caused by bad arguments: main exits 2 for it, as
+// grep and flag do.
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "hay: search logs like grep, over a durable compressed store.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: hay COMMAND [flags] [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'hay COMMAND --help' for a command's flags.")
+}
+
+func main() {
+	os.Exit(runMain(os.Args[1:]))
+}
+
+func runMain(args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(os.Stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "hay: unknown command %q\n\n", args[0])
+		usage(os.Stderr)
+		return 2
+	}
+	err := c.run(args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(os.Stderr, "hay %s: %v\n", c.name, err)
+		return 2
+	case errors.Is(err, errNoMatch):
+		return 1
+	default:
+		fmt.Fprintf(os.Stderr, "hay %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+// errNoMatch makes a command exit 1 silently, as grep does when nothing matched.
+var errNoMatch = errors.New("no match")

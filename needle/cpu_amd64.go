@@ -1,0 +1,19 @@
+//go:build !purego
+
+package needle
+
+import "golang.org/x/sys/cpu"
+
+// supported lists the kernels this CPU runs, worst to best. The vector
+// kernels compare bytes, so AVX-512 needs BW as well as F; x/sys/cpu also
+// checks that the OS saves the wide registers.
+func supported() []kernel {
+	ks := []kernel{kernGeneric}
+	if cpu.X86.HasAVX2 {
+		ks = append(ks, kernAVX2)
+	}
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
+		ks = append(ks, kernAVX512)
+	}
+	return ks
+}

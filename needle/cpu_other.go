@@ -1,0 +1,15 @@
+//go:build purego || !amd64
+
+package needle
+
+// supported: only the portable kernel exists in this build.
+func supported() []kernel { return []kernel{kernGeneric} }
+
+// The vector kernels are never selected in this build.
+func scanAVX2(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, uint64) {
+	panic("needle: avx2 kernel not built")
+}
+
+func scanAVX512(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, uint64) {
+	panic("needle: avx512 kernel not built")
+}
