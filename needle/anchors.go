@@ -19,6 +19,10 @@ package needle
 //   - A pair at distance 1 or 2 is often one common bigram; among pairs of
 //     similar cost the wider one wins.
 //
+// The Loghub sample is mostly plain text, where '"' or '{' are rare; in
+// JSON logs they are a few percent of all bytes. So structural punctuation
+// never costs less than structuralFloor.
+//
 // For a fold search a letter costs the frequency of both its cases.
 func chooseAnchors(needle []byte, fold bool) (int, int) {
 	m := len(needle)
@@ -33,6 +37,9 @@ func chooseAnchors(needle []byte, fold bool) (int, int) {
 		f := uint64(byteFreq[c])
 		if fold && isLowerLetter(c) {
 			f += uint64(byteFreq[c-0x20])
+		}
+		if isStructural(c) {
+			f = max(f, structuralFloor)
 		}
 		return f
 	}
@@ -69,6 +76,10 @@ func chooseAnchors(needle []byte, fold bool) (int, int) {
 	}
 	return i1, i2
 }
+
+// structuralFloor is the least frequency (parts per million) assumed for
+// structural punctuation: about what '"' reaches in JSON logs.
+const structuralFloor = 30000
 
 // isStructural reports whether c is punctuation that structured log formats
 // (key=value, JSON, logfmt, paths) repeat in fixed patterns.

@@ -29,6 +29,7 @@ package needle
 import (
 	"bytes"
 	"math/bits"
+	"sync/atomic"
 )
 
 // Index returns the index of the first instance of needle in haystack, or -1.
@@ -200,8 +201,12 @@ const (
 	degradeMinSkip  = 8
 )
 
+// fallbacks counts degraded searches, so tests can see the policy act.
+var fallbacks atomic.Int64
+
 // fallback finishes a search the prefilter gave up on, from position from.
 func (s *Searcher) fallback(h []byte, from int) int {
+	fallbacks.Add(1)
 	var i int
 	if s.fold {
 		i = indexFoldSimple(h[from:], s.needle)
