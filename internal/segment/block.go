@@ -1,0 +1,163 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+)
+
+// Block is a decoded block. Entry k is Data[Offsets[k]:Offsets[k+1]], with
+// time Times[k] and stream Streams[k]; len(Offsets) is the entry count plus
+// one. Data is the entries' bytes concatenated with no separator: the
+// search kernel scans it as one buffer and maps hits back with Offsets.
+type Block struct {
+	Data    []byte
+	Offsets []uint32
+	Times   []int64
+	Streams []uint32
+
+	meta []byte // decompressed meta section, reused
+}
+
+// Len returns the number of entries.
+func (b *Block) Len() int { return len(b.Times) }
+
+// Line returns entry k's bytes (a subslice of Data, capacity-limited so
+// appending to it cannot overwrite the next entry).
+func (b *Block) Line(k int) []byte {
+	return b.Data[b.Offsets[k]:b.Offsets[k+1]:b.Offsets[k+1]]
+}
+
+// Entry returns entry k. Its Line aliases Data.
+func (b *Block) Entry(k int) Entry {
+	return Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
+}
+
+var blockPool = sync.Pool{New: func() any { return new(Block) }}
+
+// maxPooledBytes keeps blocks that decoded a huge entry out of the pool, so
+// one big line does not pin its buffer for the life of the process.
+const maxPooledBytes = 4 << 20
+
+// GetBlock returns an empty Block from a pool, with buffers from earlier use.
+func GetBlock() *Block { return blockPool.Get().(*Block) }
+
+// PutBlock returns b to the pool. b must not be used afterwards, nor any
+// slice taken from it.
+func PutBlock(b *Block) {
+	if b == nil || cap(b.Data) > maxPooledBytes || cap(b.meta) > maxPooledBytes {
+		return
+	}
+	b.Data, b.Offsets, b.Times, b.Streams, b.meta = b.Data[:0], b.Offsets[:0], b.Times[:0], b.Streams[:0], b.meta[:0]
+	blockPool.Put(b)
+}
+
+// decodeBlock checks and decodes the stored block src described by m into
+// dst. Every length is checked before it is used.
+func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
+	if len(src) < minBlockLen {
+		return errors.New("block shorter than its header")
+	}
+	body := src[:len(src)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(src[len(src)-4:]) {
+		return errors.New("checksum mismatch")
+	}
+	codec := Codec(body[0])
+	d := decoder{b: body[1:]}
+	entries := d.uvarint()
+	dataRaw := d.uvarint()
+	dataStored := d.uvarint()
+	metaRaw := d.uvarint()
+	metaStored := d.uvarint()
+	if d.err != nil {
+		return fmt.Errorf("header: %v", d.err)
+	}
+	switch {
+	case codec != CodecNone && codec != CodecLZ4 && codec != CodecZstd:
+		return fmt.Errorf("unknown codec %d", uint8(codec))
+	case entries != uint64(m.Entries):
+		return fmt.Errorf("header has %d entries, index %d", entries, m.Entries)
+	case dataRaw != uint64(m.RawBytes):
+		return fmt.Errorf("header has %d raw bytes, index %d", dataRaw, m.RawBytes)
+	case metaRaw > maxMetaPerEntry*entries:
+		return fmt.Errorf("meta size %d too large for %d entries", metaRaw, entries)
+	case dataStored > uint64(len(d.b)) || metaStored != uint64(len(d.b))-dataStored:
+		return fmt.Errorf("section sizes %d+%d do not fill the %d bytes stored", dataStored, metaStored, len(d.b))
+	}
+	n := int(entries)
+	var err error
+	dst.Data, err = decompress(codec, dst.Data, d.b[:dataStored], int(dataRaw))
+	if err != nil {
+		return fmt.Errorf("data section: %w", err)
+	}
+	dst.meta, err = decompress(codec, dst.meta, d.b[dataStored:], int(metaRaw))
+	if err != nil {
+		return fmt.Errorf("meta section: %w", err)
+	}
+
+	md := decoder{b: dst.meta}
+	offs := slices.Grow(dst.Offsets[:0], n+1)[:n+1]
+	var sum uint64
+	offs[0] = 0
+	for k := 1; k <= n; k++ {
+		sum += md.uvarint()
+		if sum > dataRaw {
+			md.fail("entry lengths exceed the data")
+			break
+		}
+		offs[k] = uint32(sum)
+	}
+	dst.Offsets = offs
+	if md.err == nil && sum != dataRaw {
+		return fmt.Errorf("entry lengths add up to %d, data is %d bytes", sum, dataRaw)
+	}
+
+	times := slices.Grow(dst.Times[:0], n)[:n]
+	var t uint64
+	lo, hi := m.MaxTime, m.MinTime
+	for k := 0; k < n && md.err == nil; k++ {
+		t += uint64(md.varint())
+		v := int64(t)
+		times[k] = v
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	dst.Times = times
+	if md.err == nil && (lo != m.MinTime || hi != m.MaxTime) {
+		return fmt.Errorf("times span [%d, %d], index says [%d, %d]", lo, hi, m.MinTime, m.MaxTime)
+	}
+
+	streams := slices.Grow(dst.Streams[:0], n)[:n]
+	for k := 0; k < n && md.err == nil; {
+		s := md.uvarint()
+		run := md.uvarint()
+		if md.err != nil {
+			break
+		}
+		if run == 0 || run > uint64(n-k) {
+			md.fail("stream run length out of range")
+			break
+		}
+		if s > 1<<32-1 {
+			md.fail("stream id overflows")
+			break
+		}
+		if _, ok := slices.BinarySearch(m.Streams, uint32(s)); !ok {
+			md.fail(fmt.Sprintf("stream %d not listed in the index", s))
+			break
+		}
+		for e := k + int(run); k < e; k++ {
+			streams[k] = uint32(s)
+		}
+	}
+	dst.Streams = streams
+	if md.err != nil {
+		return fmt.Errorf("meta section: %v", md.err)
+	}
+	if len(md.b) != 0 {
+		return fmt.Errorf("meta section: %d trailing bytes", len(md.b))
+	}
+	return nil
+}

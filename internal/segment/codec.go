@@ -1,0 +1,221 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Codec names the compression of a block's sections.
+type Codec uint8
+
+const (
+	// CodecDefault in Options means "the default chosen by measurement"
+	// (DefaultCodec). It is never stored in a file.
+	CodecDefault Codec = 0
+
+	// CodecNone stores sections uncompressed.
+	CodecNone Codec = 1
+
+	// CodecLZ4 stores each section as one raw LZ4 block (pierrec/lz4/v4).
+	CodecLZ4 Codec = 2
+
+	// CodecZstd stores each section as one zstd frame (klauspost/compress).
+	CodecZstd Codec = 3
+)
+
+// String returns the codec's name: "none", "lz4", "zstd" or "default".
+func (c Codec) String() string {
+	switch c {
+	case CodecDefault:
+		return "default"
+	case CodecNone:
+		return "none"
+	case CodecLZ4:
+		return "lz4"
+	case CodecZstd:
+		return "zstd"
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
+
+// ParseCodec returns the codec named by s ("none", "lz4", "zstd",
+// "default" or "").
+func ParseCodec(s string) (Codec, error) {
+	switch s {
+	case "", "default":
+		return CodecDefault, nil
+	case "none":
+		return CodecNone, nil
+	case "lz4":
+		return CodecLZ4, nil
+	case "zstd":
+		return CodecZstd, nil
+	}
+	return 0, fmt.Errorf("unknown codec %q (want none, lz4 or zstd)", s)
+}
+
+// zstd encoders and the decoder are expensive to build (hundreds of KiB of
+// tables), so one of each is shared by the whole process. EncodeAll and
+// DecodeAll are safe for concurrent use and keep per-goroutine state in
+// internal pools sized by the concurrency option.
+var (
+	zstdEncoders [5]func() *zstd.Encoder // indexed by Options.Level (0 = default)
+	zstdDecoder  = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)),
+			// Decoding is bounded by the caller's cap (the size recorded in
+			// the checksummed index), and by MaxBlockRawBytes overall, so a
+			// damaged frame header cannot ask for gigabytes.
+			zstd.WithDecodeAllCapLimit(true),
+			zstd.WithDecoderMaxMemory(MaxBlockRawBytes),
+			zstd.WithDecoderMaxWindow(MaxBlockRawBytes),
+		)
+		if err != nil {
+			panic("segment: zstd decoder options: " + err.Error()) // options are constants
+		}
+		return d
+	})
+)
+
+func init() {
+	levels := [5]zstd.EncoderLevel{zstd.SpeedDefault, zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBetterCompression, zstd.SpeedBestCompression}
+	for i, l := range levels {
+		zstdEncoders[i] = sync.OnceValue(func() *zstd.Encoder {
+			e, err := zstd.NewWriter(nil,
+				zstd.WithEncoderLevel(l),
+				zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+				// Our block CRC covers the stored bytes; a second checksum
+				// inside the frame would only slow decoding down.
+				zstd.WithEncoderCRC(false),
+				zstd.WithSingleSegment(true),
+			)
+			if err != nil {
+				panic("segment: zstd encoder options: " + err.Error())
+			}
+			return e
+		})
+	}
+}
+
+// lz4Compressors reuses LZ4 hash tables (64 KiB each) across blocks.
+var lz4Compressors = sync.Pool{New: func() any { return new(lz4.Compressor) }}
+
+// compressor compresses sections for one Writer.
+type compressor struct {
+	codec Codec
+	level int
+	hc    *lz4.CompressorHC
+}
+
+func newCompressor(c Codec, level int) (*compressor, error) {
+	cp := &compressor{codec: c, level: level}
+	switch c {
+	case CodecNone:
+	case CodecZstd:
+		if level < 0 || level >= len(zstdEncoders) {
+			return nil, fmt.Errorf("zstd level %d out of range 0..%d", level, len(zstdEncoders)-1)
+		}
+	case CodecLZ4:
+		if level < 0 || level > 9 {
+			return nil, fmt.Errorf("lz4 level %d out of range 0..9", level)
+		}
+		if level > 0 {
+			cp.hc = &lz4.CompressorHC{Level: lz4.CompressionLevel(1 << (8 + level))}
+		}
+	default:
+		return nil, fmt.Errorf("unknown codec %d", uint8(c))
+	}
+	return cp, nil
+}
+
+// compress appends src compressed to dst. It returns ok=false when the codec
+// cannot shrink src, in which case dst's extension is garbage and the caller
+// stores src uncompressed.
+func (cp *compressor) compress(dst, src []byte) ([]byte, bool, error) {
+	if len(src) == 0 {
+		return dst, true, nil
+	}
+	switch cp.codec {
+	case CodecZstd:
+		out := zstdEncoders[cp.level]().EncodeAll(src, dst)
+		return out, len(out)-len(dst) < len(src), nil
+	case CodecLZ4:
+		start := len(dst)
+		dst = grow(dst, lz4.CompressBlockBound(len(src)))
+		var n int
+		var err error
+		if cp.hc != nil {
+			n, err = cp.hc.CompressBlock(src, dst[start:])
+		} else {
+			c := lz4Compressors.Get().(*lz4.Compressor)
+			n, err = c.CompressBlock(src, dst[start:])
+			lz4Compressors.Put(c)
+		}
+		if err != nil {
+			return dst[:start], false, fmt.Errorf("lz4: %w", err)
+		}
+		// n == 0 means incompressible.
+		return dst[:start+n], n > 0 && n < len(src), nil
+	}
+	return dst, false, nil
+}
+
+// grow returns dst with room for n more bytes, extending its length by n.
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) >= n {
+		return dst[:len(dst)+n]
+	}
+	out := make([]byte, len(dst)+n, 2*len(dst)+n)
+	copy(out, dst)
+	return out
+}
+
+var errSize = errors.New("decoded size differs from the recorded size")
+
+// decompress decodes src, stored with codec, into
+// dst[:raw], reusing dst's capacity. It never produces more than raw bytes.
+func decompress(codec Codec, dst, src []byte, raw int) ([]byte, error) {
+	if cap(dst) < raw {
+		dst = make([]byte, raw)
+	}
+	dst = dst[:raw]
+	if raw == 0 || len(src) == 0 {
+		if raw != len(src) {
+			return dst, errors.New("empty section with nonzero size")
+		}
+		return dst, nil
+	}
+	switch codec {
+	case CodecNone:
+		if len(src) != raw {
+			return dst, errSize
+		}
+		copy(dst, src)
+		return dst, nil
+	case CodecLZ4:
+		n, err := lz4.UncompressBlock(src, dst)
+		if err != nil {
+			return dst, fmt.Errorf("lz4: %w", err)
+		}
+		if n != raw {
+			return dst, errSize
+		}
+		return dst, nil
+	case CodecZstd:
+		// The cap limit makes DecodeAll stop at raw bytes.
+		out, err := zstdDecoder().DecodeAll(src, dst[:0:raw])
+		if err != nil {
+			return dst, fmt.Errorf("zstd: %w", err)
+		}
+		if len(out) != raw || (raw > 0 && &out[0] != &dst[0]) {
+			return dst, errSize
+		}
+		return dst, nil
+	}
+	return dst, fmt.Errorf("unknown codec byte %d", uint8(codec))
+}

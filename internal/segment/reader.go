@@ -1,0 +1,314 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// CorruptError reports a damaged segment.
+type CorruptError struct {
+	File   string // path of the segment
+	Block  int    // damaged block, or -1 for the header, footer or block index
+	Reason string // what is wrong, for people
+}
+
+// Error returns "segment FILE: block N: REASON" (no block for -1).
+func (e *CorruptError) Error() string {
+	if e.Block < 0 {
+		return fmt.Sprintf("segment %s: corrupt: %s", e.File, e.Reason)
+	}
+	return fmt.Sprintf("segment %s: block %d: corrupt: %s", e.File, e.Block, e.Reason)
+}
+
+// BlockMeta describes one block, from the block index.
+type BlockMeta struct {
+	MinTime, MaxTime int64    // time range of the block's entries
+	Entries          int      // number of entries
+	RawBytes         int      // len(Block.Data) once decoded
+	Streams          []uint32 // streams present, sorted, distinct; do not modify
+
+	offset, length int64 // where the block is stored
+}
+
+// Reader reads one segment through a read-only memory mapping. ReadBlock,
+// BlockMeta and the other getters are safe for concurrent use; Close must
+// not run concurrently with them.
+type Reader struct {
+	path   string
+	data   []byte // the mapping
+	info   Info
+	blocks []BlockMeta
+	closed atomic.Bool
+}
+
+// Open maps the segment at path and validates its header, footer and block
+// index. Damage is reported as a *CorruptError; blocks are checked by
+// ReadBlock and Verify.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	// The mapping outlives the descriptor.
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	size := st.Size()
+	if size < headerSize+footerSize {
+		return nil, &CorruptError{File: path, Block: -1, Reason: fmt.Sprintf("file of %d bytes is shorter than a header and footer", size)}
+	}
+	if size > math.MaxInt {
+		return nil, &CorruptError{File: path, Block: -1, Reason: "file too large to map"}
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("segment: mmap %s: %w", path, err)
+	}
+	r, err := newReader(path, data)
+	if err != nil {
+		unix.Munmap(data)
+		return nil, err
+	}
+	return r, nil
+}
+
+// newReader validates data, a whole segment file, and returns a Reader
+// over it.
+func newReader(path string, data []byte) (*Reader, error) {
+	bad := func(format string, args ...any) error {
+		return &CorruptError{File: path, Block: -1, Reason: fmt.Sprintf(format, args...)}
+	}
+	size := int64(len(data))
+	if size < headerSize+footerSize {
+		return nil, bad("file of %d bytes is shorter than a header and footer", size)
+	}
+	ft := data[size-footerSize:]
+	if string(ft[64:]) != magic {
+		return nil, bad("footer magic missing (truncated or not a segment)")
+	}
+	if got, want := crc32.Checksum(ft[:60], castagnoli), binary.LittleEndian.Uint32(ft[60:]); got != want {
+		return nil, bad("footer checksum mismatch")
+	}
+	if v := binary.LittleEndian.Uint32(ft[44:]); v != formatVersion {
+		return nil, bad("unsupported format version %d (this build reads %d)", v, formatVersion)
+	}
+	if fs := binary.LittleEndian.Uint64(ft[48:]); fs != uint64(size) {
+		return nil, bad("file is %d bytes, footer says %d (truncated or extended)", size, fs)
+	}
+	if fl := binary.LittleEndian.Uint32(ft[56:]); fl != 0 {
+		return nil, bad("unknown footer flags %#x", fl)
+	}
+	for _, b := range ft[24:44] {
+		if b != 0 {
+			return nil, bad("skip index fields set in a version 1 file")
+		}
+	}
+	h := data[:headerSize]
+	if string(h[:8]) != magic {
+		return nil, bad("header magic missing")
+	}
+	if v := binary.LittleEndian.Uint32(h[8:]); v != formatVersion {
+		return nil, bad("header version %d differs from footer version %d", v, formatVersion)
+	}
+	if fl := binary.LittleEndian.Uint32(h[12:]); fl != 0 {
+		return nil, bad("unknown header flags %#x", fl)
+	}
+	idxOff := binary.LittleEndian.Uint64(ft[0:])
+	idxLen := binary.LittleEndian.Uint64(ft[8:])
+	end := uint64(size - footerSize)
+	if idxOff < headerSize || idxOff > end || idxLen != end-idxOff {
+		return nil, bad("block index at %d+%d does not end at the footer (%d)", idxOff, idxLen, end)
+	}
+	idx := data[idxOff:end]
+	if crc32.Checksum(idx, castagnoli) != binary.LittleEndian.Uint32(ft[16:]) {
+		return nil, bad("block index checksum mismatch")
+	}
+	count := binary.LittleEndian.Uint32(ft[20:])
+
+	d := decoder{b: idx}
+	n := d.uvarint()
+	if d.err == nil && n != uint64(count) {
+		return nil, bad("block index has %d blocks, footer says %d", n, count)
+	}
+	// Each index entry takes at least 7 bytes: bounds the allocation.
+	if d.err == nil && n > uint64(len(idx))/7 {
+		return nil, bad("block count %d too large for a %d-byte index", n, len(idx))
+	}
+	r := &Reader{path: path, data: data, blocks: make([]BlockMeta, 0, n)}
+	off := int64(headerSize)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var m BlockMeta
+		length := d.uvarint()
+		m.MinTime = d.varint()
+		span := d.uvarint()
+		m.MaxTime = int64(uint64(m.MinTime) + span)
+		entries := d.uvarint()
+		raw := d.uvarint()
+		ns := d.uvarint()
+		if d.err != nil {
+			break
+		}
+		switch {
+		case length < minBlockLen || length > end-uint64(off):
+			return nil, bad("block %d: length %d out of range", i, length)
+		case m.MaxTime < m.MinTime:
+			return nil, bad("block %d: time range overflows", i)
+		case entries == 0 || entries > maxBlockEntries:
+			return nil, bad("block %d: %d entries out of range", i, entries)
+		case raw > MaxBlockRawBytes:
+			return nil, bad("block %d: raw size %d exceeds the limit", i, raw)
+		case ns == 0 || ns > entries:
+			return nil, bad("block %d: %d streams for %d entries", i, ns, entries)
+		}
+		m.Entries, m.RawBytes = int(entries), int(raw)
+		m.Streams = make([]uint32, ns)
+		var s uint64
+		for j := range m.Streams {
+			v := d.uvarint()
+			if j > 0 && v == 0 {
+				d.fail("stream ids not ascending")
+			}
+			s += v
+			if s > math.MaxUint32 {
+				d.fail("stream id overflows")
+			}
+			if d.err != nil {
+				break
+			}
+			m.Streams[j] = uint32(s)
+		}
+		m.offset, m.length = off, int64(length)
+		off += int64(length)
+		r.blocks = append(r.blocks, m)
+		if len(r.blocks) == 1 {
+			r.info.MinTime, r.info.MaxTime = m.MinTime, m.MaxTime
+		} else {
+			r.info.MinTime = min(r.info.MinTime, m.MinTime)
+			r.info.MaxTime = max(r.info.MaxTime, m.MaxTime)
+		}
+		r.info.Entries += int64(entries)
+		r.info.RawBytes += int64(raw)
+	}
+	if d.err != nil {
+		return nil, bad("block index: %v", d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, bad("block index: %d trailing bytes", len(d.b))
+	}
+	if uint64(off) != idxOff {
+		return nil, bad("blocks end at %d, index starts at %d", off, idxOff)
+	}
+	r.info.Blocks = len(r.blocks)
+	r.info.FileBytes = size
+	return r, nil
+}
+
+// minBlockLen is the shortest possible block: codec, five one-byte
+// uvarints and the CRC.
+const minBlockLen = 1 + 5 + 4
+
+// Path returns the path the segment was opened with.
+func (r *Reader) Path() string { return r.path }
+
+// Info returns the segment's summary.
+func (r *Reader) Info() Info { return r.info }
+
+// NumBlocks returns the number of blocks.
+func (r *Reader) NumBlocks() int { return len(r.blocks) }
+
+// BlockMeta returns block i's index entry. It panics if i is out of range,
+// like a slice index.
+func (r *Reader) BlockMeta(i int) BlockMeta { return r.blocks[i] }
+
+var errClosed = errors.New("segment: reader is closed")
+
+// ReadBlock decodes block i into dst, reusing dst's buffers. It verifies the
+// block's checksum and structure and returns a *CorruptError naming the
+// file and block on any damage; dst's contents are then unspecified.
+func (r *Reader) ReadBlock(i int, dst *Block) error {
+	if r.closed.Load() {
+		return errClosed
+	}
+	if i < 0 || i >= len(r.blocks) {
+		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
+	}
+	m := &r.blocks[i]
+	if err := decodeBlock(r.data[m.offset:m.offset+m.length], m, dst); err != nil {
+		return &CorruptError{File: r.path, Block: i, Reason: err.Error()}
+	}
+	return nil
+}
+
+// Verify decodes every block and returns the errors.Join of a
+// *CorruptError per damaged block, or nil.
+func (r *Reader) Verify() error {
+	b := GetBlock()
+	defer PutBlock(b)
+	var errs []error
+	for i := range r.blocks {
+		if err := r.ReadBlock(i, b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close unmaps the segment. Blocks already decoded stay valid: they never
+// point into the mapping.
+func (r *Reader) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	if err := unix.Munmap(r.data); err != nil {
+		return fmt.Errorf("segment: munmap %s: %w", r.path, err)
+	}
+	r.data = nil
+	return nil
+}
+
+// decoder reads varints from b with sticky errors.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(reason string) {
+	if d.err == nil {
+		d.err = errors.New(reason)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,406 @@
+package segment
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Entry is one log entry.
+type Entry struct {
+	Time   int64  // unix nanoseconds
+	Stream uint32 // store-wide stream id
+	Line   []byte // entry bytes; may contain any byte including '\n'
+}
+
+// Defaults and limits.
+const (
+	// DefaultBlockSize is the target raw bytes per block when
+	// Options.BlockSize is 0. See docs/BENCHMARKS.md, "Compression (issue 4)".
+	DefaultBlockSize = 256 << 10
+
+	// DefaultCodec is the codec used when Options.Codec is CodecDefault.
+	// See docs/BENCHMARKS.md, "Compression (issue 4)".
+	DefaultCodec = CodecZstd
+
+	// MaxBlockSize is the largest Options.BlockSize accepted.
+	MaxBlockSize = 16 << 20
+
+	// MaxEntryBytes is the longest Entry.Line that Add accepts. Callers
+	// that may see longer lines must split or truncate them.
+	MaxEntryBytes = 64 << 20
+
+	// MaxBlockRawBytes bounds a block's decoded data: a block holds either
+	// entries adding up to at most MaxBlockSize bytes or one entry of at most
+	// MaxEntryBytes. Readers reject larger sizes as corrupt.
+	MaxBlockRawBytes = MaxBlockSize + MaxEntryBytes
+)
+
+// maxBlockEntries bounds entries per block: the writer counts every entry
+// as at least one byte (its newline in the text), so a block never has more
+// than MaxBlockSize entries. A reader rejects more.
+const maxBlockEntries = MaxBlockSize
+
+// maxMetaPerEntry bounds the meta section: a length (<= 5 bytes as uvarint
+// of a uint32), a time delta (<= 10) and at worst one run of its own
+// (stream <= 5, length <= 5).
+const maxMetaPerEntry = 25
+
+// Options tune a Writer. The zero value selects the measured defaults.
+type Options struct {
+	// BlockSize is the target raw bytes per block, counting each entry as
+	// its length plus one (its newline in the text). 0 means
+	// DefaultBlockSize. An entry longer than BlockSize gets a block of its own.
+	BlockSize int
+
+	// Codec compresses the blocks; CodecDefault (0) means DefaultCodec.
+	Codec Codec
+
+	// Level is the codec's effort; it changes speed and size, never the
+	// format. 0 is the codec's default. zstd: 1 fastest, 2 default,
+	// 3 better, 4 best. LZ4: 1..9 select the high-compression (HC)
+	// compressor with that search depth.
+	Level int
+}
+
+// Info summarises a segment.
+type Info struct {
+	Entries          int64 // number of entries
+	Blocks           int   // number of blocks
+	MinTime, MaxTime int64 // time range of the entries (0, 0 when empty)
+	RawBytes         int64 // sum of the entries' lengths
+	FileBytes        int64 // size of the segment file
+}
+
+// Header and footer sizes and the magic at both ends of a file.
+const (
+	headerSize    = 16
+	footerSize    = 72
+	formatVersion = 1
+	magic         = "HAYSTSEG"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Writer writes one segment. It is not safe for concurrent use.
+type Writer struct {
+	final, tmp string
+	f          *os.File
+	bw         *bufio.Writer
+	blockSize  int
+	comp       *compressor
+	off        int64 // bytes written so far
+	info       Info
+	index      []byte // encoded block index entries
+	err        error  // sticky I/O error
+	done       bool   // committed or aborted
+
+	// The block being filled.
+	data    []byte
+	lens    []uint32
+	times   []int64
+	streams []uint32
+	fill    int // sum of len+1 over the block's entries
+
+	// Scratch for flushBlock.
+	sorted            []uint32
+	metaBuf, blk      []byte
+}
+
+// Create starts a segment that Commit will publish at finalPath. It writes
+// to "<finalPath>.tmp" in the same directory, truncating a stale temp file
+// left by a crash.
+func Create(finalPath string, opts Options) (*Writer, error) {
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	if bs < 1 || bs > MaxBlockSize {
+		return nil, fmt.Errorf("segment: block size %d out of range 1..%d", opts.BlockSize, MaxBlockSize)
+	}
+	codec := opts.Codec
+	if codec == CodecDefault {
+		codec = DefaultCodec
+	}
+	comp, err := newCompressor(codec, opts.Level)
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	tmp := finalPath + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("segment: create: %w", err)
+	}
+	w := &Writer{
+		final: finalPath, tmp: tmp, f: f,
+		bw:        bufio.NewWriterSize(f, 256<<10),
+		blockSize: bs,
+		comp:      comp,
+	}
+	var h [headerSize]byte
+	copy(h[:], magic)
+	binary.LittleEndian.PutUint32(h[8:], formatVersion)
+	w.write(h[:])
+	if w.err != nil {
+		err := w.err
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) write(p []byte) {
+	if w.err != nil {
+		return
+	}
+	if _, err := w.bw.Write(p); err != nil {
+		w.err = fmt.Errorf("segment: write %s: %w", w.tmp, err)
+		return
+	}
+	w.off += int64(len(p))
+}
+
+var errFinished = errors.New("segment: writer already committed or aborted")
+
+// Add appends e to the segment. It copies e.Line, so the caller may reuse
+// it. Lines longer than MaxEntryBytes are rejected.
+func (w *Writer) Add(e Entry) error {
+	if w.done {
+		return errFinished
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if len(e.Line) > MaxEntryBytes {
+		return fmt.Errorf("segment: entry of %d bytes exceeds the %d-byte limit", len(e.Line), MaxEntryBytes)
+	}
+	cost := len(e.Line) + 1
+	if len(w.lens) > 0 && w.fill+cost > w.blockSize {
+		w.flushBlock()
+	}
+	w.data = append(w.data, e.Line...)
+	w.lens = append(w.lens, uint32(len(e.Line)))
+	w.times = append(w.times, e.Time)
+	w.streams = append(w.streams, e.Stream)
+	w.fill += cost
+	if w.fill >= w.blockSize {
+		w.flushBlock()
+	}
+	return w.err
+}
+
+// flushBlock encodes, compresses and writes the pending block and records
+// it in the index.
+func (w *Writer) flushBlock() {
+	n := len(w.lens)
+	if n == 0 || w.err != nil {
+		return
+	}
+	// Meta section.
+	m := w.metaBuf[:0]
+	for _, l := range w.lens {
+		m = binary.AppendUvarint(m, uint64(l))
+	}
+	minT, maxT := w.times[0], w.times[0]
+	prev := int64(0)
+	for i, t := range w.times {
+		if i == 0 {
+			m = binary.AppendVarint(m, t)
+		} else {
+			m = binary.AppendVarint(m, int64(uint64(t)-uint64(prev)))
+		}
+		prev = t
+		minT = min(minT, t)
+		maxT = max(maxT, t)
+	}
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && w.streams[j] == w.streams[i] {
+			j++
+		}
+		m = binary.AppendUvarint(m, uint64(w.streams[i]))
+		m = binary.AppendUvarint(m, uint64(j-i))
+		i = j
+	}
+	w.metaBuf = m
+
+	// Compress both sections; fall back to none when that does not pay.
+	codec := w.comp.codec
+	var dataC, metaC []byte
+	if codec != CodecNone {
+		out, ok1, err := w.comp.compress(w.blk[:0], w.data)
+		if err != nil {
+			w.err = fmt.Errorf("segment: %w", err)
+			return
+		}
+		split := len(out)
+		out, ok2, err := w.comp.compress(out, m)
+		if err != nil {
+			w.err = fmt.Errorf("segment: %w", err)
+			return
+		}
+		w.blk = out
+		if ok1 && ok2 {
+			dataC, metaC = out[:split], out[split:]
+		} else {
+			codec = CodecNone
+		}
+	}
+	if codec == CodecNone {
+		dataC, metaC = w.data, m
+	}
+
+	var hdr [1 + 5*binary.MaxVarintLen64]byte
+	h := append(hdr[:0], byte(codec))
+	h = binary.AppendUvarint(h, uint64(n))
+	h = binary.AppendUvarint(h, uint64(len(w.data)))
+	h = binary.AppendUvarint(h, uint64(len(dataC)))
+	h = binary.AppendUvarint(h, uint64(len(m)))
+	h = binary.AppendUvarint(h, uint64(len(metaC)))
+	crc := crc32.Update(0, castagnoli, h)
+	crc = crc32.Update(crc, castagnoli, dataC)
+	crc = crc32.Update(crc, castagnoli, metaC)
+	var c [4]byte
+	binary.LittleEndian.PutUint32(c[:], crc)
+	start := w.off
+	w.write(h)
+	w.write(dataC)
+	w.write(metaC)
+	w.write(c[:])
+	length := w.off - start
+
+	// Index entry.
+	st := append(w.sorted[:0], w.streams...)
+	slices.Sort(st)
+	st = slices.Compact(st)
+	w.sorted = st
+	x := w.index
+	x = binary.AppendUvarint(x, uint64(length))
+	x = binary.AppendVarint(x, minT)
+	x = binary.AppendUvarint(x, uint64(maxT)-uint64(minT))
+	x = binary.AppendUvarint(x, uint64(n))
+	x = binary.AppendUvarint(x, uint64(len(w.data)))
+	x = binary.AppendUvarint(x, uint64(len(st)))
+	for i, s := range st {
+		if i == 0 {
+			x = binary.AppendUvarint(x, uint64(s))
+		} else {
+			x = binary.AppendUvarint(x, uint64(s-st[i-1]))
+		}
+	}
+	w.index = x
+
+	if w.info.Blocks == 0 {
+		w.info.MinTime, w.info.MaxTime = minT, maxT
+	} else {
+		w.info.MinTime = min(w.info.MinTime, minT)
+		w.info.MaxTime = max(w.info.MaxTime, maxT)
+	}
+	w.info.Blocks++
+	w.info.Entries += int64(n)
+	w.info.RawBytes += int64(len(w.data))
+
+	w.data, w.lens, w.times, w.streams, w.fill = w.data[:0], w.lens[:0], w.times[:0], w.streams[:0], 0
+	// Do not pin the buffer of a huge entry for the rest of the segment.
+	if cap(w.data) > 2*w.blockSize+(1<<20) {
+		w.data = nil
+		w.blk = nil
+	}
+}
+
+// Commit writes the pending block, the block index and the footer, fsyncs
+// the file, renames it to its final path and fsyncs the directory. On error
+// the temp file is removed (unless the rename already happened) and the
+// segment does not exist.
+func (w *Writer) Commit() (Info, error) {
+	if w.done {
+		return Info{}, errFinished
+	}
+	w.flushBlock()
+	indexOff := w.off
+	idx := binary.AppendUvarint(nil, uint64(w.info.Blocks))
+	idx = append(idx, w.index...)
+	w.write(idx)
+	if w.info.Blocks > math.MaxUint32 {
+		w.err = errors.New("segment: too many blocks")
+	}
+	size := w.off + footerSize
+	var ft [footerSize]byte
+	binary.LittleEndian.PutUint64(ft[0:], uint64(indexOff))
+	binary.LittleEndian.PutUint64(ft[8:], uint64(len(idx)))
+	binary.LittleEndian.PutUint32(ft[16:], crc32.Checksum(idx, castagnoli))
+	binary.LittleEndian.PutUint32(ft[20:], uint32(w.info.Blocks))
+	// 24..44: skip index, reserved for version 2.
+	binary.LittleEndian.PutUint32(ft[44:], formatVersion)
+	binary.LittleEndian.PutUint64(ft[48:], uint64(size))
+	// 56: flags 0.
+	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
+	copy(ft[64:], magic)
+	w.write(ft[:])
+	if w.err == nil {
+		if err := w.bw.Flush(); err != nil {
+			w.err = fmt.Errorf("segment: write %s: %w", w.tmp, err)
+		}
+	}
+	if w.err == nil {
+		if err := w.f.Sync(); err != nil {
+			w.err = fmt.Errorf("segment: fsync %s: %w", w.tmp, err)
+		}
+	}
+	if w.err != nil {
+		err := w.err
+		w.Abort()
+		return Info{}, err
+	}
+	w.done = true
+	if err := w.f.Close(); err != nil {
+		os.Remove(w.tmp)
+		return Info{}, fmt.Errorf("segment: close %s: %w", w.tmp, err)
+	}
+	if err := os.Rename(w.tmp, w.final); err != nil {
+		os.Remove(w.tmp)
+		return Info{}, fmt.Errorf("segment: %w", err)
+	}
+	if err := syncDir(filepath.Dir(w.final)); err != nil {
+		return Info{}, fmt.Errorf("segment: fsync directory of %s: %w", w.final, err)
+	}
+	w.info.FileBytes = size
+	return w.info, nil
+}
+
+// Abort discards the segment and removes the temp file. It is a no-op after
+// Commit or a previous Abort.
+func (w *Writer) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	cerr := w.f.Close()
+	rerr := os.Remove(w.tmp)
+	if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		return fmt.Errorf("segment: abort: %w", rerr)
+	}
+	if cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		return fmt.Errorf("segment: abort: %w", cerr)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that a rename in it is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
