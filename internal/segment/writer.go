@@ -109,8 +109,8 @@ type Writer struct {
 	fill    int // sum of len+1 over the block's entries
 
 	// Scratch for flushBlock.
-	sorted            []uint32
-	metaBuf, blk      []byte
+	sorted       []uint32
+	metaBuf, blk []byte
 }
 
 // Create starts a segment that Commit will publish at finalPath. It writes
