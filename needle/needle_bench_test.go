@@ -31,7 +31,7 @@ func absentNeedle(text []byte, n int) []byte {
 		for i, j := 0, len(nd)-1; i < j; i, j = i+1, j-1 {
 			nd[i], nd[j] = nd[j], nd[i]
 		}
-		if bytes.Index(text, nd) < 0 {
+		if !bytes.Contains(text, nd) {
 			return nd
 		}
 	}
