@@ -1,0 +1,68 @@
+// Package store is Haystack's data directory: a write-ahead log, an
+// in-memory head, immutable segment files and the manifest that ties them
+// together.
+//
+// # Layout
+//
+//	DIR/
+//	  LOCK              flock'ed by the one writer (hay ingest); readers take no lock
+//	  MANIFEST          live segments, stream table, source progress, WAL start
+//	  MANIFEST.tmp      only while the manifest is being replaced
+//	  wal/<seq>.wal     write-ahead log files, seq = 16 hex digits
+//	  segments/<seq>.seg immutable segment files (package segment)
+//
+// # Write path
+//
+// Ingest hands the store batches (about 1 MiB of entries plus the input
+// position they reach). Append writes a batch as one WAL record (length,
+// CRC-32C, payload; see wal.go), adds its entries to the head, and fsyncs
+// the WAL when FsyncInterval has passed or FsyncBytes are unsynced. When
+// the head reaches HeadBytes, Flush:
+//
+//  1. closes the current WAL file and starts the next one, so the head is
+//     exactly the WAL files below the new one;
+//  2. writes the head as a segment (temp file, fsync, rename, directory
+//     fsync, all inside segment.Writer.Commit);
+//  3. replaces MANIFEST (MANIFEST.tmp, fsync, rename, directory fsync) with
+//     one that lists the segment, the stream table, every source's
+//     progress, and WALStart = the new WAL file's number;
+//  4. deletes the WAL files below WALStart.
+//
+// A crash between any two steps leaves a directory that Open repairs: an
+// unlisted segment is deleted (its entries are still in the WAL), WAL files
+// below WALStart are deleted (their entries are in a listed segment), the
+// rest of the WAL is replayed, and the first torn or corrupt record ends
+// the replay; it and every record after it are cut off. So after kill -9
+// at any moment the store holds an exact prefix of what was appended.
+//
+// # Streams
+//
+// A stream is a set of labels in canonical form ({a="x", b="y"}) with a
+// uint32 id, allocated in order of first use. A new stream's definition
+// rides in the WAL record of its first entries, and the manifest carries
+// the whole table.
+//
+// # Re-running ingest
+//
+// Each batch of a file input carries a Source: the file's absolute path,
+// the number of bytes of it consumed by this and earlier batches, and the
+// CRC-32C of its first min(offset, 1 KiB) bytes. Because the progress is in
+// the same record as the entries, it is durable exactly when they are. A
+// re-run of `hay ingest FILE` looks the path up: if the file is at least
+// that long and its first bytes have the same checksum, ingest skips the
+// recorded prefix; otherwise (a rotated or rewritten file) it ingests the
+// whole file as new content. So an interrupted ingest is finished by
+// running the same command again, and a growing log file can be ingested
+// repeatedly to pick up what was appended. Standard input has no identity
+// and is never resumed. One limit: a last line without "\n" counts as
+// ingested; if the file later grows that line, the continuation becomes an
+// entry of its own.
+//
+// # Memory
+//
+// A writer holds at most HeadBytes of head (raw bytes plus 16 bytes per
+// entry, 64 MiB by default), one WAL record buffer (the size of a batch),
+// and what segment.Writer needs for one block while flushing. Recovery
+// replays one WAL file at a time into the head; the WAL below WALStart is
+// never more than about HeadBytes plus one batch.
+package store

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"haystack/internal/segment"
+)
+
+// Part is one ordered run of blocks a search scans: a segment file or the
+// head. Parts, and blocks within a part, are in ingestion order.
+type Part interface {
+	Name() string
+	NumBlocks() int
+	BlockMeta(i int) segment.BlockMeta
+	ReadBlock(i int, dst *segment.Block) error
+}
+
+// Snapshot is a read-only view of a data directory: the segments the
+// manifest lists plus the WAL replayed into memory. It takes no lock, so it
+// can be opened while `hay ingest` writes; it sees a consistent prefix.
+type Snapshot struct {
+	Dir      string
+	Manifest *Manifest
+	// Parts are the readable segments in manifest order, then the head.
+	Parts []Part
+	// Damaged lists segments that could not be opened (each error names
+	// the file); the other parts are still searchable.
+	Damaged []error
+
+	labels  map[uint32]string
+	readers []*segment.Reader
+}
+
+// SegmentPart is an open segment file.
+type SegmentPart struct {
+	name string
+	r    *segment.Reader
+}
+
+// Name is the segment's path inside the data directory.
+func (p *SegmentPart) Name() string { return p.name }
+
+// NumBlocks is the segment's block count.
+func (p *SegmentPart) NumBlocks() int { return p.r.NumBlocks() }
+
+// BlockMeta describes block i.
+func (p *SegmentPart) BlockMeta(i int) segment.BlockMeta { return p.r.BlockMeta(i) }
+
+// ReadBlock decodes block i into dst.
+func (p *SegmentPart) ReadBlock(i int, dst *segment.Block) error { return p.r.ReadBlock(i, dst) }
+
+// ErrNoStore reports a data directory that does not exist.
+var ErrNoStore = errors.New("no store")
+
+// OpenSnapshot opens dir for reading.
+func OpenSnapshot(dir string) (*Snapshot, error) {
+	if _, err := os.Stat(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s", ErrNoStore, dir)
+		}
+		return nil, err
+	}
+	// A writer may flush between our reading the manifest and the WAL
+	// files it names; then a WAL file is gone and we start over with the
+	// new manifest.
+	var lastErr error
+	for range 5 {
+		s, err := openSnapshot(dir)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func openSnapshot(dir string) (*Snapshot, error) {
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Dir: dir, Manifest: m, labels: map[uint32]string{}}
+	for _, d := range m.Streams {
+		s.labels[d.ID] = d.Labels
+	}
+	for _, sm := range m.Segments {
+		name := filepath.Join(segDir, sm.Name)
+		r, err := segment.Open(filepath.Join(dir, name))
+		if err != nil {
+			s.Damaged = append(s.Damaged, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		s.readers = append(s.readers, r)
+		s.Parts = append(s.Parts, &SegmentPart{name: name, r: r})
+	}
+	seqs, err := walSeqs(dir)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	var h head
+replay:
+	for _, seq := range seqs {
+		if seq < m.WALStart {
+			continue
+		}
+		data, err := os.ReadFile(walPath(dir, seq))
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		r := NewWALReader(data)
+		for {
+			b, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				// The valid prefix ends here (a crash's torn tail, or a
+				// writer in the middle of a record).
+				break replay
+			}
+			for _, d := range b.Streams {
+				s.labels[d.ID] = d.Labels
+			}
+			for _, e := range b.Entries {
+				h.add(e)
+			}
+		}
+	}
+	if len(h.blocks) > 0 {
+		s.Parts = append(s.Parts, &HeadPart{blocks: h.blocks})
+	}
+	return s, nil
+}
+
+// Labels returns the canonical label string of stream id.
+func (s *Snapshot) Labels(id uint32) string { return s.labels[id] }
+
+// NumStreams is the number of streams the snapshot knows.
+func (s *Snapshot) NumStreams() int { return len(s.labels) }
+
+// Close releases the segment mappings.
+func (s *Snapshot) Close() error {
+	var first error
+	for _, r := range s.readers {
+		if err := r.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.readers = nil
+	return first
+}

@@ -1,0 +1,485 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"haystack/internal/segment"
+)
+
+const (
+	manifestName = "MANIFEST"
+	lockName     = "LOCK"
+	walDir       = "wal"
+	segDir       = "segments"
+	walExt       = ".wal"
+	segExt       = ".seg"
+)
+
+// Defaults for Options.
+const (
+	DefaultFsyncInterval = time.Second
+	DefaultFsyncBytes    = 32 << 20
+	DefaultHeadBytes     = 64 << 20
+)
+
+// Options tune a writable Store. The zero value gives the defaults.
+type Options struct {
+	// FsyncInterval bounds how long an appended batch may stay unsynced
+	// (it is checked at each Append). 0 means DefaultFsyncInterval; a
+	// negative value syncs only at Sync, Flush and Close.
+	FsyncInterval time.Duration
+	// FsyncBytes syncs the WAL once this many bytes are unsynced.
+	// 0 means DefaultFsyncBytes.
+	FsyncBytes int64
+	// HeadBytes is the head size (raw bytes plus 16 bytes an entry) at
+	// which Append flushes the head into a segment. 0 means
+	// DefaultHeadBytes.
+	HeadBytes int64
+	// Segment is passed to segment.Create.
+	Segment segment.Options
+}
+
+// Store is a data directory open for writing. It is not safe for
+// concurrent use; readers use OpenSnapshot, which needs no lock.
+type Store struct {
+	dir  string
+	opt  Options
+	lock *os.File
+	man  *Manifest // last written manifest
+
+	streams   map[string]uint32 // labels -> id
+	streamDef []StreamDef       // all, in id order
+	pending   []StreamDef       // defined since the last WAL record
+	sources   map[string]Source
+
+	head     head
+	wal      walWriter
+	walDirty bool // the WAL holds records not covered by the manifest
+	lastSync time.Time
+	closed   bool
+}
+
+// Open opens (creating if needed) the data directory dir for writing. It
+// takes an exclusive flock on dir/LOCK, so a second writer fails at once,
+// then recovers: segments the manifest does not list (a crash between a
+// segment's commit and the manifest swap) are deleted, the WAL from
+// Manifest.WALStart on is replayed into the head, and a torn record at its
+// end, with everything after it, is cut off.
+func Open(dir string, opt Options) (*Store, error) {
+	if opt.FsyncInterval == 0 {
+		opt.FsyncInterval = DefaultFsyncInterval
+	}
+	if opt.FsyncBytes <= 0 {
+		opt.FsyncBytes = DefaultFsyncBytes
+	}
+	if opt.HeadBytes <= 0 {
+		opt.HeadBytes = DefaultHeadBytes
+	}
+	for _, d := range []string{dir, filepath.Join(dir, walDir), filepath.Join(dir, segDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another writer", dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	s := &Store{
+		dir:      dir,
+		opt:      opt,
+		lock:     lock,
+		streams:  map[string]uint32{},
+		sources:  map[string]Source{},
+		lastSync: time.Now(),
+	}
+	if err := s.recover(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) recover() error {
+	m, err := readManifest(s.dir)
+	if err != nil {
+		return err
+	}
+	s.man = m
+	for _, d := range m.Streams {
+		s.defineStream(d)
+	}
+	for _, src := range m.Sources {
+		s.sources[src.Key] = src
+	}
+
+	// Segments not in the manifest were never committed to the store.
+	live := map[string]bool{}
+	for _, sm := range m.Segments {
+		live[sm.Name] = true
+	}
+	names, err := readDirNames(filepath.Join(s.dir, segDir))
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if !live[n] {
+			if err := os.Remove(filepath.Join(s.dir, segDir, n)); err != nil {
+				return err
+			}
+		}
+	}
+
+	seqs, err := walSeqs(s.dir)
+	if err != nil {
+		return err
+	}
+	next := m.WALStart
+	torn := false
+	for _, seq := range seqs {
+		path := walPath(s.dir, seq)
+		if seq < m.WALStart || torn {
+			// Covered by segments, or after the first torn record: not
+			// part of the valid prefix.
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			continue
+		}
+		next = seq + 1
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		r := NewWALReader(data)
+		for {
+			b, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				// Torn tail (or a file whose magic never made it to
+				// disk): the valid prefix ends here.
+				torn = true
+				if err := os.Truncate(path, r.Valid); err != nil {
+					return err
+				}
+				break
+			}
+			if err := s.apply(b); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			s.walDirty = true
+		}
+	}
+	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {
+		return err
+	}
+	return s.startWAL(next)
+}
+
+// apply adds a batch read from the WAL to the in-memory state.
+func (s *Store) apply(b *Batch) error {
+	for _, d := range b.Streams {
+		if old, ok := s.streams[d.Labels]; ok {
+			if old != d.ID {
+				return fmt.Errorf("stream %s defined twice", d.Labels)
+			}
+			continue // already in the manifest
+		}
+		if int(d.ID) != len(s.streamDef) {
+			return fmt.Errorf("stream id %d out of sequence", d.ID)
+		}
+		s.defineStream(d)
+	}
+	for _, e := range b.Entries {
+		if int(e.Stream) >= len(s.streamDef) {
+			return fmt.Errorf("entry of undefined stream %d", e.Stream)
+		}
+		s.head.add(e)
+	}
+	for _, src := range b.Sources {
+		s.sources[src.Key] = src
+	}
+	return nil
+}
+
+func (s *Store) defineStream(d StreamDef) {
+	s.streams[d.Labels] = d.ID
+	s.streamDef = append(s.streamDef, d)
+}
+
+func walPath(dir string, seq uint64) string {
+	return filepath.Join(dir, walDir, fmt.Sprintf("%016x%s", seq, walExt))
+}
+
+// walSeqs lists the WAL file numbers in dir/wal, ascending.
+func walSeqs(dir string) ([]uint64, error) {
+	names, err := readDirNames(filepath.Join(dir, walDir))
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for _, n := range names {
+		base, ok := strings.CutSuffix(n, walExt)
+		if !ok {
+			continue
+		}
+		seq, err := strconv.ParseUint(base, 16, 64)
+		if err != nil {
+			continue
+		}
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	return seqs, nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// startWAL creates WAL file seq and makes it current.
+func (s *Store) startWAL(seq uint64) error {
+	path := walPath(s.dir, seq)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, walFileMode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write([]byte(walMagic)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {
+		f.Close()
+		return err
+	}
+	s.wal.f, s.wal.seq, s.wal.size, s.wal.unsynced = f, seq, int64(len(walMagic)), 0
+	return nil
+}
+
+// Dir is the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Stream returns the id of the stream with canonical labels, defining a
+// new one if needed. A new definition is written to the WAL with the next
+// Append, so it is durable exactly when its first entries are.
+func (s *Store) Stream(labels string) uint32 {
+	if id, ok := s.streams[labels]; ok {
+		return id
+	}
+	d := StreamDef{ID: uint32(len(s.streamDef)), Labels: labels}
+	s.defineStream(d)
+	s.pending = append(s.pending, d)
+	return d.ID
+}
+
+// Source returns the recorded progress of input key.
+func (s *Store) Source(key string) (Source, bool) {
+	src, ok := s.sources[key]
+	return src, ok
+}
+
+// Append writes b (entries and source progress) to the WAL as one record
+// and adds its entries to the head; the batch is durable after the next
+// sync. Stream definitions made with Stream since the last Append are added
+// to the record. When the head reaches Options.HeadBytes it is flushed.
+// b's slices are not retained.
+func (s *Store) Append(b *Batch) error {
+	if s.closed {
+		return errors.New("store is closed")
+	}
+	if len(b.Entries) == 0 && len(b.Sources) == 0 && len(s.pending) == 0 {
+		return nil
+	}
+	b.Streams = s.pending
+	_, err := s.wal.write(b)
+	b.Streams = nil
+	if err != nil {
+		return err
+	}
+	s.pending = nil
+	s.walDirty = true
+	for _, e := range b.Entries {
+		s.head.add(e)
+	}
+	for _, src := range b.Sources {
+		s.sources[src.Key] = src
+	}
+	if s.wal.unsynced >= s.opt.FsyncBytes ||
+		(s.opt.FsyncInterval > 0 && time.Since(s.lastSync) >= s.opt.FsyncInterval) {
+		if err := s.Sync(); err != nil {
+			return err
+		}
+	}
+	if s.head.bytes >= s.opt.HeadBytes {
+		return s.Flush()
+	}
+	return nil
+}
+
+// Sync makes every appended batch durable.
+func (s *Store) Sync() error {
+	s.lastSync = time.Now()
+	return s.wal.sync()
+}
+
+// HeadBytes is the head's current size as counted against Options.HeadBytes.
+func (s *Store) HeadBytes() int64 { return s.head.bytes }
+
+// Flush writes the head into a new segment, swaps the manifest to include
+// it (with the stream table and source progress) and deletes the WAL files
+// it covers. The order makes every crash safe: the segment is complete
+// (fsynced, renamed, directory fsynced) before the manifest names it, and
+// the WAL is deleted only after the manifest no longer needs it.
+func (s *Store) Flush() error {
+	if !s.walDirty && s.head.entries == 0 {
+		return nil
+	}
+	// Rotate first, so that the head is exactly the WAL files below the
+	// new one.
+	if err := s.wal.sync(); err != nil {
+		return err
+	}
+	if err := s.wal.f.Close(); err != nil {
+		return err
+	}
+	oldSeq := s.wal.seq
+	if err := s.startWAL(oldSeq + 1); err != nil {
+		return err
+	}
+	m := *s.man
+	m.Segments = slices.Clone(s.man.Segments)
+	if s.head.entries > 0 {
+		sm, err := s.writeSegment(m.NextSeq)
+		if err != nil {
+			return err
+		}
+		m.Segments = append(m.Segments, sm)
+		m.NextSeq++
+	}
+	m.WALStart = s.wal.seq
+	m.Streams = slices.Clone(s.streamDef)
+	m.Sources = m.Sources[:0:0]
+	for _, src := range s.sources {
+		m.Sources = append(m.Sources, src)
+	}
+	sort.Slice(m.Sources, func(i, j int) bool { return m.Sources[i].Key < m.Sources[j].Key })
+	if err := writeManifest(s.dir, &m); err != nil {
+		return err
+	}
+	s.man = &m
+	s.head.reset()
+	s.walDirty = false
+	seqs, err := walSeqs(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		if seq < m.WALStart {
+			if err := os.Remove(walPath(s.dir, seq)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) writeSegment(seq uint64) (SegmentMeta, error) {
+	name := fmt.Sprintf("%016x%s", seq, segExt)
+	path := filepath.Join(s.dir, segDir, name)
+	w, err := segment.Create(path, s.opt.Segment)
+	if err != nil {
+		return SegmentMeta{}, err
+	}
+	sm := SegmentMeta{Name: name, MinTime: s.head.blocks[0].meta.MinTime, MaxTime: s.head.blocks[0].meta.MaxTime}
+	for _, hb := range s.head.blocks {
+		b := &hb.b
+		for k := range b.Times {
+			e := segment.Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Data[b.Offsets[k]:b.Offsets[k+1]]}
+			if err := w.Add(e); err != nil {
+				w.Abort()
+				return SegmentMeta{}, fmt.Errorf("write segment %s: %w", name, err)
+			}
+		}
+		sm.Entries += int64(hb.meta.Entries)
+		sm.RawBytes += int64(hb.meta.RawBytes)
+		sm.MinTime = min(sm.MinTime, hb.meta.MinTime)
+		sm.MaxTime = max(sm.MaxTime, hb.meta.MaxTime)
+	}
+	if _, err := w.Commit(); err != nil {
+		return SegmentMeta{}, fmt.Errorf("commit segment %s: %w", name, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return SegmentMeta{}, err
+	}
+	sm.Size = fi.Size()
+	return sm, nil
+}
+
+// Close flushes the head and releases the directory. The store is closed
+// even when the flush fails; what the WAL holds is recovered next time.
+func (s *Store) Close() error {
+	if s.closed {
+		return nil
+	}
+	err := s.Flush()
+	s.closed = true
+	if cerr := s.wal.f.Close(); err == nil {
+		err = cerr
+	}
+	s.lock.Close() // releases the flock
+	return err
+}
+
+// Stats summarises the committed store.
+type Stats struct {
+	Segments int
+	Entries  int64
+	RawBytes int64
+	Size     int64 // bytes of segment files
+}
+
+// Stats reports the size of what the manifest holds (after Flush, all of it).
+func (s *Store) Stats() Stats { return s.man.stats() }
+
+func (m *Manifest) stats() Stats {
+	st := Stats{Segments: len(m.Segments)}
+	for _, sm := range m.Segments {
+		st.Entries += sm.Entries
+		st.RawBytes += sm.RawBytes
+		st.Size += sm.Size
+	}
+	return st
+}

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"haystack/internal/segment"
+)
+
+// Problem is one finding of Verify.
+type Problem struct {
+	File string // path inside the data directory
+	// Block is the damaged block's index, or -1 when the damage is not
+	// inside one block.
+	Block int
+	Err   error
+	// Damage is false for findings that recovery handles by design: a
+	// torn record at the end of the last WAL file (a crash mid-write) or
+	// a segment file the manifest does not list (a crash before the
+	// manifest swap).
+	Damage bool
+}
+
+func (p Problem) String() string {
+	s := p.File
+	if p.Block >= 0 {
+		s += fmt.Sprintf(" block %d", p.Block)
+	}
+	kind := "damaged"
+	if !p.Damage {
+		kind = "note"
+	}
+	return fmt.Sprintf("%s: %s: %v", kind, s, p.Err)
+}
+
+// Verify checks every checksum and structure in data directory dir: the
+// manifest, every WAL record, every segment's footer, index and blocks. It
+// takes no lock and changes nothing. The error is for failures to run the
+// check at all (dir missing); damage is reported as problems.
+func Verify(dir string) ([]Problem, error) {
+	if _, err := os.Stat(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s", ErrNoStore, dir)
+		}
+		return nil, err
+	}
+	var ps []Problem
+	m, err := readManifest(dir)
+	if err != nil {
+		ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
+		return ps, nil
+	}
+	live := map[string]bool{}
+	for _, sm := range m.Segments {
+		live[sm.Name] = true
+		name := filepath.Join(segDir, sm.Name)
+		ps = append(ps, verifySegment(dir, name, sm)...)
+	}
+	names, err := readDirNames(filepath.Join(dir, segDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, n := range names {
+		if !live[n] {
+			ps = append(ps, Problem{File: filepath.Join(segDir, n), Block: -1,
+				Err: errors.New("not in the manifest (left by a crash; removed on next ingest)")})
+		}
+	}
+	seqs, err := walSeqs(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for i, seq := range seqs {
+		if seq < m.WALStart {
+			continue
+		}
+		name := filepath.Join(walDir, filepath.Base(walPath(dir, seq)))
+		data, err := os.ReadFile(walPath(dir, seq))
+		if err != nil {
+			ps = append(ps, Problem{File: name, Block: -1, Err: err, Damage: true})
+			continue
+		}
+		r := NewWALReader(data)
+		for {
+			_, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				last := i == len(seqs)-1
+				if last {
+					err = fmt.Errorf("%w (the end of a crashed write; cut off on next ingest)", err)
+				}
+				ps = append(ps, Problem{File: name, Block: -1, Err: err, Damage: !last})
+				break
+			}
+		}
+	}
+	return ps, nil
+}
+
+func verifySegment(dir, name string, sm SegmentMeta) []Problem {
+	r, err := segment.Open(filepath.Join(dir, name))
+	if err != nil {
+		return []Problem{corruptProblem(name, err)}
+	}
+	defer r.Close()
+	var ps []Problem
+	if err := r.Verify(); err != nil {
+		// Verify joins one error per damaged block.
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				ps = append(ps, corruptProblem(name, e))
+			}
+		} else {
+			ps = append(ps, corruptProblem(name, err))
+		}
+	}
+	var entries int64
+	for i := range r.NumBlocks() {
+		entries += int64(r.BlockMeta(i).Entries)
+	}
+	if entries != sm.Entries {
+		ps = append(ps, Problem{File: name, Block: -1, Damage: true,
+			Err: fmt.Errorf("holds %d entries, the manifest says %d", entries, sm.Entries)})
+	}
+	return ps
+}
+
+func corruptProblem(name string, err error) Problem {
+	p := Problem{File: name, Block: -1, Err: err, Damage: true}
+	var ce *segment.CorruptError
+	if errors.As(err, &ce) {
+		// The problem already names the file.
+		p.Block, p.Err = ce.Block, errors.New(ce.Reason)
+	}
+	return p
+}
