@@ -1,0 +1,463 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// smallEntries is a few blocks' worth of entries for the exhaustive damage
+// tests: small enough that every bit of the file can be flipped quickly.
+func smallEntries() []Entry {
+	var es []Entry
+	for i := range 12 {
+		es = append(es, Entry{
+			Time:   1_700_000_000_000_000_000 + int64(i%5)*1000,
+			Stream: uint32(i % 3),
+			Line:   fmt.Appendf(nil, "line %d: user=%d\nstatus=ok", i, i*7),
+		})
+	}
+	es = append(es, Entry{Time: 1, Stream: 9}) // an empty entry
+	return es
+}
+
+// asCorrupt returns err's *CorruptError or fails the test.
+func asCorrupt(t *testing.T, err error, what string) *CorruptError {
+	t.Helper()
+	var ce *CorruptError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%s: error %v is not a *CorruptError", what, err)
+	}
+	return ce
+}
+
+// blockOf returns the block whose stored bytes contain file offset off, or
+// -1 when off is in the header, block index or footer.
+func blockOf(r *Reader, off int64) int {
+	for i := range r.NumBlocks() {
+		m := r.BlockMeta(i)
+		if off >= m.offset && off < m.offset+m.length {
+			return i
+		}
+	}
+	return -1
+}
+
+// damageCheck opens the damaged file at path and requires an error naming
+// the file, and block wantBlock (-1: Open must fail).
+func damageCheck(t *testing.T, path string, wantBlock int, what string) {
+	t.Helper()
+	r, err := Open(path)
+	if wantBlock < 0 {
+		if err == nil {
+			r.Close()
+			t.Fatalf("%s: Open succeeded", what)
+		}
+		ce := asCorrupt(t, err, what)
+		if ce.File != path || ce.Block != -1 || !strings.Contains(err.Error(), path) {
+			t.Fatalf("%s: error %q names file %q block %d", what, err, ce.File, ce.Block)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: Open failed on block damage: %v", what, err)
+	}
+	defer r.Close()
+	b := GetBlock()
+	defer PutBlock(b)
+	for i := range r.NumBlocks() {
+		err := r.ReadBlock(i, b)
+		if i != wantBlock {
+			if err != nil {
+				t.Fatalf("%s: undamaged block %d: %v", what, i, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Fatalf("%s: ReadBlock(%d) succeeded", what, i)
+		}
+		ce := asCorrupt(t, err, what)
+		if ce.File != path || ce.Block != i || !strings.Contains(err.Error(), fmt.Sprintf("block %d", i)) {
+			t.Fatalf("%s: error %q names file %q block %d", what, err, ce.File, ce.Block)
+		}
+	}
+	verr := r.Verify()
+	if verr == nil {
+		t.Fatalf("%s: Verify succeeded", what)
+	}
+	if ce := asCorrupt(t, verr, what); ce.Block != wantBlock {
+		t.Fatalf("%s: Verify names block %d, want %d", what, ce.Block, wantBlock)
+	}
+}
+
+// TestEveryTruncationAndBitFlip damages a small segment of a few blocks in
+// every possible single way: each proper prefix, and each bit of each byte
+// flipped. Every one must be reported, naming the file and the block.
+func TestEveryTruncationAndBitFlip(t *testing.T) {
+	for _, o := range []Options{
+		{Codec: CodecNone, BlockSize: 64},
+		{Codec: CodecLZ4, BlockSize: 128},
+		{Codec: CodecZstd, BlockSize: 128},
+	} {
+		t.Run(o.Codec.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			src, _ := writeSegment(t, dir, "good", smallEntries(), o)
+			orig, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.NumBlocks() < 3 {
+				t.Fatalf("want a few blocks, got %d", r.NumBlocks())
+			}
+			t.Logf("%d bytes, %d blocks", len(orig), r.NumBlocks())
+			path := filepath.Join(dir, "damaged")
+			write := func(b []byte) {
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for n := range len(orig) {
+				write(orig[:n])
+				damageCheck(t, path, -1, fmt.Sprintf("truncated to %d", n))
+			}
+			buf := bytes.Clone(orig)
+			for off := range buf {
+				for bit := range 8 {
+					buf[off] ^= 1 << bit
+					write(buf)
+					damageCheck(t, path, blockOf(r, int64(off)), fmt.Sprintf("bit %d of byte %d flipped", bit, off))
+					buf[off] ^= 1 << bit
+				}
+			}
+			// An appended byte is damage too.
+			write(append(bytes.Clone(orig), 0))
+			damageCheck(t, path, -1, "extended by one byte")
+		})
+	}
+}
+
+// TestDamageIsolated checks that a damaged segment does not affect another
+// one read at the same time.
+func TestDamageIsolated(t *testing.T) {
+	dir := t.TempDir()
+	entries := corpora()["logs"]
+	good, _ := writeSegment(t, dir, "good", entries, Options{BlockSize: 4096})
+	bad, _ := writeSegment(t, dir, "bad", entries, Options{BlockSize: 4096})
+	rb, err := Open(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := rb.BlockMeta(2)
+	rb.Close()
+	data, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[m.offset+m.length/2] ^= 0x10
+	if err := os.WriteFile(bad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rb, err = Open(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	rg, err := Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rg.Close()
+
+	// Interleave reads of both.
+	var got []Entry
+	b1, b2 := GetBlock(), GetBlock()
+	for i := range rg.NumBlocks() {
+		err := rb.ReadBlock(i, b1)
+		if (i == 2) != (err != nil) {
+			t.Fatalf("damaged segment block %d: %v", i, err)
+		}
+		if err != nil && asCorrupt(t, err, "bad").File != bad {
+			t.Fatalf("error names %v", err)
+		}
+		if err := rg.ReadBlock(i, b2); err != nil {
+			t.Fatal(err)
+		}
+		for k := range b2.Len() {
+			e := b2.Entry(k)
+			e.Line = bytes.Clone(e.Line)
+			got = append(got, e)
+		}
+	}
+	equalEntries(t, got, entries)
+	if err := rg.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Verify(); err == nil || asCorrupt(t, err, "verify").Block != 2 {
+		t.Fatalf("Verify of damaged segment: %v", err)
+	}
+
+	// A truncated segment fails to open; the good one is unaffected.
+	if err := os.WriteFile(bad, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(bad); err == nil {
+		t.Fatal("truncated segment opened")
+	}
+	if err := rg.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forged describes one block for forge, which builds files whose checksums
+// are all valid but whose structure may not be: the decoder must catch
+// what the checksums cannot.
+type forged struct {
+	// block header and sections
+	codec            Codec
+	entries          uint64
+	dataRaw, metaRaw uint64
+	data, meta       []byte // stored sections
+	// index entry
+	minT, maxT       int64
+	ixEntries, ixRaw uint64
+	ixStreams        []uint32
+}
+
+// forgeMeta encodes a meta section from parts.
+func forgeMeta(lens []uint64, times []int64, runs ...uint64) []byte {
+	var m []byte
+	for _, l := range lens {
+		m = binary.AppendUvarint(m, l)
+	}
+	prev := int64(0)
+	for i, t := range times {
+		if i == 0 {
+			m = binary.AppendVarint(m, t)
+		} else {
+			m = binary.AppendVarint(m, t-prev)
+		}
+		prev = t
+	}
+	for _, r := range runs {
+		m = binary.AppendUvarint(m, r)
+	}
+	return m
+}
+
+// forge builds a whole segment file from blocks with valid checksums.
+func forge(blocks []forged) []byte {
+	f := []byte(magic)
+	f = binary.LittleEndian.AppendUint32(f, formatVersion)
+	f = binary.LittleEndian.AppendUint32(f, 0)
+	idx := binary.AppendUvarint(nil, uint64(len(blocks)))
+	for _, b := range blocks {
+		blk := []byte{byte(b.codec)}
+		blk = binary.AppendUvarint(blk, b.entries)
+		blk = binary.AppendUvarint(blk, b.dataRaw)
+		blk = binary.AppendUvarint(blk, uint64(len(b.data)))
+		blk = binary.AppendUvarint(blk, b.metaRaw)
+		blk = binary.AppendUvarint(blk, uint64(len(b.meta)))
+		blk = append(blk, b.data...)
+		blk = append(blk, b.meta...)
+		blk = binary.LittleEndian.AppendUint32(blk, crc32.Checksum(blk, castagnoli))
+		f = append(f, blk...)
+		idx = binary.AppendUvarint(idx, uint64(len(blk)))
+		idx = binary.AppendVarint(idx, b.minT)
+		idx = binary.AppendUvarint(idx, uint64(b.maxT-b.minT))
+		idx = binary.AppendUvarint(idx, b.ixEntries)
+		idx = binary.AppendUvarint(idx, b.ixRaw)
+		idx = binary.AppendUvarint(idx, uint64(len(b.ixStreams)))
+		for i, s := range b.ixStreams {
+			if i == 0 {
+				idx = binary.AppendUvarint(idx, uint64(s))
+			} else {
+				idx = binary.AppendUvarint(idx, uint64(s-b.ixStreams[i-1]))
+			}
+		}
+	}
+	return appendIndexAndFooter(f, idx, uint32(len(blocks)))
+}
+
+func appendIndexAndFooter(f, idx []byte, count uint32) []byte {
+	off := len(f)
+	f = append(f, idx...)
+	var ft [footerSize]byte
+	binary.LittleEndian.PutUint64(ft[0:], uint64(off))
+	binary.LittleEndian.PutUint64(ft[8:], uint64(len(idx)))
+	binary.LittleEndian.PutUint32(ft[16:], crc32.Checksum(idx, castagnoli))
+	binary.LittleEndian.PutUint32(ft[20:], count)
+	binary.LittleEndian.PutUint32(ft[44:], formatVersion)
+	binary.LittleEndian.PutUint64(ft[48:], uint64(len(f)+footerSize))
+	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
+	copy(ft[64:], magic)
+	return append(f, ft[:]...)
+}
+
+// okBlock is a valid three-entry block: "ab", "", "cde" at times 10, 5, 7
+// in streams 4, 4, 6.
+func okBlock() forged {
+	data := []byte("abcde")
+	meta := forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1)
+	return forged{
+		codec: CodecNone, entries: 3, dataRaw: 5, metaRaw: uint64(len(meta)),
+		data: data, meta: meta,
+		minT: 5, maxT: 10, ixEntries: 3, ixRaw: 5, ixStreams: []uint32{4, 6},
+	}
+}
+
+// TestForgedStructure feeds the reader files whose checksums are valid but
+// whose contents contradict themselves; each must be an error, never rows.
+func TestForgedStructure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "forged")
+
+	// The unmodified forgery must decode, or the cases below prove nothing.
+	if err := os.WriteFile(path, forge([]forged{okBlock()}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, path)
+	equalEntries(t, got, []Entry{{10, 4, []byte("ab")}, {5, 4, nil}, {7, 6, []byte("cde")}})
+
+	zframe := zstdDecoderTestFrame(bytes.Repeat([]byte("x"), 1<<20))
+	lz4garbage := []byte{0xf0, 0xff, 0xff, 0xff, 0x01, 'a', 'b'}
+	var lz4big = make([]byte, lz4.CompressBlockBound(1<<20))
+	n, _ := lz4.CompressBlock(bytes.Repeat([]byte("y"), 1<<20), lz4big, nil)
+	lz4big = lz4big[:n]
+
+	blockCases := map[string]func(b *forged){
+		"lengths exceed data":    func(b *forged) { b.meta = forgeMeta([]uint64{2, 1, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
+		"lengths short of data":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 2}, []int64{10, 5, 7}, 4, 2, 6, 1) },
+		"huge length":            func(b *forged) { b.meta = forgeMeta([]uint64{1 << 40, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
+		"time below index":       func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 4, 7}, 4, 2, 6, 1) },
+		"time above index":       func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{11, 5, 7}, 4, 2, 6, 1) },
+		"max time not attained":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{9, 5, 7}, 4, 2, 6, 1) },
+		"stream not in index":    func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 5, 1) },
+		"zero run":               func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 0, 4, 2, 6, 1) },
+		"run too long":           func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 2) },
+		"stream id overflow":     func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 1<<32+6, 1) },
+		"runs missing":           func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2) },
+		"trailing meta":          func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1, 0) },
+		"meta truncated varint":  func(b *forged) { b.meta = append(b.meta[:len(b.meta)-1], 0x80) },
+		"header entries":         func(b *forged) { b.entries = 2 },
+		"header raw":             func(b *forged) { b.dataRaw = 6 },
+		"header meta raw":        func(b *forged) { b.metaRaw++ },
+		"meta raw bound":         func(b *forged) { b.metaRaw = 1000 },
+		"unknown codec":          func(b *forged) { b.codec = 7 },
+		"default codec stored":   func(b *forged) { b.codec = CodecDefault },
+		"lz4 garbage":            func(b *forged) { b.codec = CodecLZ4; b.data = lz4garbage },
+		"lz4 too much output":    func(b *forged) { b.codec = CodecLZ4; b.data = lz4big },
+		"zstd garbage":           func(b *forged) { b.codec = CodecZstd; b.data = []byte("not a zstd frame") },
+		"zstd too much output":   func(b *forged) { b.codec = CodecZstd; b.data = zframe },
+		"zstd truncated":         func(b *forged) { b.codec = CodecZstd; b.data = zframe[:len(zframe)-3] },
+		"empty data nonzero raw": func(b *forged) { b.data = nil },
+	}
+	for name, mutate := range blockCases {
+		b := okBlock()
+		mutate(&b)
+		if err := os.WriteFile(path, forge([]forged{okBlock(), b}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		damageCheck(t, path, 1, name)
+	}
+
+	indexCases := map[string]func(b *forged){
+		"no streams":        func(b *forged) { b.ixStreams = nil },
+		"more streams":      func(b *forged) { b.ixStreams = []uint32{1, 2, 3, 4} },
+		"streams unordered": func(b *forged) { b.ixStreams = []uint32{6, 4} },
+		"zero entries":      func(b *forged) { b.ixEntries = 0 },
+		"huge raw":          func(b *forged) { b.ixRaw = MaxBlockRawBytes + 1 },
+		"huge entries":      func(b *forged) { b.ixEntries = maxBlockEntries + 1 },
+		"inverted time":     func(b *forged) { b.minT, b.maxT = 10, 5 },
+	}
+	for name, mutate := range indexCases {
+		b := okBlock()
+		mutate(&b)
+		if err := os.WriteFile(path, forge([]forged{b}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(path)
+		if err == nil {
+			// An index lie the reader cannot see at Open must surface
+			// when the block is read.
+			err = r.Verify()
+			r.Close()
+		}
+		if err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+		asCorrupt(t, err, name)
+	}
+
+	// Index framing: count mismatch, trailing bytes, a block count too
+	// large for the index.
+	framing := map[string]func() []byte{
+		"count mismatch": func() []byte {
+			f := forge([]forged{okBlock()})
+			ft := f[len(f)-footerSize:]
+			binary.LittleEndian.PutUint32(ft[20:], 2)
+			binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
+			return f
+		},
+		"huge count": func() []byte {
+			return appendIndexAndFooter([]byte(magic+"\x01\x00\x00\x00\x00\x00\x00\x00"), binary.AppendUvarint(nil, 1<<40), 0)
+		},
+		"trailing index bytes": func() []byte {
+			idx := binary.AppendUvarint(nil, 0)
+			return appendIndexAndFooter([]byte(magic+"\x01\x00\x00\x00\x00\x00\x00\x00"), append(idx, 0), 0)
+		},
+		"gap before index": func() []byte {
+			return appendIndexAndFooter([]byte(magic+"\x01\x00\x00\x00\x00\x00\x00\x00\x00"), binary.AppendUvarint(nil, 0), 0)
+		},
+		"version 2": func() []byte {
+			f := forge(nil)
+			ft := f[len(f)-footerSize:]
+			binary.LittleEndian.PutUint32(ft[44:], 2)
+			binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
+			return f
+		},
+		"skip index in v1": func() []byte {
+			f := forge(nil)
+			ft := f[len(f)-footerSize:]
+			ft[30] = 1
+			binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
+			return f
+		},
+	}
+	for name, build := range framing {
+		if err := os.WriteFile(path, build(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		damageCheck(t, path, -1, name)
+	}
+	// An empty forged file is valid (sanity check of the framing cases).
+	if err := os.WriteFile(path, forge(nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Open(path); err != nil {
+		t.Fatal(err)
+	} else {
+		r.Close()
+	}
+}
+
+func zstdDecoderTestFrame(raw []byte) []byte {
+	e, err := zstd.NewWriter(nil)
+	if err != nil {
+		panic(err)
+	}
+	return e.EncodeAll(raw, nil)
+}
