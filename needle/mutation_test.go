@@ -36,6 +36,13 @@ func TestMutantsAreCaught(t *testing.T) {
 			from: "\t// Final word: end it at last",
 			to:   "\treturn 0, 0\n\t// Final word: end it at last",
 		},
+		{
+			// Invisible to Index (the re-reported lanes fail verification
+			// again) but a break of the scan contract.
+			name: "final word not masked",
+			from: "return q, zeroLanes(x) >> (8 * seen) << (8 * seen)",
+			to:   "_ = seen\n\treturn q, zeroLanes(x)",
+		},
 	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
@@ -53,7 +60,7 @@ func TestMutantsAreCaught(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(goBin, "test", "-count=1", "-tags=purego", "-overlay="+ovPath,
-				"-run=^(TestZeroLanesExact|TestEveryPosition|TestIndexRandom|TestCount)$", ".")
+				"-run=^(TestZeroLanesExact|TestEveryPosition|TestIndexRandom|TestCount|TestScanContract|TestScanEveryPosition)$", ".")
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("mutant %q passed the suite:\n%s", m.name, out)
