@@ -1,0 +1,375 @@
+package ingest
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// JSONTime returns the timestamp of a JSON object line: the value of its
+// first top-level key among "time", "ts", "timestamp" and "@timestamp" whose
+// value is a timestamp. A value is a timestamp when it is
+//
+//   - a string in one of LeadingTime's layouts that carry a year (RFC 3339,
+//     "2015-07-29 17:41:44,747", …), or in an RFC 1123/850/822, Unix date or
+//     Ruby date layout, or holding a number as below;
+//   - a number of unix seconds, milliseconds, microseconds or nanoseconds,
+//     judged by magnitude: below 1e11 seconds, below 1e14 milliseconds,
+//     below 1e17 microseconds, else nanoseconds. Fractions are kept.
+//
+// The line is scanned, not validated: the keys before the timestamp must be
+// well formed, what follows it is not looked at. Nested objects are skipped.
+// The usual case (a time key with a plain string or number value) does not
+// allocate; time.Parse serves only as a fallback for the rarer string layouts.
+func JSONTime(line []byte) (unixNano int64, ok bool) {
+	var r refTime
+	return jsonTime(line, &r)
+}
+
+// jsonTime is JSONTime with a reference for strings in yearless layouts
+// (syslog); a Parser provides it.
+func jsonTime(b []byte, ref *refTime) (int64, bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i++
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return 0, false // '}' (end of object) or malformed
+		}
+		end, ok := scanString(b, i)
+		if !ok {
+			return 0, false
+		}
+		want := isTimeKey(b[i+1 : end-1])
+		i = skipWS(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = skipWS(b, i+1)
+		if want {
+			if t, ok := jsonValueTime(b, i, ref); ok {
+				return t, true
+			}
+		}
+		if i, ok = skipValue(b, i); !ok {
+			return 0, false
+		}
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != ',' {
+			return 0, false
+		}
+		i++
+	}
+}
+
+// isTimeKey reports whether a raw (still escaped) JSON key names a time.
+func isTimeKey(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return isTimeName(raw)
+	}
+	var buf [16]byte
+	k, ok := unescape(buf[:0], raw)
+	return ok && isTimeName(k)
+}
+
+func isTimeName(k []byte) bool {
+	switch string(k) {
+	case "time", "ts", "timestamp", "@timestamp":
+		return true
+	}
+	return false
+}
+
+// jsonValueTime interprets the JSON value at b[i:] as a timestamp.
+func jsonValueTime(b []byte, i int, ref *refTime) (int64, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, ok := scanString(b, i)
+		if !ok {
+			return 0, false
+		}
+		s := b[i+1 : end-1]
+		if bytes.IndexByte(s, '\\') >= 0 {
+			// E.g. PHP's json_encode writes "2015\/07\/29".
+			var buf [64]byte
+			if s, ok = unescape(buf[:0], s); !ok {
+				return 0, false
+			}
+			return stringTime(s, ref)
+		}
+		return stringTime(s, ref)
+	case isDigit(c) || c == '-':
+		j := i
+		for j < len(b) && !isDelim(b[j]) {
+			j++
+		}
+		return epochNumber(b[i:j])
+	}
+	return 0, false
+}
+
+// fallbackLayouts are tried with time.Parse for strings LeadingTime does not
+// recognise.
+var fallbackLayouts = [...]string{
+	time.RFC1123Z, time.RFC1123, time.RFC850, time.RFC822Z, time.RFC822,
+	time.UnixDate, time.RubyDate,
+}
+
+// stringTime interprets a JSON string's contents as a timestamp.
+func stringTime(s []byte, ref *refTime) (int64, bool) {
+	if t, ok := leadingTime(s, ref); ok {
+		return t, true
+	}
+	s = bytes.TrimSpace(s)
+	if len(s) == 0 {
+		return 0, false
+	}
+	if isDigit(s[0]) {
+		if t, ok := epochNumber(s); ok {
+			return t, true
+		}
+	}
+	if !isLetter(s[0]) || len(s) > 64 {
+		return 0, false
+	}
+	str := string(s)
+	for _, layout := range fallbackLayouts {
+		if t, err := time.Parse(layout, str); err == nil {
+			n := t.UnixNano()
+			if t.Year() >= 1969 && t.Year() <= 2201 && n >= 0 && n < maxNano {
+				return n, true
+			}
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// epochNumber reads a JSON number as unix time, its unit judged by magnitude
+// (see JSONTime).
+func epochNumber(s []byte) (int64, bool) {
+	var n int64
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		if n > (math.MaxInt64-9)/10 {
+			return 0, false // beyond int64 nanoseconds
+		}
+		n = n*10 + int64(s[i]-'0')
+		i++
+	}
+	if i == 0 {
+		return 0, false // negative or not a number: before 1970 anyway
+	}
+	fracStart, fracEnd := i, i
+	if i < len(s) && s[i] == '.' {
+		i++
+		fracStart = i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		fracEnd = i
+		if fracEnd == fracStart {
+			return 0, false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		return epochFloat(s)
+	}
+	if i != len(s) {
+		return 0, false
+	}
+	// unit is the nanoseconds in one unit of n; digits is how many digits
+	// of the fraction still count.
+	var unit int64
+	switch {
+	case n < 1e11:
+		unit = nanosPerSecond
+	case n < 1e14:
+		unit = int64(time.Millisecond)
+	case n < 1e17:
+		unit = int64(time.Microsecond)
+	default:
+		unit = 1
+	}
+	if n >= maxNano/unit {
+		return 0, false
+	}
+	t := n * unit
+	scale := unit
+	for j := fracStart; j < fracEnd && scale > 1; j++ {
+		scale /= 10
+		t += int64(s[j]-'0') * scale
+	}
+	return t, true
+}
+
+// epochFloat handles numbers with an exponent, which JSON encoders emit for
+// large floats (1.7e+09). Precision is that of a float64.
+func epochFloat(s []byte) (int64, bool) {
+	f, err := strconv.ParseFloat(string(s), 64)
+	if err != nil || !(f >= 0) {
+		return 0, false
+	}
+	switch {
+	case f < 1e11:
+		f *= 1e9
+	case f < 1e14:
+		f *= 1e6
+	case f < 1e17:
+		f *= 1e3
+	}
+	if f >= float64(maxNano) {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// scanString returns the index after the closing quote of the JSON string
+// starting at b[i] == '"'.
+func scanString(b []byte, i int) (int, bool) {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, true
+		}
+		j = q + 1
+	}
+}
+
+// skipValue returns the index after the JSON value at b[i:]. Scalars are
+// skipped to the next delimiter without validation.
+func skipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return scanString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); {
+			switch b[j] {
+			case '"':
+				end, ok := scanString(b, j)
+				if !ok {
+					return 0, false
+				}
+				j = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+			j++
+		}
+		return 0, false
+	}
+	j := i
+	for j < len(b) && !isDelim(b[j]) {
+		j++
+	}
+	if j == i {
+		return 0, false
+	}
+	return j, true
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// unescape appends the decoded form of a JSON string's raw contents to dst,
+// failing when it would outgrow dst's capacity (so a stack buffer is never
+// reallocated) or on a bad escape.
+func unescape(dst, raw []byte) ([]byte, bool) {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			if len(dst) == cap(dst) {
+				return nil, false
+			}
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			c = raw[i]
+		case 'b':
+			c = '\b'
+		case 'f':
+			c = '\f'
+		case 'n':
+			c = '\n'
+		case 'r':
+			c = '\r'
+		case 't':
+			c = '\t'
+		case 'u':
+			if i+4 >= len(raw) {
+				return nil, false
+			}
+			var r rune
+			for _, h := range raw[i+1 : i+5] {
+				switch {
+				case isDigit(h):
+					r = r<<4 | rune(h-'0')
+				case (h|0x20)-'a' < 6:
+					r = r<<4 | rune((h|0x20)-'a'+10)
+				default:
+					return nil, false
+				}
+			}
+			i += 4
+			if len(dst)+utf8.UTFMax > cap(dst) {
+				return nil, false
+			}
+			// A surrogate half becomes U+FFFD, as encoding/json does for
+			// unpaired halves; time keys and values are ASCII anyway.
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default:
+			return nil, false
+		}
+		if len(dst) == cap(dst) {
+			return nil, false
+		}
+		dst = append(dst, c)
+	}
+	return dst, true
+}
