@@ -284,57 +284,63 @@ TEXT ·scanAVX512(SB), NOSPLIT, $0-80
 	JG           avx512_exact_one
 
 avx512_exact_loop:
-	VPCMPEQB (DX)(CX*1), Z0, K1
-	VPCMPEQB (BX)(CX*1), Z1, K1, K1
-	VPCMPEQB 64(DX)(CX*1), Z0, K2
-	VPCMPEQB 64(BX)(CX*1), Z1, K2, K2
-	VPCMPEQB 128(DX)(CX*1), Z0, K3
-	VPCMPEQB 128(BX)(CX*1), Z1, K3, K3
-	VPCMPEQB 192(DX)(CX*1), Z0, K4
-	VPCMPEQB 192(BX)(CX*1), Z1, K4, K4
-	KORQ     K1, K2, K5
-	KORQ     K3, K4, K6
-	KORTESTQ K5, K6
-	JNZ      avx512_exact_found
-	ADDQ     $0x00000100, CX
-	CMPQ     CX, SI
-	JLE      avx512_exact_loop
-	JMP      avx512_exact_one
+	VPXORQ     (DX)(CX*1), Z0, Z2
+	VPTERNLOGD $0xf6, (BX)(CX*1), Z1, Z2
+	VPXORQ     64(DX)(CX*1), Z0, Z3
+	VPTERNLOGD $0xf6, 64(BX)(CX*1), Z1, Z3
+	VPXORQ     128(DX)(CX*1), Z0, Z4
+	VPTERNLOGD $0xf6, 128(BX)(CX*1), Z1, Z4
+	VPXORQ     192(DX)(CX*1), Z0, Z5
+	VPTERNLOGD $0xf6, 192(BX)(CX*1), Z1, Z5
+	VPMINUB    Z2, Z3, Z6
+	VPMINUB    Z4, Z5, Z7
+	VPMINUB    Z6, Z7, Z6
+	VPTESTNMB  Z6, Z6, K1
+	KORTESTQ   K1, K1
+	JNZ        avx512_exact_found
+	ADDQ       $0x00000100, CX
+	CMPQ       CX, SI
+	JLE        avx512_exact_loop
+	JMP        avx512_exact_one
 
 avx512_exact_found:
-	KMOVQ K1, AX
-	TESTQ AX, AX
-	JZ    avx512_exact_found1
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	VPTESTNMB Z2, Z2, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_exact_found1
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_found1:
-	ADDQ  $0x00000040, CX
-	KMOVQ K2, AX
-	TESTQ AX, AX
-	JZ    avx512_exact_found2
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	ADDQ      $0x00000040, CX
+	VPTESTNMB Z3, Z3, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_exact_found2
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_found2:
-	ADDQ  $0x00000040, CX
-	KMOVQ K3, AX
-	TESTQ AX, AX
-	JZ    avx512_exact_found3
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	ADDQ      $0x00000040, CX
+	VPTESTNMB Z4, Z4, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_exact_found3
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_found3:
-	ADDQ  $0x00000040, CX
-	KMOVQ K4, AX
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	ADDQ      $0x00000040, CX
+	VPTESTNMB Z5, Z5, K1
+	KMOVQ     K1, AX
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
@@ -342,15 +348,16 @@ avx512_exact_one:
 	LEAQ -63(AX), SI
 
 avx512_exact_oneloop:
-	CMPQ     CX, SI
-	JG       avx512_exact_tail
-	VPCMPEQB (DX)(CX*1), Z0, K1
-	VPCMPEQB (BX)(CX*1), Z1, K1, K1
-	KMOVQ    K1, DI
-	TESTQ    DI, DI
-	JNZ      avx512_exact_oneret
-	ADDQ     $0x00000040, CX
-	JMP      avx512_exact_oneloop
+	CMPQ       CX, SI
+	JG         avx512_exact_tail
+	VPXORQ     (DX)(CX*1), Z0, Z2
+	VPTERNLOGD $0xf6, (BX)(CX*1), Z1, Z2
+	VPTESTNMB  Z2, Z2, K1
+	KMOVQ      K1, DI
+	TESTQ      DI, DI
+	JNZ        avx512_exact_oneret
+	ADDQ       $0x00000040, CX
+	JMP        avx512_exact_oneloop
 
 avx512_exact_oneret:
 	MOVQ CX, base+64(FP)
@@ -359,17 +366,18 @@ avx512_exact_oneret:
 	RET
 
 avx512_exact_tail:
-	CMPQ     CX, AX
-	JG       avx512_exact_none
-	LEAQ     -63(AX), AX
-	VPCMPEQB (DX)(AX*1), Z0, K1
-	VPCMPEQB (BX)(AX*1), Z1, K1, K1
-	KMOVQ    K1, DX
-	SUBQ     AX, CX
-	SHRQ     CL, DX
-	SHLQ     CL, DX
-	MOVQ     AX, base+64(FP)
-	MOVQ     DX, mask+72(FP)
+	CMPQ       CX, AX
+	JG         avx512_exact_none
+	LEAQ       -63(AX), AX
+	VPXORQ     (DX)(AX*1), Z0, Z0
+	VPTERNLOGD $0xf6, (BX)(AX*1), Z1, Z0
+	VPTESTNMB  Z0, Z0, K1
+	KMOVQ      K1, DX
+	SUBQ       AX, CX
+	SHRQ       CL, DX
+	SHLQ       CL, DX
+	MOVQ       AX, base+64(FP)
+	MOVQ       DX, mask+72(FP)
 	VZEROUPPER
 	RET
 
@@ -388,65 +396,71 @@ avx512_fold:
 	JG           avx512_fold_one
 
 avx512_fold_loop:
-	VPORQ    (DX)(CX*1), Z2, Z4
-	VPCMPEQB Z4, Z0, K1
-	VPORQ    (BX)(CX*1), Z3, Z4
-	VPCMPEQB Z4, Z1, K1, K1
-	VPORQ    64(DX)(CX*1), Z2, Z4
-	VPCMPEQB Z4, Z0, K2
-	VPORQ    64(BX)(CX*1), Z3, Z4
-	VPCMPEQB Z4, Z1, K2, K2
-	VPORQ    128(DX)(CX*1), Z2, Z4
-	VPCMPEQB Z4, Z0, K3
-	VPORQ    128(BX)(CX*1), Z3, Z4
-	VPCMPEQB Z4, Z1, K3, K3
-	VPORQ    192(DX)(CX*1), Z2, Z4
-	VPCMPEQB Z4, Z0, K4
-	VPORQ    192(BX)(CX*1), Z3, Z4
-	VPCMPEQB Z4, Z1, K4, K4
-	KORQ     K1, K2, K5
-	KORQ     K3, K4, K6
-	KORTESTQ K5, K6
-	JNZ      avx512_fold_found
-	ADDQ     $0x00000100, CX
-	CMPQ     CX, SI
-	JLE      avx512_fold_loop
-	JMP      avx512_fold_one
+	VPORQ      (DX)(CX*1), Z2, Z4
+	VPXORQ     Z4, Z0, Z4
+	VPORQ      (BX)(CX*1), Z3, Z5
+	VPTERNLOGD $0xf6, Z1, Z5, Z4
+	VPORQ      64(DX)(CX*1), Z2, Z5
+	VPXORQ     Z5, Z0, Z5
+	VPORQ      64(BX)(CX*1), Z3, Z6
+	VPTERNLOGD $0xf6, Z1, Z6, Z5
+	VPORQ      128(DX)(CX*1), Z2, Z6
+	VPXORQ     Z6, Z0, Z6
+	VPORQ      128(BX)(CX*1), Z3, Z7
+	VPTERNLOGD $0xf6, Z1, Z7, Z6
+	VPORQ      192(DX)(CX*1), Z2, Z7
+	VPXORQ     Z7, Z0, Z7
+	VPORQ      192(BX)(CX*1), Z3, Z8
+	VPTERNLOGD $0xf6, Z1, Z8, Z7
+	VPMINUB    Z4, Z5, Z8
+	VPMINUB    Z6, Z7, Z9
+	VPMINUB    Z8, Z9, Z8
+	VPTESTNMB  Z8, Z8, K1
+	KORTESTQ   K1, K1
+	JNZ        avx512_fold_found
+	ADDQ       $0x00000100, CX
+	CMPQ       CX, SI
+	JLE        avx512_fold_loop
+	JMP        avx512_fold_one
 
 avx512_fold_found:
-	KMOVQ K1, AX
-	TESTQ AX, AX
-	JZ    avx512_fold_found1
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	VPTESTNMB Z4, Z4, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_fold_found1
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_found1:
-	ADDQ  $0x00000040, CX
-	KMOVQ K2, AX
-	TESTQ AX, AX
-	JZ    avx512_fold_found2
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	ADDQ      $0x00000040, CX
+	VPTESTNMB Z5, Z5, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_fold_found2
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_found2:
-	ADDQ  $0x00000040, CX
-	KMOVQ K3, AX
-	TESTQ AX, AX
-	JZ    avx512_fold_found3
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	ADDQ      $0x00000040, CX
+	VPTESTNMB Z6, Z6, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_fold_found3
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_found3:
-	ADDQ  $0x00000040, CX
-	KMOVQ K4, AX
-	MOVQ  CX, base+64(FP)
-	MOVQ  AX, mask+72(FP)
+	ADDQ      $0x00000040, CX
+	VPTESTNMB Z7, Z7, K1
+	KMOVQ     K1, AX
+	MOVQ      CX, base+64(FP)
+	MOVQ      AX, mask+72(FP)
 	VZEROUPPER
 	RET
 
@@ -454,17 +468,18 @@ avx512_fold_one:
 	LEAQ -63(AX), SI
 
 avx512_fold_oneloop:
-	CMPQ     CX, SI
-	JG       avx512_fold_tail
-	VPORQ    (DX)(CX*1), Z2, Z4
-	VPCMPEQB Z4, Z0, K1
-	VPORQ    (BX)(CX*1), Z3, Z4
-	VPCMPEQB Z4, Z1, K1, K1
-	KMOVQ    K1, DI
-	TESTQ    DI, DI
-	JNZ      avx512_fold_oneret
-	ADDQ     $0x00000040, CX
-	JMP      avx512_fold_oneloop
+	CMPQ       CX, SI
+	JG         avx512_fold_tail
+	VPORQ      (DX)(CX*1), Z2, Z4
+	VPXORQ     Z4, Z0, Z4
+	VPORQ      (BX)(CX*1), Z3, Z5
+	VPTERNLOGD $0xf6, Z1, Z5, Z4
+	VPTESTNMB  Z4, Z4, K1
+	KMOVQ      K1, DI
+	TESTQ      DI, DI
+	JNZ        avx512_fold_oneret
+	ADDQ       $0x00000040, CX
+	JMP        avx512_fold_oneloop
 
 avx512_fold_oneret:
 	MOVQ CX, base+64(FP)
@@ -473,19 +488,20 @@ avx512_fold_oneret:
 	RET
 
 avx512_fold_tail:
-	CMPQ     CX, AX
-	JG       avx512_fold_none
-	LEAQ     -63(AX), AX
-	VPORQ    (DX)(AX*1), Z2, Z2
-	VPCMPEQB Z2, Z0, K1
-	VPORQ    (BX)(AX*1), Z3, Z0
-	VPCMPEQB Z0, Z1, K1, K1
-	KMOVQ    K1, DX
-	SUBQ     AX, CX
-	SHRQ     CL, DX
-	SHLQ     CL, DX
-	MOVQ     AX, base+64(FP)
-	MOVQ     DX, mask+72(FP)
+	CMPQ       CX, AX
+	JG         avx512_fold_none
+	LEAQ       -63(AX), AX
+	VPORQ      (DX)(AX*1), Z2, Z2
+	VPXORQ     Z2, Z0, Z2
+	VPORQ      (BX)(AX*1), Z3, Z0
+	VPTERNLOGD $0xf6, Z1, Z0, Z2
+	VPTESTNMB  Z2, Z2, K1
+	KMOVQ      K1, DX
+	SUBQ       AX, CX
+	SHRQ       CL, DX
+	SHLQ       CL, DX
+	MOVQ       AX, base+64(FP)
+	MOVQ       DX, mask+72(FP)
 	VZEROUPPER
 	RET
 

@@ -97,9 +97,10 @@ type vec struct {
 	width int // lanes = bytes per vector
 	// bcast returns a vector register holding byte b in every lane.
 	bcast func(b GPVirtual) VecVirtual
-	// cmp compares the vector at m1 (and m2) against the anchors and
-	// returns a handle on the candidate lanes; with fold the or vectors are
-	// ORed into the loaded bytes first.
+	// cmp compares the vectors at m1 and m2 against the anchors and
+	// returns a register that any and movmask read the candidate lanes
+	// from (for AVX2 0xFF in candidate lanes, for AVX-512 zero in them);
+	// with fold the or vectors are ORed into the loaded bytes first.
 	cmp func(m1, m2 Mem, k *kern, fold bool) Register
 	// any combines the results of one unrolled iteration and sets ZF when
 	// none of them holds a candidate.
@@ -161,6 +162,15 @@ func genAVX512() {
 	TEXT("scanAVX512", NOSPLIT, signature)
 	Pragma("noescape")
 	Doc("scanAVX512 is the AVX-512 (F+BW) kernel: 64 positions per vector. It requires last+1 >= 64.")
+	// Rather than comparing into mask registers (two VPCMPEQB and a mask
+	// AND per vector, then mask ORs across the unrolled vectors), each
+	// vector computes a difference d = (x1 ^ c1) | (x2 ^ c2), zero exactly
+	// in the candidate lanes, with one XOR and one VPTERNLOGD, both taking
+	// their load as a memory operand. The unrolled vectors are combined by
+	// VPMINUB (a lane of the minimum is zero iff it is zero in one of
+	// them) and tested once. On the Zen 4 this was written on that runs
+	// about a quarter faster from L2 than the compare-into-mask form, whose
+	// mask-register operations compete for fewer ports.
 	v := vec{
 		name:  "avx512",
 		width: 64,
@@ -170,45 +180,43 @@ func genAVX512() {
 			return z
 		},
 		cmp: func(m1, m2 Mem, k *kern, fold bool) Register {
-			r := K()
+			d := ZMM()
 			if fold {
-				a, b := ZMM(), ZMM()
-				VPORQ(m1, k.or1, a)
-				VPCMPEQB(a, k.c1, r)
-				VPORQ(m2, k.or2, b)
-				VPCMPEQB(b, k.c2, r, r)
+				e := ZMM()
+				VPORQ(m1, k.or1, d)
+				VPXORQ(d, k.c1, d)
+				VPORQ(m2, k.or2, e)
+				VPTERNLOGD(U8(ternAOrBXorC), k.c2, e, d) // d |= e ^ c2
 			} else {
-				// The second compare is masked by the first: r = eq1 & eq2
-				// without a separate KANDQ.
-				VPCMPEQB(m1, k.c1, r)
-				VPCMPEQB(m2, k.c2, r, r)
+				VPXORQ(m1, k.c1, d)
+				VPTERNLOGD(U8(ternAOrBXorC), m2, k.c2, d) // d |= c2 ^ x2
 			}
-			return r
+			return d
 		},
 		any: func(rs []Register) {
-			if len(rs) == 1 {
-				KORTESTQ(rs[0], rs[0])
-				return
-			}
-			// KORTESTQ ORs the last pair itself.
-			x := orTree(rs[:len(rs)/2], korq)
-			y := orTree(rs[len(rs)/2:], korq)
-			KORTESTQ(x, y)
+			d := orTree(rs, func(x, y Register) Register {
+				t := ZMM()
+				VPMINUB(x, y, t)
+				return t
+			})
+			z := K()
+			VPTESTNMB(d, d, z)
+			KORTESTQ(z, z)
 		},
-		movmask: func(r Register) GPVirtual {
-			m := GP64()
-			KMOVQ(r, m)
+		movmask: func(d Register) GPVirtual {
+			z, m := K(), GP64()
+			VPTESTNMB(d, d, z) // bit k set iff lane k of d is zero
+			KMOVQ(z, m)
 			return m
 		},
 	}
 	genKernel(v)
 }
 
-func korq(x, y Register) Register {
-	t := K()
-	KORQ(x, y, t)
-	return t
-}
+// ternAOrBXorC is the VPTERNLOGD truth table of A | (B ^ C), where A is the
+// destination operand, B the middle one and C the first (Go operand order):
+// bit i of the immediate is f(A, B, C) for i = A<<2 | B<<1 | C.
+const ternAOrBXorC = 0b1111_0110
 
 // orTree combines rs pairwise, keeping the dependency chains short.
 func orTree(rs []Register, or func(x, y Register) Register) Register {
