@@ -459,6 +459,13 @@ func (s *Store) Close() error {
 	if cerr := s.wal.f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && !s.walDirty {
+		// The current WAL file holds nothing: leave no empty files behind.
+		err = os.Remove(walPath(s.dir, s.wal.seq))
+		if err == nil {
+			err = syncDir(filepath.Join(s.dir, walDir))
+		}
+	}
 	s.lock.Close() // releases the flock
 	return err
 }

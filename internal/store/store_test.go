@@ -97,7 +97,7 @@ func TestAppendFlushReopen(t *testing.T) {
 	}
 	snap.Close()
 	seqs, _ := walSeqs(dir)
-	if len(seqs) != 1 {
+	if len(seqs) != 0 {
 		t.Fatalf("wal files after close: %v", seqs)
 	}
 

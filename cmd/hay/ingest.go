@@ -1,0 +1,326 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"haystack/internal/ingest"
+	"haystack/internal/store"
+)
+
+func init() {
+	register(&command{
+		name:    "ingest",
+		summary: "store log files (or stdin) durably in the data directory",
+		run:     runIngest,
+	})
+}
+
+// defaultDataDir is --data's default: $HAY_DATA, else ./hay-data.
+func defaultDataDir() string {
+	if d := os.Getenv("HAY_DATA"); d != "" {
+		return d
+	}
+	return "hay-data"
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// Ingest batching: a batch is one WAL record, the unit of durability and
+// of resumption. About 1 MiB amortises the record's write call and CRC
+// while keeping the memory small.
+const (
+	batchBytes   = 1 << 20
+	batchEntries = 1 << 15
+	// maxLine is the longest line kept as one entry; longer lines are
+	// stored as consecutive entries of at most maxLine bytes (with a
+	// warning). It bounds the line reader's buffer.
+	maxLine = 16 << 20
+)
+
+func runIngest(args []string) error {
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: hay ingest [flags] [FILE|-]...")
+		fmt.Fprintln(fs.Output(), "\nStores each line of the files (stdin when none) as an entry. Running it")
+		fmt.Fprintln(fs.Output(), "again on a file resumes after what was already stored.")
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	streamFlag := fs.String("stream", "", "stream `labels` k=v,k2=v2 (a source=<file name> label is added unless given)")
+	formatFlag := fs.String("format", "auto", "input `format`: auto, plain or jsonl")
+	fsyncInterval := fs.Duration("fsync-interval", store.DefaultFsyncInterval, "fsync the write-ahead log at least this often (0: only at the end)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	format, err := ingest.ParseFormat(*formatFlag)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var labels ingest.Labels
+	if *streamFlag != "" {
+		if labels, err = ingest.ParseLabels(*streamFlag); err != nil {
+			return fmt.Errorf("%w: --stream: %v", errUsage, err)
+		}
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	opt := store.Options{FsyncInterval: *fsyncInterval}
+	if *fsyncInterval == 0 {
+		opt.FsyncInterval = -1
+	}
+	st, err := store.Open(*data, opt)
+	if err != nil {
+		return err
+	}
+	before := st.Stats()
+	pr := newIngestProgress(os.Stderr)
+	start := time.Now()
+	var ierr error
+	for _, f := range files {
+		if ierr = ingestOne(st, f, labels, format, pr); ierr != nil {
+			break
+		}
+	}
+	pr.stop()
+	if err := st.Close(); ierr == nil {
+		ierr = err
+	}
+	if ierr != nil {
+		return ierr
+	}
+	after := st.Stats()
+	el := time.Since(start).Seconds()
+	mb := float64(pr.bytes.Load()) / 1e6
+	stored := after.Size - before.Size
+	raw := after.RawBytes - before.RawBytes
+	ratio := 0.0
+	if stored > 0 {
+		ratio = float64(raw) / float64(stored)
+	}
+	fmt.Fprintf(os.Stderr, "ingested %d lines, %.1f MB in %.2fs (%.1f MB/s); stored %.1f MB (%.1fx smaller than the %.1f MB of entries)\n",
+		pr.lines.Load(), mb, el, mb/max(el, 1e-9), float64(stored)/1e6, ratio, float64(raw)/1e6)
+	return nil
+}
+
+// ingestOne stores one input. For a regular file it resumes after the
+// prefix a previous run stored (see package store, "Re-running ingest").
+func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest.Format, pr *ingestProgress) error {
+	var r io.Reader
+	var key string
+	var start int64
+	var prefix []byte // the first CheckLen bytes, for Source.Check
+	name := "stdin"
+	size := int64(-1)
+	if path == "-" {
+		r = os.Stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+		name = filepath.Base(path)
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			size = fi.Size()
+			if key, err = filepath.Abs(path); err != nil {
+				return err
+			}
+			prefix = make([]byte, store.CheckLen)
+			n, err := f.ReadAt(prefix, 0)
+			if err != nil && err != io.EOF {
+				return err
+			}
+			prefix = prefix[:n]
+			if src, ok := st.Source(key); ok && src.Offset <= size &&
+				crc32.Checksum(prefix[:min(int64(len(prefix)), src.Offset)], crc32cTable) == src.Check {
+				start = src.Offset
+				if start > 0 {
+					fmt.Fprintf(os.Stderr, "hay ingest: %s: resuming after the %d bytes already stored\n", path, start)
+				}
+				if _, err := f.Seek(start, io.SeekStart); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if labels.Get("source") == "" {
+		labels = labels.With("source", name)
+	}
+	stream := st.Stream(labels.String())
+	pr.startFile(path, size, start)
+
+	lr := ingest.NewLineReader(r, maxLine)
+	p := ingest.NewParser(format, nil)
+	var (
+		arena   []byte
+		ends    []int
+		batch   store.Batch
+		warned  bool
+		entries = make([]store.Entry, 0, 1024)
+	)
+	flush := func() error {
+		if len(entries) == 0 {
+			return nil
+		}
+		prev := 0
+		for i := range entries {
+			entries[i].Line = arena[prev:ends[i]:ends[i]]
+			prev = ends[i]
+		}
+		batch.Entries = entries
+		batch.Sources = batch.Sources[:0]
+		if key != "" {
+			off := start + lr.Offset()
+			chk := crc32.Checksum(prefix[:min(int64(len(prefix)), off)], crc32cTable)
+			batch.Sources = append(batch.Sources, store.Source{Key: key, Offset: off, Check: chk})
+		}
+		if err := st.Append(&batch); err != nil {
+			return err
+		}
+		pr.add(int64(len(arena)), int64(len(entries)), start+lr.Offset())
+		arena, ends, entries = arena[:0], ends[:0], entries[:0]
+		return nil
+	}
+	for {
+		line, err := lr.Next()
+		if err != nil && !errors.Is(err, ingest.ErrLineTooLong) {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err != nil && !warned {
+			warned = true
+			fmt.Fprintf(os.Stderr, "hay ingest: %s: %v; storing it in pieces\n", path, err)
+		}
+		e := p.Parse(line)
+		arena = append(arena, e.Line...)
+		ends = append(ends, len(arena))
+		entries = append(entries, store.Entry{Time: e.Time, Stream: stream})
+		if len(arena) >= batchBytes || len(entries) >= batchEntries {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+var crc32cTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ingestProgress draws a one-line progress bar on stderr when it is a terminal.
+type ingestProgress struct {
+	w     *os.File
+	tty   bool
+	bytes atomic.Int64 // entry bytes stored, all inputs
+	lines atomic.Int64
+
+	file     atomic.Pointer[fileProgress]
+	done     chan struct{}
+	finished chan struct{}
+	t0       time.Time
+}
+
+type fileProgress struct {
+	name      string
+	size, pos int64 // pos: input offset reached
+	t0        time.Time
+	start     int64
+}
+
+func newIngestProgress(w *os.File) *ingestProgress {
+	p := &ingestProgress{w: w, tty: isTerminal(w), done: make(chan struct{}), finished: make(chan struct{}), t0: time.Now()}
+	if !p.tty {
+		close(p.finished)
+		return p
+	}
+	go func() {
+		defer close(p.finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				fmt.Fprint(p.w, "\r\033[K")
+				return
+			case <-t.C:
+				p.draw()
+			}
+		}
+	}()
+	return p
+}
+
+func (p *ingestProgress) startFile(name string, size, start int64) {
+	p.file.Store(&fileProgress{name: name, size: size, pos: start, start: start, t0: time.Now()})
+}
+
+func (p *ingestProgress) add(bytes, lines, pos int64) {
+	p.bytes.Add(bytes)
+	p.lines.Add(lines)
+	if f := p.file.Load(); f != nil {
+		nf := *f
+		nf.pos = pos
+		p.file.Store(&nf)
+	}
+}
+
+func (p *ingestProgress) draw() {
+	el := time.Since(p.t0).Seconds()
+	lines := p.lines.Load()
+	s := fmt.Sprintf("%.1f MB, %d lines, %.0f lines/s", float64(p.bytes.Load())/1e6, lines, float64(lines)/max(el, 1e-9))
+	if f := p.file.Load(); f != nil && f.size > 0 {
+		frac := float64(f.pos) / float64(f.size)
+		const width = 30
+		n := min(width, int(frac*width))
+		bar := ""
+		for i := range width {
+			if i < n {
+				bar += "#"
+			} else {
+				bar += "."
+			}
+		}
+		eta := "?"
+		if done := f.pos - f.start; done > 0 {
+			rate := float64(done) / time.Since(f.t0).Seconds()
+			eta = time.Duration(float64(f.size-f.pos) / rate * float64(time.Second)).Round(time.Second).String()
+		}
+		s = fmt.Sprintf("%s [%s] %3.0f%% %s, ETA %s", filepath.Base(f.name), bar, 100*frac, s, eta)
+	}
+	fmt.Fprintf(p.w, "\r\033[K%s", s)
+}
+
+func (p *ingestProgress) stop() {
+	if p.tty {
+		close(p.done)
+	}
+	<-p.finished
+}
