@@ -404,7 +404,7 @@ func (h *runHeap) Less(i, j int) bool {
 	return a.order < b.order
 }
 func (h *runHeap) Swap(i, j int) { h.rs[i], h.rs[j] = h.rs[j], h.rs[i] }
-func (h *runHeap) Push(x any)   { h.rs = append(h.rs, x.(*run)) }
+func (h *runHeap) Push(x any)    { h.rs = append(h.rs, x.(*run)) }
 func (h *runHeap) Pop() any {
 	x := h.rs[len(h.rs)-1]
 	h.rs = h.rs[:len(h.rs)-1]
