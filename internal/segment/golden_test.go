@@ -1,0 +1,124 @@
+package segment
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden-*.seg from the current writer")
+
+// goldenEntries is the fixed input of the golden files. Never change it:
+// the files pin the format.
+func goldenEntries() []Entry {
+	var es []Entry
+	lines := []string{
+		"2015-07-29 17:41:44,747 - INFO  [QuorumPeer] - LOOKING",
+		"",
+		"multi\nline\nentry",
+		"Jun 14 15:16:01 combo sshd(pam_unix)[19939]: authentication failure",
+		"\x00\x01\xff binary \r\n",
+		"081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_38865049064139660 terminating",
+	}
+	for i := range 40 {
+		es = append(es, Entry{
+			Time:   1_438_191_704_747_000_000 + int64(i%7)*1_000_000 - int64(i%3)*5_000_000,
+			Stream: uint32(i%4) * 1000,
+			Line:   []byte(lines[i%len(lines)]),
+		})
+	}
+	return es
+}
+
+// goldens are the golden files and their options. golden-v1.seg is stored
+// uncompressed, so its bytes depend on this package alone and the
+// byte-identical check pins the format. The compressed ones depend on the
+// codec libraries' encoders too, so they are only required to decode to
+// the golden entries (old files must stay readable); -update rewrites them.
+var goldens = []struct {
+	file          string
+	opts          Options
+	byteIdentical bool
+}{
+	{"golden-v1.seg", Options{Codec: CodecNone, BlockSize: 512}, true},
+	{"golden-v1-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, false},
+	{"golden-v1-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, false},
+}
+
+func TestGolden(t *testing.T) {
+	for _, g := range goldens {
+		t.Run(g.file, func(t *testing.T) {
+			golden := filepath.Join("testdata", g.file)
+			path, _ := writeSegment(t, t.TempDir(), "seg", goldenEntries(), g.opts)
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/segment -update to create it)", err)
+			}
+			if g.byteIdentical && !bytes.Equal(got, want) {
+				t.Errorf("writer output differs from %s (%d vs %d bytes, first difference at %d); "+
+					"a format change needs a new version, not -update", golden, len(got), len(want), firstDiff(got, want))
+			}
+			entries, r := readAll(t, golden)
+			equalEntries(t, entries, goldenEntries())
+			if r.NumBlocks() < 3 {
+				t.Errorf("golden file has %d blocks; it should exercise several", r.NumBlocks())
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestGoldenLayout decodes golden-v1.seg by hand, independently of the
+// reader, following the package doc, so that the doc and the file agree.
+func TestGoldenLayout(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden-v1.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := func(b []byte) uint64 {
+		var v uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			v = v<<8 | uint64(b[i])
+		}
+		return v
+	}
+	if string(data[:8]) != "HAYSTSEG" || le(data[8:12]) != 1 || le(data[12:16]) != 0 {
+		t.Fatalf("header %q", data[:16])
+	}
+	ft := data[len(data)-72:]
+	if string(ft[64:]) != "HAYSTSEG" || le(ft[44:48]) != 1 || le(ft[48:56]) != uint64(len(data)) {
+		t.Fatalf("footer %x", ft)
+	}
+	idxOff, idxLen := le(ft[0:8]), le(ft[8:16])
+	if idxOff+idxLen != uint64(len(data)-72) {
+		t.Fatalf("index %d+%d", idxOff, idxLen)
+	}
+	// With codec none, the first block's data section holds the first
+	// entries' bytes verbatim right after the block header.
+	if data[16] != byte(CodecNone) {
+		t.Fatalf("first block codec %d", data[16])
+	}
+	first := goldenEntries()[0].Line
+	if !bytes.Contains(data[16:16+64+len(first)], first) {
+		t.Fatalf("first entry not stored verbatim near the first block")
+	}
+}
