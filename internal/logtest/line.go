@@ -1,0 +1,833 @@
+package logtest
+
+import (
+	"bytes"
+	"math/bits"
+	"strconv"
+	"time"
+)
+
+// Levels.
+const (
+	lvlDebug = iota
+	lvlInfo
+	lvlWarn
+	lvlError
+	lvlFatal
+)
+
+var (
+	levelPadded = [...]string{"DEBUG", "INFO ", "WARN ", "ERROR", "FATAL"}
+	levelLower  = [...]string{"debug", "info", "warn", "error", "fatal"}
+)
+
+// field is one key/value of the event being rendered; the value is
+// vals[start:end], a JSON number when num is set.
+type field struct {
+	key        string
+	start, end int
+	num        bool
+	opt        bool // dropped when the line would overshoot and the mean runs high
+}
+
+// A template is a message with slots, parsed once.
+type template []segment
+
+type segment struct {
+	lit  string
+	slot byte // 0 for a literal
+}
+
+const (
+	slotUser = iota + 1
+	slotIP
+	slotPort
+	slotN
+	slotBig
+	slotDur
+	slotUUID
+	slotHex8
+	slotWord
+	slotWords
+	slotHost
+	slotCode
+	slotPath
+	slotTable
+	slotPct
+)
+
+var slotNames = map[string]byte{
+	"user": slotUser, "ip": slotIP, "port": slotPort, "n": slotN, "big": slotBig,
+	"dur": slotDur, "uuid": slotUUID, "hex8": slotHex8, "word": slotWord,
+	"words": slotWords, "host": slotHost, "code": slotCode, "path": slotPath,
+	"table": slotTable, "pct": slotPct,
+}
+
+func parseTemplates(ss []string) []template {
+	ts := make([]template, len(ss))
+	for i, s := range ss {
+		var t template
+		for len(s) > 0 {
+			j := indexByte(s, '{')
+			if j < 0 {
+				t = append(t, segment{lit: s})
+				break
+			}
+			k := indexByte(s[j:], '}')
+			slot, ok := slotNames[s[j+1:j+k]]
+			if k < 0 || !ok {
+				panic("logtest: bad template " + ss[i])
+			}
+			if j > 0 {
+				t = append(t, segment{lit: s[:j]})
+			}
+			t = append(t, segment{slot: slot})
+			s = s[j+k+1:]
+		}
+		ts[i] = t
+	}
+	return ts
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+var (
+	infoT    = parseTemplates(infoMsgs)
+	debugT   = parseTemplates(debugMsgs)
+	warnT    = parseTemplates(warnMsgs)
+	errorT   = parseTemplates(errorMsgs)
+	refusedT = parseTemplates(refusedMsgs)
+	panicT   = parseTemplates(panicMsgs)
+	diskT    = parseTemplates(diskMsgs)
+	pathT    = parseTemplates(paths)
+	timeoutT = parseTemplates([]string{
+		"request timeout after {dur}, retrying",
+		"dial tcp {ip}:{port}: i/o timeout",
+		"upstream {host} timeout: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+		"timeout waiting for response from {host} after {dur}",
+	})
+	exceptionT = func() []template {
+		ss := make([]string, len(exceptions))
+		for i, e := range exceptions {
+			ss[i] = e.class + ": " + e.msg
+		}
+		return parseTemplates(ss)
+	}()
+	causeT = func() []template {
+		ss := make([]string, len(causes))
+		for i, e := range causes {
+			ss[i] = "Caused by: " + e.class + ": " + e.msg
+		}
+		return parseTemplates(ss)
+	}()
+)
+
+// A table maps the top bits of a random word to an index with given
+// integer weights: an O(1) weighted choice.
+type table struct {
+	t    []uint16
+	bits uint
+}
+
+func newTable(weights []uint64, bits uint) table {
+	size := uint64(1) << bits
+	var sum uint64
+	for _, w := range weights {
+		sum += w
+	}
+	t := make([]uint16, size)
+	var c uint64
+	r := 0
+	for j := range size {
+		// Slot j belongs to the first r whose cumulative weight passes it.
+		for r < len(weights)-1 && (c+weights[r])*size/sum <= j {
+			c += weights[r]
+			r++
+		}
+		t[j] = uint16(r)
+	}
+	return table{t, bits}
+}
+
+func (t table) pick(u uint64) int { return int(t.t[u>>(64-t.bits)]) }
+
+// zipf returns weights proportional to 1/(rank+1).
+func zipf(n int) []uint64 {
+	w := make([]uint64, n)
+	for i := range w {
+		w[i] = (1 << 32) / uint64(i+1)
+	}
+	return w
+}
+
+var (
+	wordTable = newTable(zipf(len(words)), 16)
+	pathTable = newTable(zipf(len(paths)), 12)
+	// Statuses and their weights (per mille).
+	statuses    = []string{"200", "201", "204", "304", "301", "400", "401", "403", "404", "429", "500", "502", "503", "504"}
+	statusTable = newTable([]uint64{770, 30, 30, 40, 10, 20, 15, 7, 50, 8, 10, 4, 4, 2}, 12)
+	methods     = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+	methodTable = newTable([]uint64{640, 200, 60, 40, 30, 20, 10}, 10)
+	// Levels of message (non-access) lines, per mille.
+	levelTable = newTable([]uint64{300, 590, 90, 20}, 10)
+	// User agents, most frequent first.
+	uaTable = newTable(zipf(len(userAgents)), 10)
+	// Keys of padding fields.
+	keyTable = newTable(zipf(len(extraKeys)), 10)
+)
+
+// lenBands is the spread of target lengths: with probability p/1024 a line
+// targets lo..hi thousandths of lenNorm-scaled MeanLen. lenNorm is the
+// spread's mean (in thousandths), so targets average MeanLen.
+var lenBands = [...]struct{ p, lo, hi uint64 }{
+	{563, 350, 1000},
+	{358, 1000, 1800},
+	{92, 1800, 3500},
+	{11, 3500, 16000},
+}
+
+var lenNorm = func() uint64 {
+	var m uint64
+	for _, b := range lenBands {
+		m += b.p * (b.lo + b.hi) / 2
+	}
+	return m / 1024
+}()
+
+// target returns the target length of the next line, corrected by the
+// running deficit so that the mean converges to meanLen.
+func (g *Generator) target() int {
+	u := g.src.Uint64()
+	p := u >> 54
+	i := 0
+	for i < len(lenBands)-1 && p >= lenBands[i].p {
+		p -= lenBands[i].p
+		i++
+	}
+	b := lenBands[i]
+	x := b.lo + (u&(1<<32-1))*(b.hi-b.lo)>>32
+	t := int(uint64(g.meanLen) * x / lenNorm)
+	deficit := int64(g.meanLen)*int64(g.n-1) - g.total
+	t += int(max(min(deficit/16, int64(2*g.meanLen)), -int64(g.meanLen/2)))
+	return t
+}
+
+// line renders one ordinary or incident line of stream si at ns.
+func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
+	s := &g.streams[si]
+	n0 := len(dst)
+	target := g.target()
+	g.msg = g.msg[:0]
+	g.vals = g.vals[:0]
+	g.fields = g.fields[:0]
+	g.used = 0
+
+	lvl := lvlInfo
+	trace := false // attach a stack trace
+	access := false
+	switch {
+	case incident:
+		lvl, trace = g.incidentEvent(s)
+	case g.chance(410):
+		access = true
+		lvl = g.accessEvent(s)
+	default:
+		lvl = levelTable.pick(g.src.Uint64())
+		var ts []template
+		switch lvl {
+		case lvlDebug:
+			ts = debugT
+		case lvlInfo:
+			ts = infoT
+		case lvlWarn:
+			ts = warnT
+		default:
+			ts = errorT
+			trace = s.format == fmtJava && g.chance(620)
+		}
+		g.msg = g.appendTemplate(g.msg, ts[g.intn(len(ts))])
+	}
+
+	// Trace context and user: most structured lines carry them.
+	tracing := uint64(200)
+	switch s.format {
+	case fmtLogfmt, fmtJSON:
+		tracing = 780
+	case fmtJava:
+		tracing = 300
+	}
+	if g.chance(tracing) {
+		g.traceFields()
+	}
+	if !access && g.chance(180) {
+		st := len(g.vals)
+		g.vals = g.appendUser(g.vals)
+		g.fields = append(g.fields, field{"user_id", st, len(g.vals), false, true})
+		g.used |= 1 << keyUserID
+	}
+
+	// Short targets while the mean runs high (natural lines longer than
+	// MeanLen, so only for small MeanLen): drop the host (many loggers
+	// leave it to the collector) and optional fields, so small MeanLen
+	// values can be met.
+	over := g.total-int64(g.meanLen)*int64(g.n-1) > 4*int64(g.meanLen)
+	host := !over || target >= 200
+
+	// Header and message.
+	switch s.format {
+	case fmtPlain:
+		dst = g.appendTS(dst, ns, s.tsStyle)
+		dst = append(dst, ' ')
+		dst = append(dst, levelPadded[lvl]...)
+		dst = append(dst, " ["...)
+		dst = append(dst, s.App...)
+		dst = append(dst, "] "...)
+		dst = append(dst, g.msg...)
+	case fmtLogfmt:
+		dst = append(dst, "ts="...)
+		dst = g.appendTS(dst, ns, s.tsStyle)
+		dst = append(dst, " level="...)
+		dst = append(dst, levelLower[lvl]...)
+		dst = append(dst, " app="...)
+		dst = append(dst, s.App...)
+		if host {
+			dst = append(dst, " host="...)
+			dst = append(dst, s.Host...)
+		}
+		dst = append(dst, ` msg="`...)
+		dst = appendEscaped(dst, g.msg)
+		dst = append(dst, '"')
+	case fmtJSON:
+		dst = append(dst, `{"time":"`...)
+		dst = g.appendTS(dst, ns, s.tsStyle)
+		dst = append(dst, `","level":"`...)
+		dst = append(dst, levelLower[lvl]...)
+		dst = append(dst, `","service":"`...)
+		dst = append(dst, s.App...)
+		if host {
+			dst = append(dst, `","host":"`...)
+			dst = append(dst, s.Host...)
+		}
+		dst = append(dst, `","msg":"`...)
+		dst = appendEscaped(dst, g.msg)
+		dst = append(dst, '"')
+	case fmtJava:
+		dst = g.appendTS(dst, ns, s.tsStyle)
+		dst = append(dst, ' ')
+		dst = append(dst, levelPadded[lvl]...)
+		dst = append(dst, " ["...)
+		dst = g.appendThread(dst)
+		dst = append(dst, "] com.example."...)
+		dst = append(dst, apps[si%len(apps)]...)
+		dst = append(dst, '.')
+		dst = append(dst, javaClasses[g.intn(len(javaClasses))]...)
+		dst = append(dst, " - "...)
+		dst = append(dst, g.msg...)
+	}
+	for _, f := range g.fields {
+		if over && f.opt && len(dst)-n0+len(f.key)+f.end-f.start+4 > target {
+			continue
+		}
+		dst = g.appendField(dst, s.format, f.key, g.vals[f.start:f.end], f.num)
+	}
+
+	// Pad to the target length with more fields (or words).
+	trailer := 0
+	if s.format == fmtJSON {
+		trailer = 1
+	}
+	for len(dst)-n0+trailer < target {
+		dst = g.pad(dst, s, target-(len(dst)-n0+trailer))
+	}
+	if s.format == fmtJSON {
+		dst = append(dst, '}')
+	}
+
+	if trace {
+		g.contStream = si
+		g.contNS = ns
+		if s.format == fmtJava || lvl != lvlFatal {
+			g.javaTrace(si, lvl == lvlFatal)
+		} else {
+			g.goTrace(si)
+		}
+	}
+	return dst
+}
+
+// accessEvent fills the message and fields of an HTTP access line and
+// returns its level.
+func (g *Generator) accessEvent(s *stream) int {
+	method := methods[methodTable.pick(g.src.Uint64())]
+	si := statusTable.pick(g.src.Uint64())
+	status := statuses[si]
+	lvl := lvlInfo
+	if status[0] == '5' {
+		lvl = lvlError
+	}
+	ms := g.durMillis()
+	pathStart := len(g.vals)
+	g.vals = g.appendTemplate(g.vals, pathT[pathTable.pick(g.src.Uint64())])
+	pathEnd := len(g.vals)
+	switch s.format {
+	case fmtPlain:
+		g.msg = append(g.msg, method...)
+		g.msg = append(g.msg, ' ')
+		g.msg = append(g.msg, g.vals[pathStart:pathEnd]...)
+		g.msg = append(g.msg, ' ')
+		g.msg = append(g.msg, status...)
+		g.msg = append(g.msg, ' ')
+		g.msg = appendDur(g.msg, ms)
+		g.msg = append(g.msg, ' ')
+		g.msg = g.appendIP(g.msg)
+		g.vals = g.vals[:pathStart]
+		if g.chance(600) {
+			st := len(g.vals)
+			g.vals = append(g.vals, userAgents[uaTable.pick(g.src.Uint64())]...)
+			g.fields = append(g.fields, field{"ua", st, len(g.vals), false, true})
+		}
+	case fmtJava:
+		g.msg = append(g.msg, method...)
+		g.msg = append(g.msg, ' ')
+		g.msg = append(g.msg, g.vals[pathStart:pathEnd]...)
+		g.msg = append(g.msg, " -> "...)
+		g.msg = append(g.msg, status...)
+		g.msg = append(g.msg, " in "...)
+		g.msg = appendDur(g.msg, ms)
+		g.vals = g.vals[:pathStart]
+	default:
+		if g.chance(512) {
+			g.msg = append(g.msg, "request completed"...)
+		} else {
+			g.msg = append(g.msg, "handled request"...)
+		}
+		st := len(g.vals)
+		g.vals = append(g.vals, method...)
+		g.fields = append(g.fields,
+			field{"method", st, len(g.vals), false, false},
+			field{"path", pathStart, pathEnd, false, false})
+		st = len(g.vals)
+		g.vals = append(g.vals, status...)
+		g.fields = append(g.fields, field{"status", st, len(g.vals), true, false})
+		st = len(g.vals)
+		g.vals = strconv.AppendInt(g.vals, ms, 10)
+		g.fields = append(g.fields, field{"duration_ms", st, len(g.vals), true, false})
+		st = len(g.vals)
+		g.vals = g.appendIP(g.vals)
+		g.fields = append(g.fields, field{"ip", st, len(g.vals), false, false})
+		st = len(g.vals)
+		g.vals = strconv.AppendUint(g.vals, g.uintn(1<<uint(g.intn(20)+1)), 10)
+		g.fields = append(g.fields, field{"bytes", st, len(g.vals), true, true})
+	}
+	return lvl
+}
+
+// incidentEvent fills the message of an incident line and returns its
+// level and whether a stack trace follows.
+func (g *Generator) incidentEvent(s *stream) (lvl int, trace bool) {
+	switch g.incKind {
+	case incRefused:
+		g.msg = g.appendTemplate(g.msg, refusedT[g.intn(len(refusedT))])
+		return lvlError, false
+	case incTimeout:
+		g.msg = g.appendTemplate(g.msg, timeoutT[g.intn(len(timeoutT))])
+		if g.chance(300) {
+			return lvlWarn, false
+		}
+		return lvlError, false
+	case incDisk:
+		g.msg = g.appendTemplate(g.msg, diskT[g.intn(len(diskT))])
+		return lvlError, false
+	case incPanic:
+		if s.format == fmtJava {
+			g.msg = append(g.msg, "Unexpected error, shutting down"...)
+		} else {
+			g.msg = g.appendTemplate(g.msg, panicT[g.intn(len(panicT))])
+		}
+		return lvlFatal, true
+	default: // incOOM
+		if s.format == fmtJava {
+			g.msg = append(g.msg, "Uncaught exception in worker thread, shutting down"...)
+			return lvlFatal, true
+		}
+		g.msg = append(g.msg, "java.lang.OutOfMemoryError: Java heap space"...)
+		return lvlFatal, false
+	}
+}
+
+// traceFields adds trace_id and span_id; a trace id is often one a recent
+// line used, as a request crosses services.
+func (g *Generator) traceFields() {
+	u := g.src.Uint64()
+	slot := &g.traces[u&15]
+	if u>>54 < 400 { // a new trace replaces an old one
+		appendHex(slot[:0], g.src.Uint64(), 16)
+		appendHex(slot[16:16], g.src.Uint64(), 16)
+	}
+	st := len(g.vals)
+	g.vals = append(g.vals, slot[:]...)
+	g.fields = append(g.fields, field{"trace_id", st, len(g.vals), false, true})
+	st = len(g.vals)
+	g.vals = appendHex(g.vals, g.src.Uint64(), 16)
+	g.fields = append(g.fields, field{"span_id", st, len(g.vals), false, true})
+}
+
+// appendField renders key and value in the stream's format.
+func (g *Generator) appendField(dst []byte, format int, key string, v []byte, num bool) []byte {
+	if format == fmtJSON {
+		dst = append(dst, `,"`...)
+		dst = append(dst, key...)
+		dst = append(dst, `":`...)
+		if num {
+			return append(dst, v...)
+		}
+		dst = append(dst, '"')
+		dst = appendEscaped(dst, v)
+		return append(dst, '"')
+	}
+	dst = append(dst, ' ')
+	dst = append(dst, key...)
+	dst = append(dst, '=')
+	if needsQuote(v) {
+		dst = append(dst, '"')
+		dst = appendEscaped(dst, v)
+		return append(dst, '"')
+	}
+	return append(dst, v...)
+}
+
+func needsQuote(v []byte) bool {
+	if len(v) == 0 {
+		return true
+	}
+	for _, c := range v {
+		if c <= ' ' || c == '"' || c == '=' || c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// appendEscaped appends v with '"' and '\' backslash-escaped (valid in
+// both JSON and logfmt strings; v never holds control characters).
+func appendEscaped(dst, v []byte) []byte {
+	if bytes.IndexByte(v, '"') < 0 && bytes.IndexByte(v, '\\') < 0 {
+		return append(dst, v...) // the common case, at memmove speed
+	}
+	for _, c := range v {
+		if c == '"' || c == '\\' {
+			dst = append(dst, '\\')
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// pad appends one padding item: a field, or for text formats sometimes a
+// few words. want is how many bytes are still missing.
+func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
+	if (s.format == fmtPlain || s.format == fmtJava) && g.chance(250) {
+		dst = append(dst, ' ')
+		return g.appendWords(dst, 3+g.intn(6))
+	}
+	g.vals = g.vals[:0]
+	if want > 300 && g.chance(200) {
+		// A long SQL statement, the usual cause of multi-KB log lines.
+		g.vals = append(g.vals, "SELECT id, status, updated_at FROM "...)
+		g.vals = append(g.vals, tables[g.intn(len(tables))]...)
+		g.vals = append(g.vals, " WHERE id IN ("...)
+		for n := want - 60; n > 0 && len(g.vals) < 8000; n = want - 60 - len(g.vals) {
+			g.vals = strconv.AppendUint(g.vals, 1_000_000+g.uintn(9_000_000), 10)
+			g.vals = append(g.vals, ", "...)
+		}
+		g.vals = append(g.vals, "0)"...)
+		return g.appendField(dst, s.format, "query", g.vals, false)
+	}
+	// Each key at most once per line: take the drawn key or the next
+	// unused one; when all are used, a long free-text field.
+	k := keyTable.pick(g.src.Uint64())
+	for i := 0; g.used&(1<<k) != 0 && i < len(extraKeys); i++ {
+		k = (k + 1) % len(extraKeys)
+	}
+	if g.used&(1<<k) != 0 {
+		g.vals = g.appendWords(g.vals, 2+g.intn(8))
+		for len(g.vals) < want-12 && len(g.vals) < 4000 {
+			g.vals = append(g.vals, ' ')
+			g.vals = g.appendWords(g.vals, 8)
+		}
+		g.used = 0 // a free-text field ends the list; start over
+		return g.appendField(dst, s.format, "details", g.vals, false)
+	}
+	g.used |= 1 << k
+	key := extraKeys[k]
+	num := false
+	switch key {
+	case "request_id":
+		g.vals = g.appendUUID(g.vals)
+	case "user_id":
+		g.vals = g.appendUser(g.vals)
+	case "attempt", "retries", "shard", "db_rows", "queue_depth":
+		g.vals = strconv.AppendUint(g.vals, g.smallN(), 10)
+		num = true
+	case "region":
+		g.vals = append(g.vals, regions[g.intn(len(regions))]...)
+	case "zone":
+		g.vals = append(g.vals, regions[g.intn(len(regions))]...)
+		g.vals = append(g.vals, byte('a'+g.intn(3)))
+	case "version":
+		g.vals = append(g.vals, "v1."...)
+		g.vals = strconv.AppendUint(g.vals, g.uintn(40), 10)
+		g.vals = append(g.vals, '.')
+		g.vals = strconv.AppendUint(g.vals, g.uintn(10), 10)
+	case "bytes_out":
+		g.vals = strconv.AppendUint(g.vals, g.uintn(1<<uint(g.intn(24)+1)), 10)
+		num = true
+	case "cache":
+		if g.chance(700) {
+			g.vals = append(g.vals, "hit"...)
+		} else {
+			g.vals = append(g.vals, "miss"...)
+		}
+	case "pod":
+		g.vals = append(g.vals, s.Host...)
+	case "tenant":
+		g.vals = append(g.vals, "t-"...)
+		g.vals = appendHex(g.vals, g.src.Uint64(), 6)
+	case "build":
+		g.vals = appendHex(g.vals, g.src.Uint64(), 8)
+	case "feature":
+		g.vals = g.appendWord(g.vals)
+		g.vals = append(g.vals, '_')
+		g.vals = g.appendWord(g.vals)
+	case "client_ip":
+		g.vals = g.appendIP(g.vals)
+	case "elapsed":
+		g.vals = appendDur(g.vals, g.durMillis())
+	case "tags":
+		for i := range 1 + g.intn(4) {
+			if i > 0 {
+				g.vals = append(g.vals, ',')
+			}
+			g.vals = g.appendWord(g.vals)
+		}
+	default: // "note"
+		g.vals = g.appendWords(g.vals, 2+g.intn(8))
+	}
+	return g.appendField(dst, s.format, key, g.vals, num)
+}
+
+// appendTemplate renders t.
+func (g *Generator) appendTemplate(dst []byte, t template) []byte {
+	for _, sg := range t {
+		if sg.slot == 0 {
+			dst = append(dst, sg.lit...)
+			continue
+		}
+		switch sg.slot {
+		case slotUser:
+			dst = g.appendUser(dst)
+		case slotIP:
+			dst = g.appendIP(dst)
+		case slotPort:
+			dst = strconv.AppendUint(dst, 1024+g.uintn(64512), 10)
+		case slotN:
+			dst = strconv.AppendUint(dst, g.smallN(), 10)
+		case slotBig:
+			dst = strconv.AppendUint(dst, 100_000+g.uintn(900_000_000), 10)
+		case slotDur:
+			dst = appendDur(dst, g.durMillis())
+		case slotUUID:
+			dst = g.appendUUID(dst)
+		case slotHex8:
+			dst = appendHex(dst, g.src.Uint64(), 8)
+		case slotWord:
+			dst = g.appendWord(dst)
+		case slotWords:
+			dst = g.appendWords(dst, 2+g.intn(4))
+		case slotHost:
+			dst = append(dst, peerHosts[g.intn(len(peerHosts))]...)
+		case slotCode:
+			dst = append(dst, errorCodes[g.intn(len(errorCodes))]...)
+		case slotPath:
+			dst = g.appendTemplate(dst, pathT[pathTable.pick(g.src.Uint64())])
+		case slotTable:
+			dst = append(dst, tables[g.intn(len(tables))]...)
+		case slotPct:
+			dst = strconv.AppendUint(dst, 80+g.uintn(20), 10)
+		}
+	}
+	return dst
+}
+
+func (g *Generator) appendWord(dst []byte) []byte {
+	return append(dst, words[wordTable.pick(g.src.Uint64())]...)
+}
+
+func (g *Generator) appendWords(dst []byte, n int) []byte {
+	for i := range n {
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = g.appendWord(dst)
+	}
+	return dst
+}
+
+// smallN returns a small count, skewed to small values.
+func (g *Generator) smallN() uint64 {
+	u := g.src.Uint64()
+	m := uint64(1) << (u >> 61)   // 1..128
+	k := 1 + (u>>58)&1            // 1 or 2
+	return ((u & 0xffff) % m) * k // 0..254, mostly small
+}
+
+// durMillis returns a request duration in ms, log-uniform-ish 0..~16s.
+func (g *Generator) durMillis() int64 {
+	u := g.src.Uint64()
+	e := u >> 60 // 0..15
+	if e > 13 {
+		e -= 4 // long durations are rarer
+	}
+	return int64((u & 0xffffff) % (2 << e))
+}
+
+// appendDur renders ms as "12ms" or "1.234s".
+func appendDur(dst []byte, ms int64) []byte {
+	if ms < 1000 {
+		dst = strconv.AppendInt(dst, ms, 10)
+		return append(dst, "ms"...)
+	}
+	dst = strconv.AppendInt(dst, ms/1000, 10)
+	dst = append(dst, '.')
+	f := ms % 1000
+	dst = append(dst, byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+	return append(dst, 's')
+}
+
+// appendUser renders a user id: 40% from 500 hot users, else any of
+// 9.9 million.
+func (g *Generator) appendUser(dst []byte) []byte {
+	u := g.src.Uint64()
+	var id uint64
+	if u>>54 < 410 {
+		id = 100_000 + (uint64(uint32(u))%500*7919)%900_000
+	} else {
+		hi, _ := bits.Mul64(u, 9_900_000)
+		id = 100_000 + hi
+	}
+	return strconv.AppendUint(dst, id, 10)
+}
+
+// appendIP renders an IPv4 address: mostly internal 10.x, some public.
+func (g *Generator) appendIP(dst []byte) []byte {
+	u := g.src.Uint64()
+	if u>>54 < 700 {
+		dst = append(dst, "10.0."...)
+		dst = strconv.AppendUint(dst, u&63, 10)
+	} else {
+		dst = strconv.AppendUint(dst, 11+(u&0xff)%212, 10)
+		dst = append(dst, '.')
+		dst = strconv.AppendUint(dst, (u>>8)&0xff, 10)
+		dst = append(dst, '.')
+		dst = strconv.AppendUint(dst, (u>>24)&0xff, 10)
+	}
+	dst = append(dst, '.')
+	return strconv.AppendUint(dst, 1+((u>>16)&0xff)%254, 10)
+}
+
+func (g *Generator) appendUUID(dst []byte) []byte {
+	a, b := g.src.Uint64(), g.src.Uint64()
+	dst = appendHex(dst, a>>32, 8)
+	dst = append(dst, '-')
+	dst = appendHex(dst, a>>16, 4)
+	dst = append(dst, "-4"...)
+	dst = appendHex(dst, a, 3)
+	dst = append(dst, '-')
+	dst = append(dst, "89ab"[b>>62])
+	dst = appendHex(dst, b>>48, 3)
+	dst = append(dst, '-')
+	return appendHex(dst, b, 12)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendHex appends the low n hex digits of v, most significant first.
+func appendHex(dst []byte, v uint64, n int) []byte {
+	for i := n - 1; i >= 0; i-- {
+		dst = append(dst, hexDigits[(v>>(4*uint(i)))&15])
+	}
+	return dst
+}
+
+// appendAlnum appends n characters of a Kubernetes-style random suffix.
+func (g *Generator) appendAlnum(dst []byte, n int) []byte {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // 27 characters
+	u := g.src.Uint64()
+	for range n {
+		dst = append(dst, alphabet[u%27])
+		u /= 27
+	}
+	return dst
+}
+
+func (g *Generator) appendThread(dst []byte) []byte {
+	u := g.src.Uint64()
+	t := threads[u%uint64(len(threads))]
+	dst = append(dst, t...)
+	if t[len(t)-1] == '-' {
+		dst = strconv.AppendUint(dst, 1+(u>>32)%16, 10)
+	}
+	return dst
+}
+
+// appendTS renders unix-ns ns in style.
+func (g *Generator) appendTS(dst []byte, ns int64, style int) []byte {
+	sec, frac := ns/1e9, ns%1e9
+	if frac < 0 {
+		sec, frac = sec-1, frac+1e9
+	}
+	if sec != g.tsSec {
+		g.tsSec = sec
+		t := time.Unix(sec, 0).UTC()
+		y, mo, d := t.Date()
+		h, mi, s := t.Clock()
+		b := g.tsDate[:0]
+		b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-')
+		b = append2(b, int(mo))
+		b = append(b, '-')
+		b = append2(b, d)
+		b = append(b, 'T')
+		b = append2(b, h)
+		b = append(b, ':')
+		b = append2(b, mi)
+		b = append(b, ':')
+		b = append2(b, s)
+		_ = b // b aliases g.tsDate
+	}
+	dst = append(dst, g.tsDate[:]...)
+	switch style {
+	case tsMilli:
+		ms := frac / 1e6
+		return append(dst, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+	case tsMicro:
+		us := frac / 1e3
+		dst = append(dst, '.')
+		for d := int64(100000); d > 0; d /= 10 {
+			dst = append(dst, byte('0'+us/d%10))
+		}
+		return append(dst, 'Z')
+	default: // tsLog4j
+		dst[len(dst)-9] = ' '
+		ms := frac / 1e6
+		return append(dst, ',', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	}
+}
+
+func append2(b []byte, v int) []byte { return append(b, byte('0'+v/10), byte('0'+v%10)) }
