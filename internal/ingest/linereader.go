@@ -69,6 +69,7 @@ type LineReader struct {
 
 	offset   int64 // bytes consumed (returned lines plus their terminators)
 	lineNo   int64 // number of the line last returned
+	scanned  int   // bytes after start known to hold no "\n"
 	partOff  int64 // within a long line: offset of the next piece, else 0
 	inLong   bool  // the next piece continues a long line
 	bufLimit int   // largest buffer we grow to: maxLine + 2
@@ -115,16 +116,25 @@ func (lr *LineReader) Next() ([]byte, error) {
 		data := lr.buf[lr.start:lr.end]
 		// Look for "\n" only where it can end a line of acceptable length:
 		// content of maxLine bytes plus an optional "\r".
+		// Bytes before lr.scanned are known not to hold one: a slow reader
+		// feeding a long line must not make the search quadratic.
 		look := data
 		if len(look) > lr.maxLine+2 {
 			look = look[:lr.maxLine+2]
 		}
-		if i := bytes.IndexByte(look, '\n'); i >= 0 {
+		i := -1
+		if lr.scanned < len(look) {
+			if i = bytes.IndexByte(look[lr.scanned:], '\n'); i >= 0 {
+				i += lr.scanned
+			}
+		}
+		if i >= 0 {
+			lr.scanned = 0
 			// Cap the capacity so that a caller's append cannot clobber the
 			// lines after this one.
 			line := data[:i:i]
 			if i > 0 && line[i-1] == '\r' {
-				line = line[:i-1]
+				line = line[: i-1 : i-1]
 			}
 			if len(line) > lr.maxLine {
 				// Content of exactly maxLine+1 bytes.
@@ -134,6 +144,7 @@ func (lr *LineReader) Next() ([]byte, error) {
 			lr.offset += int64(i + 1)
 			return lr.complete(line)
 		}
+		lr.scanned = len(look)
 		if len(data) >= lr.maxLine+2 {
 			// No "\n" in the first maxLine+2 bytes: the content is at least
 			// maxLine+1 bytes long whatever follows.
@@ -146,12 +157,12 @@ func (lr *LineReader) Next() ([]byte, error) {
 			// The last line, without "\n".
 			line := data[:len(data):len(data)]
 			if line[len(line)-1] == '\r' {
-				line = line[:len(line)-1]
+				line = line[: len(line)-1 : len(line)-1]
 			}
 			if len(line) > lr.maxLine {
 				return lr.piece()
 			}
-			lr.start = lr.end
+			lr.start, lr.scanned = lr.end, 0
 			lr.offset += int64(len(data))
 			return lr.complete(line)
 		}
@@ -177,6 +188,7 @@ func (lr *LineReader) complete(line []byte) ([]byte, error) {
 func (lr *LineReader) piece() ([]byte, error) {
 	p := lr.buf[lr.start : lr.start+lr.maxLine : lr.start+lr.maxLine]
 	lr.start += lr.maxLine
+	lr.scanned = max(lr.scanned-lr.maxLine, 0)
 	lr.offset += int64(lr.maxLine)
 	if !lr.inLong {
 		lr.lineNo++
