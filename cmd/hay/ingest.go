@@ -64,6 +64,7 @@ func runIngest(args []string) error {
 	streamFlag := fs.String("stream", "", "stream `labels` k=v,k2=v2 (a source=<file name> label is added unless given)")
 	formatFlag := fs.String("format", "auto", "input `format`: auto, plain or jsonl")
 	fsyncInterval := fs.Duration("fsync-interval", store.DefaultFsyncInterval, "fsync the write-ahead log at least this often (0: only at the end)")
+	headBytes := fs.Int64("head-bytes", store.DefaultHeadBytes, "flush entries from memory into a segment at this many `bytes` (memory bound)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -84,7 +85,7 @@ func runIngest(args []string) error {
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
-	opt := store.Options{FsyncInterval: *fsyncInterval}
+	opt := store.Options{FsyncInterval: *fsyncInterval, HeadBytes: *headBytes}
 	if *fsyncInterval == 0 {
 		opt.FsyncInterval = -1
 	}
