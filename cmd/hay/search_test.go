@@ -182,15 +182,14 @@ func TestSearchEdges(t *testing.T) {
 func TestAppendEscaped(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain\ttext é": "plain\ttext é",
-		"\x1b[2J":        `\x1b[2J`,
-		"\xff\x00":       `\xff\x00`,
-		"\u009b31m":      `\u009b31m`,
-		"a\nb\r":         `a\nb\r`,
-		"\x7f":           `\x7f`,
+		"\x1b[2J":       `\x1b[2J`,
+		"\xff\x00":      `\xff\x00`,
+		"\u009b31m":     `\u009b31m`,
+		"a\nb\r":        `a\nb\r`,
+		"\x7f":          `\x7f`,
 	} {
 		if got := string(appendEscaped(nil, []byte(in))); got != want {
 			t.Errorf("appendEscaped(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
-
