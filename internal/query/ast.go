@@ -1,0 +1,251 @@
+package query
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Query is a parsed LogQL log query: a stream selector and a pipeline of
+// stages applied left to right.
+type Query struct {
+	// Selector holds the stream matchers, ANDed. Parse always fills it;
+	// FromGrep leaves it empty, which selects every stream.
+	Selector []*Matcher
+	Stages   []Stage
+}
+
+// MatchType is the operator of a label matcher.
+type MatchType int
+
+// The label matching operators, as in Prometheus.
+const (
+	MatchEqual     MatchType = iota // =
+	MatchNotEqual                   // !=
+	MatchRegexp                     // =~ (fully anchored)
+	MatchNotRegexp                  // !~ (fully anchored)
+)
+
+func (t MatchType) String() string {
+	switch t {
+	case MatchEqual:
+		return "="
+	case MatchNotEqual:
+		return "!="
+	case MatchRegexp:
+		return "=~"
+	case MatchNotRegexp:
+		return "!~"
+	}
+	return "?"
+}
+
+// Matcher is one label matcher, in a stream selector or a label filter.
+type Matcher struct {
+	Name  string
+	Type  MatchType
+	Value string
+	Pos   int // byte offset of Name in the query
+}
+
+func (m *Matcher) String() string {
+	return m.Name + m.Type.String() + strconv.Quote(m.Value)
+}
+
+// Stage is one pipeline stage: *LineFilter, *ParserStage or *LabelFilter.
+type Stage interface {
+	String() string
+	stage()
+}
+
+// FilterOp is the operator of a line filter.
+type FilterOp int
+
+// The line filter operators.
+const (
+	FilterContains    FilterOp = iota // |=
+	FilterNotContains                 // !=
+	FilterRegexp                      // |~ (unanchored)
+	FilterNotRegexp                   // !~ (unanchored)
+)
+
+func (op FilterOp) String() string {
+	switch op {
+	case FilterContains:
+		return "|="
+	case FilterNotContains:
+		return "!="
+	case FilterRegexp:
+		return "|~"
+	case FilterNotRegexp:
+		return "!~"
+	}
+	return "?"
+}
+
+// Negated reports whether op keeps the lines that do not match.
+func (op FilterOp) Negated() bool { return op == FilterNotContains || op == FilterNotRegexp }
+
+// IsRegexp reports whether op's operands are regular expressions.
+func (op FilterOp) IsRegexp() bool { return op == FilterRegexp || op == FilterNotRegexp }
+
+// LineFilter is `OP "a" or "b" ...`. For the positive operators a line
+// passes when any value matches; for the negated ones when none does
+// (`!= "a" or "b"` keeps lines containing neither).
+type LineFilter struct {
+	Op     FilterOp
+	Values []string // at least one
+	Pos    int      // byte offset of the operator
+}
+
+func (*LineFilter) stage() {}
+
+func (f *LineFilter) String() string {
+	var b strings.Builder
+	b.WriteString(f.Op.String())
+	for i, v := range f.Values {
+		if i > 0 {
+			b.WriteString(" or")
+		}
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(v))
+	}
+	return b.String()
+}
+
+// ParserKind names a parser stage.
+type ParserKind int
+
+// The supported parsers.
+const (
+	ParserJSON ParserKind = iota
+	ParserLogfmt
+)
+
+// ParserStage is `| json` or `| logfmt [--strict] [--keep-empty]`.
+type ParserStage struct {
+	Kind      ParserKind
+	Strict    bool // logfmt only: stop at the first malformed pair
+	KeepEmpty bool // logfmt only: keep standalone keys with value ""
+	Pos       int  // byte offset of the parser name
+}
+
+func (*ParserStage) stage() {}
+
+func (p *ParserStage) String() string {
+	if p.Kind == ParserJSON {
+		return "| json"
+	}
+	s := "| logfmt"
+	if p.Strict {
+		s += " --strict"
+	}
+	if p.KeepEmpty {
+		s += " --keep-empty"
+	}
+	return s
+}
+
+// LabelFilter is `| <label filter expression>`.
+type LabelFilter struct {
+	Expr LabelExpr
+	Pos  int // byte offset of the expression
+}
+
+func (*LabelFilter) stage() {}
+
+func (f *LabelFilter) String() string { return "| " + f.Expr.String() }
+
+// LabelExpr is a label filter expression: *LabelBinary, *LabelMatch or
+// *LabelCompare.
+type LabelExpr interface {
+	String() string
+	labelExpr()
+}
+
+// LabelBinary is `L and R` or `L or R`, evaluated left to right with
+// short-circuit.
+type LabelBinary struct {
+	Or   bool // false: and
+	L, R LabelExpr
+}
+
+func (*LabelBinary) labelExpr() {}
+
+func (b *LabelBinary) String() string {
+	op := " and "
+	if b.Or {
+		op = " or "
+	}
+	return "(" + b.L.String() + op + b.R.String() + ")"
+}
+
+// LabelMatch is a string predicate on a label, with Prometheus matcher
+// semantics: a missing label has the value "", regexes are fully anchored.
+type LabelMatch struct {
+	Matcher
+}
+
+func (*LabelMatch) labelExpr() {}
+
+func (m *LabelMatch) String() string { return m.Matcher.String() }
+
+// CmpOp is a numeric comparison operator.
+type CmpOp int
+
+// The comparison operators of numeric, duration and bytes predicates.
+const (
+	CmpEq CmpOp = iota // == (also written =)
+	CmpNe              // !=
+	CmpGt              // >
+	CmpGe              // >=
+	CmpLt              // <
+	CmpLe              // <=
+)
+
+func (op CmpOp) String() string {
+	return [...]string{"==", "!=", ">", ">=", "<", "<="}[op]
+}
+
+// ValueKind is how a comparison converts the label value.
+type ValueKind int
+
+// The typed values of a comparison.
+const (
+	KindNumber   ValueKind = iota // strconv.ParseFloat
+	KindDuration                  // time.ParseDuration, compared in seconds
+	KindBytes                     // "42MB", "1.5KiB", compared in bytes
+)
+
+// LabelCompare is `name OP value` with a number, duration or bytes value.
+// The label value is converted the same way; a failed conversion keeps the
+// line and sets __error__, a missing label drops it (Loki's semantics).
+type LabelCompare struct {
+	Name  string
+	Op    CmpOp
+	Kind  ValueKind
+	Value float64 // seconds for durations, bytes for sizes
+	Text  string  // the literal as written
+	Pos   int
+}
+
+func (*LabelCompare) labelExpr() {}
+
+func (c *LabelCompare) String() string { return c.Name + c.Op.String() + c.Text }
+
+// String renders q as LogQL that parses back to an equal query.
+func (q *Query) String() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range q.Selector {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m.String())
+	}
+	b.WriteByte('}')
+	for _, s := range q.Stages {
+		b.WriteByte(' ')
+		b.WriteString(s.String())
+	}
+	return b.String()
+}

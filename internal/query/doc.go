@@ -1,0 +1,81 @@
+// Package query parses the log-query part of LogQL and compiles it into a
+// plan the search engine runs: stream matchers, line filters ordered
+// cheapest first, parser and label-filter stages, and the literals every
+// matching line must contain (for the skip index and the needle kernel).
+//
+// # Grammar
+//
+// In EBNF (Go spec style; whitespace separates tokens and is otherwise
+// ignored):
+//
+//	Query        = Selector { Stage } .
+//	Selector     = "{" Matcher { "," Matcher } "}" .
+//	Matcher      = Ident MatchOp String .
+//	MatchOp      = "=" | "!=" | "=~" | "!~" .
+//	Stage        = LineFilter | "|" ( Parser | LabelExpr ) .
+//	LineFilter   = FilterOp String { "or" String } .
+//	FilterOp     = "|=" | "!=" | "|~" | "!~" .
+//	Parser       = "json" | "logfmt" { "--strict" | "--keep-empty" } .
+//	LabelExpr    = LabelTerm { [ "and" | "or" | "," ] LabelTerm } .
+//	LabelTerm    = "(" LabelExpr ")" | Ident MatchOp String
+//	             | Ident ( "==" | "=" | "!=" | ">" | ">=" | "<" | "<=" ) Value .
+//	Value        = Number | Duration | Bytes .
+//	Number       = [ "-" ] Digits [ "." Digits ] .
+//	Duration     = a Go time.ParseDuration string: "300ms", "1h30m" .
+//	Bytes        = Number Unit, Unit one of B kB KB MB GB TB PB EB KiB MiB GiB TiB PiB EiB
+//	               (case-insensitive) .
+//	String       = `"` Go-escaped text `"` | "`" raw text "`" .
+//	Ident        = ( letter | "_" ) { letter | digit | "_" | ":" } .
+//
+// "==" with a string means "=". In a label expression, "," and plain
+// juxtaposition mean "and"; "and" and "or" have equal precedence and fold
+// left to right as Loki documents (a or b and c is (a or b) and c);
+// parentheses group. The words json and logfmt name parsers only when no
+// operator follows them.
+//
+// # Semantics (Loki's, as documented)
+//
+//   - Selector: at least one matcher must reject the empty value. A missing
+//     label has the value "". Regexes are fully anchored and '.' does not
+//     match '\n'.
+//   - Line filters: |= and != are substring tests; |~ and !~ are unanchored
+//     RE2 (Go regexp) searches in which '.' matches '\n'. `|= "a" or "b"`
+//     keeps lines containing either; `!= "a" or "b"` keeps lines containing
+//     neither; likewise for |~ and !~. All line filters are ANDed.
+//   - json: a line that is a JSON object yields one label per scalar;
+//     nested keys join with "_", arrays are skipped, strings are unescaped,
+//     numbers and booleans keep their text, null becomes "". Anything else
+//     sets __error__=JSONParserErr and keeps the line.
+//   - logfmt: key=value and key="quoted" pairs. Malformed pairs are skipped;
+//     with --strict the first one sets __error__=LogfmtParserErr and stops.
+//     Standalone keys are kept (as "") only with --keep-empty.
+//   - Extracted keys are sanitized (bytes other than [A-Za-z0-9_:] become
+//     '_', a leading digit gets a '_' prefix); a name that a stream label
+//     already has gets the suffix "_extracted"; the first value of a
+//     repeated name wins.
+//   - String label predicates are Prometheus matchers on the current labels
+//     (missing = ""). Number, duration and bytes predicates convert the
+//     value: a missing label drops the line, a failed conversion keeps it
+//     and sets __error__=LabelFilterErr, and once __error__ is set they no
+//     longer filter (only string predicates, e.g. __error__="", can).
+//
+// # Plan
+//
+// Compile checks and prepares everything once. Each regex line filter is
+// analysed with regexp/syntax: a regex that is a plain literal becomes a
+// literal filter, and one that is a (?i) literal becomes an ASCII-folded
+// literal run with needle.NewFold; Go's Unicode folding also maps k and s
+// to U+212A and U+017F, so such a filter confirms with the regex the lines
+// that contain those runes' lead bytes. Other regexes get a prefilter: the
+// AND/OR tree of literals every match contains (RequiredLiterals, after
+// the idea of Google's codesearch), checked with the needle kernel before
+// the regex runs. The whole query's Plan.Required is the AND of its
+// positive filters' requirements.
+//
+// # Out of scope
+//
+// Metric queries, `|>`/`!>` pattern filters, ip(), the regexp, pattern,
+// unpack, line_format, label_format, drop, keep, decolorize and unwrap
+// stages, and parameters of json and logfmt (`| json a="b.c"`) are refused
+// with a ParseError. Time ranges belong to the executor.
+package query

@@ -1,0 +1,458 @@
+package query
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Values of __error__ a pipeline can set, as Loki names them.
+const (
+	ErrJSON        = "JSONParserErr"
+	ErrLogfmt      = "LogfmtParserErr"
+	ErrLabelFilter = "LabelFilterErr"
+)
+
+type pipeStage struct {
+	parser *ParserStage
+	filter labelEval
+}
+
+// labelSet is the label state of one entry while the pipeline runs.
+type labelSet struct {
+	base       []Label // stream labels
+	ext        []Label // extracted, first value of a name wins
+	err        string  // __error__
+	errDetails string  // __error_details__
+}
+
+func (ls *labelSet) get(name string) (string, bool) {
+	switch name {
+	case "__error__":
+		return ls.err, ls.err != ""
+	case "__error_details__":
+		return ls.errDetails, ls.errDetails != ""
+	}
+	for _, l := range ls.ext {
+		if l.Name == name {
+			return l.Value, true
+		}
+	}
+	for _, l := range ls.base {
+		if l.Name == name {
+			return l.Value, true
+		}
+	}
+	return "", false
+}
+
+func (ls *labelSet) setErr(kind, details string) {
+	if ls.err == "" {
+		ls.err, ls.errDetails = kind, details
+	}
+}
+
+// add records an extracted label: the name is sanitized, suffixed with
+// _extracted when a stream label has it, and ignored when already
+// extracted.
+func (ls *labelSet) add(key []byte, value string) {
+	name := sanitizeKey(key)
+	if name == "" {
+		return
+	}
+	for _, l := range ls.base {
+		if l.Name == name {
+			name += "_extracted"
+			break
+		}
+	}
+	for _, l := range ls.ext {
+		if l.Name == name {
+			return
+		}
+	}
+	ls.ext = append(ls.ext, Label{name, value})
+}
+
+// sanitizeKey maps a key to a label name: bytes other than ASCII letters,
+// digits, '_' and ':' become '_', and a leading digit gets a '_' prefix.
+func sanitizeKey(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, len(key)+1)
+	if isDigit(key[0]) {
+		b = append(b, '_')
+	}
+	for i := 0; i < len(key); {
+		c := key[i]
+		if isIdentByte(c) {
+			b = append(b, c)
+			i++
+			continue
+		}
+		// One '_' per character, not per byte, for multi-byte runes.
+		_, n := utf8.DecodeRune(key[i:])
+		b = append(b, '_')
+		i += n
+	}
+	return string(b)
+}
+
+func (ls *labelSet) parse(st *ParserStage, line []byte) {
+	switch st.Kind {
+	case ParserJSON:
+		if !json.Valid(line) {
+			ls.setErr(ErrJSON, "invalid JSON")
+			return
+		}
+		j := jsonWalker{src: line, ls: ls}
+		j.skipWS()
+		if j.i >= len(line) || line[j.i] != '{' {
+			ls.setErr(ErrJSON, "not a JSON object")
+			return
+		}
+		j.object(nil)
+	case ParserLogfmt:
+		if err := parseLogfmt(line, st.Strict, st.KeepEmpty, ls.add); err != "" {
+			ls.setErr(ErrLogfmt, err)
+		}
+	}
+}
+
+// jsonWalker flattens an object already validated by json.Valid.
+type jsonWalker struct {
+	src []byte
+	i   int
+	ls  *labelSet
+}
+
+func (j *jsonWalker) skipWS() {
+	for j.i < len(j.src) {
+		switch j.src[j.i] {
+		case ' ', '\t', '\n', '\r':
+			j.i++
+		default:
+			return
+		}
+	}
+}
+
+// object walks {...} at j.i; prefix is the flattened key so far.
+func (j *jsonWalker) object(prefix []byte) {
+	j.i++ // '{'
+	for {
+		j.skipWS()
+		if j.src[j.i] == '}' {
+			j.i++
+			return
+		}
+		if j.src[j.i] == ',' {
+			j.i++
+			j.skipWS()
+		}
+		k := j.str()
+		key := append(append([]byte(nil), prefix...), k...)
+		j.skipWS()
+		j.i++ // ':'
+		j.skipWS()
+		switch c := j.src[j.i]; {
+		case c == '{':
+			j.object(append(key, '_'))
+		case c == '[':
+			j.skipValue() // arrays are skipped
+		case c == '"':
+			j.ls.add(key, string(j.str()))
+		default:
+			start := j.i
+			j.skipValue()
+			v := string(j.src[start:j.i])
+			if v == "null" {
+				v = ""
+			}
+			j.ls.add(key, v)
+		}
+	}
+}
+
+// str decodes the string at j.i.
+func (j *jsonWalker) str() []byte {
+	j.i++ // '"'
+	var out []byte
+	for {
+		c := j.src[j.i]
+		switch c {
+		case '"':
+			j.i++
+			return out
+		case '\\':
+			e := j.src[j.i+1]
+			j.i += 2
+			switch e {
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r := j.hex4()
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if j.i+1 < len(j.src) && j.src[j.i] == '\\' && j.src[j.i+1] == 'u' {
+						save := j.i
+						j.i += 2
+						r2 = j.hex4()
+						if utf16.DecodeRune(r, r2) == utf8.RuneError {
+							j.i = save
+							r2 = -1
+						}
+					}
+					r = utf16.DecodeRune(r, r2)
+				}
+				out = utf8.AppendRune(out, r)
+			default: // " \ /
+				out = append(out, e)
+			}
+		default:
+			out = append(out, c)
+			j.i++
+		}
+	}
+}
+
+func (j *jsonWalker) hex4() rune {
+	v, _ := strconv.ParseUint(string(j.src[j.i:j.i+4]), 16, 32)
+	j.i += 4
+	return rune(v)
+}
+
+// skipValue moves past one scalar, array or object.
+func (j *jsonWalker) skipValue() {
+	depth := 0
+	for j.i < len(j.src) {
+		switch c := j.src[j.i]; c {
+		case '"':
+			j.str()
+			if depth == 0 {
+				return
+			}
+			continue
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth == 0 {
+				return
+			}
+			depth--
+			if depth == 0 {
+				j.i++
+				return
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return
+			}
+		}
+		j.i++
+	}
+}
+
+// parseLogfmt calls add for each key=value pair. Without strict, malformed
+// pairs are skipped; with strict the first one stops the parse and its
+// description is returned. Standalone keys are kept (value "") only with
+// keepEmpty.
+func parseLogfmt(line []byte, strict, keepEmpty bool, add func([]byte, string)) string {
+	i := 0
+	n := len(line)
+	for {
+		for i < n && line[i] <= ' ' {
+			i++
+		}
+		if i >= n {
+			return ""
+		}
+		start := i
+		bad := ""
+		for i < n && line[i] > ' ' && line[i] != '=' {
+			if line[i] == '"' {
+				bad = "unexpected '\"' in key"
+			}
+			i++
+		}
+		key := line[start:i]
+		if len(key) == 0 {
+			bad = "missing key before '='"
+		}
+		if i >= n || line[i] != '=' {
+			if bad == "" && keepEmpty {
+				add(key, "")
+			}
+			if bad != "" && strict {
+				return bad + " at byte " + strconv.Itoa(start)
+			}
+			continue
+		}
+		i++ // '='
+		var value string
+		if i < n && line[i] == '"' {
+			vstart := i
+			i++
+			for i < n && line[i] != '"' {
+				if line[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= n {
+				// An unterminated quote eats the rest of the line.
+				if strict {
+					return "unterminated quoted value at byte " + strconv.Itoa(vstart)
+				}
+				return ""
+			}
+			i++
+			v, err := strconv.Unquote(string(line[vstart:i]))
+			if err != nil {
+				// Not a Go-style escape: keep the text between the quotes.
+				v = string(line[vstart+1 : i-1])
+			}
+			value = v
+			if i < n && line[i] > ' ' {
+				bad = "garbage after quoted value"
+				for i < n && line[i] > ' ' {
+					i++
+				}
+			}
+		} else {
+			vstart := i
+			for i < n && line[i] > ' ' {
+				if line[i] == '=' || line[i] == '"' {
+					bad = "unexpected '" + string(line[i]) + "' in value"
+				}
+				i++
+			}
+			value = string(line[vstart:i])
+		}
+		if bad != "" {
+			if strict {
+				return bad + " at byte " + strconv.Itoa(start)
+			}
+			continue
+		}
+		add(key, value)
+	}
+}
+
+// ---- label filter evaluation ----
+
+type labelEval interface {
+	eval(ls *labelSet) bool
+}
+
+type evalBinary struct {
+	or   bool
+	l, r labelEval
+}
+
+func (b *evalBinary) eval(ls *labelSet) bool {
+	if b.or {
+		return b.l.eval(ls) || b.r.eval(ls)
+	}
+	return b.l.eval(ls) && b.r.eval(ls)
+}
+
+type evalMatch struct {
+	m  Matcher
+	re *regexp.Regexp
+}
+
+func (e *evalMatch) eval(ls *labelSet) bool {
+	v, _ := ls.get(e.m.Name)
+	switch e.m.Type {
+	case MatchEqual:
+		return v == e.m.Value
+	case MatchNotEqual:
+		return v != e.m.Value
+	case MatchRegexp:
+		return e.re.MatchString(v)
+	}
+	return !e.re.MatchString(v)
+}
+
+type evalCompare struct{ c *LabelCompare }
+
+func (e *evalCompare) eval(ls *labelSet) bool {
+	if ls.err != "" {
+		// Only string matchers may filter out a line carrying an error.
+		return true
+	}
+	v, ok := ls.get(e.c.Name)
+	if !ok {
+		return false
+	}
+	var x float64
+	var conv bool
+	switch e.c.Kind {
+	case KindNumber:
+		f, err := strconv.ParseFloat(v, 64)
+		x, conv = f, err == nil
+	case KindDuration:
+		d, err := time.ParseDuration(v)
+		x, conv = d.Seconds(), err == nil
+	case KindBytes:
+		x, conv = parseBytes(v, true)
+	}
+	if !conv {
+		ls.setErr(ErrLabelFilter, "cannot convert "+strconv.Quote(v)+" of label "+e.c.Name)
+		return true
+	}
+	y := e.c.Value
+	switch e.c.Op {
+	case CmpEq:
+		return x == y
+	case CmpNe:
+		return x != y
+	case CmpGt:
+		return x > y
+	case CmpGe:
+		return x >= y
+	case CmpLt:
+		return x < y
+	}
+	return x <= y
+}
+
+func compileLabelExpr(e LabelExpr) (labelEval, error) {
+	switch e := e.(type) {
+	case *LabelBinary:
+		l, err := compileLabelExpr(e.L)
+		if err != nil {
+			return nil, err
+		}
+		r, err := compileLabelExpr(e.R)
+		if err != nil {
+			return nil, err
+		}
+		return &evalBinary{or: e.Or, l: l, r: r}, nil
+	case *LabelMatch:
+		m := &evalMatch{m: e.Matcher}
+		if e.Type == MatchRegexp || e.Type == MatchNotRegexp {
+			if err := checkRegex(e.Value, e.Pos, false); err != nil {
+				return nil, err
+			}
+			m.re = regexp.MustCompile(anchored(e.Value))
+		}
+		return m, nil
+	case *LabelCompare:
+		return &evalCompare{c: e}, nil
+	}
+	return nil, errAt(0, "unknown label filter expression")
+}

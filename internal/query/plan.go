@@ -1,0 +1,485 @@
+package query
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"sort"
+	"unicode"
+	"unicode/utf8"
+
+	"haystack/needle"
+)
+
+// Label is one stream label. Slices of any struct type with the same two
+// fields convert element-wise (see MatchStreamOf).
+type Label struct{ Name, Value string }
+
+// Plan is a compiled query: what the search engine runs. It is immutable
+// after Compile and safe for concurrent use.
+type Plan struct {
+	Query *Query
+
+	// Streams are the selector's matchers, ANDed; empty selects all.
+	Streams []*StreamMatcher
+
+	// Filters are all line filters of the query, cheapest first. They are
+	// ANDed and do not depend on labels (no stage here rewrites the line),
+	// so running them before the parsers and in any order is exact.
+	Filters []*Filter
+
+	// Required is what every matching line contains, for the skip index and
+	// the block-level kernel: the AND of the positive filters'
+	// requirements. Negative filters and label filters contribute nothing.
+	Required *Expr
+
+	stages []pipeStage // parsers and label filters, in query order
+}
+
+// StreamMatcher is a compiled selector matcher.
+type StreamMatcher struct {
+	Matcher
+	re *regexp.Regexp // anchored, for =~ and !~
+}
+
+// Matches reports whether a label value satisfies m; a missing label has
+// the value "".
+func (m *StreamMatcher) Matches(v string) bool {
+	switch m.Type {
+	case MatchEqual:
+		return v == m.Value
+	case MatchNotEqual:
+		return v != m.Value
+	case MatchRegexp:
+		return m.re.MatchString(v)
+	}
+	return !m.re.MatchString(v)
+}
+
+// FilterKind classifies a compiled line filter.
+type FilterKind int
+
+// The matcher shapes a line filter compiles to.
+const (
+	Contains       FilterKind = iota // one literal, maybe folded
+	NotContains                      // no line containing one literal
+	ContainsAny                      // any of several literals
+	NotContainsAny                   // none of several literals
+	Regex                            // any of the alternatives, at least one a regex
+	NotRegex                         // none of the alternatives
+)
+
+func (k FilterKind) String() string {
+	return [...]string{"Contains", "NotContains", "ContainsAny", "NotContainsAny", "Regex", "NotRegex"}[k]
+}
+
+// Filter is one compiled line filter: a line passes when any alternative
+// matches, or, when Negate, when none does.
+type Filter struct {
+	Kind   FilterKind
+	Negate bool
+	Alts   []*Alt
+	Cost   int     // relative per-line cost estimate used for ordering
+	Source *LineFilter
+}
+
+// Alt is one alternative of a line filter.
+type Alt struct {
+	// Regexp is nil for a literal alternative: the line contains Needle.
+	// For a regex, Prefilter is what any match contains; it is checked
+	// first with the needle kernel and the regex only confirms.
+	Needle    Lit
+	Regexp    *regexp.Regexp
+	Prefilter *Expr
+
+	// confirm handles Go's Unicode case folding of k and s (KELVIN SIGN,
+	// LONG S) for a folded literal: a line the ASCII fold search misses but
+	// that holds one of those runes goes to the regex.
+	confirm      *regexp.Regexp
+	confirmBytes []byte // lead bytes of the runes that need confirm
+
+	searcher *needle.Searcher
+	pre      *evalNode
+}
+
+// Costs per alternative, in rough units of one exact kernel pass.
+const (
+	costLiteral   = 2
+	costFold      = 3
+	costPrefilter = 8  // regex behind a literal prefilter
+	costRegex     = 40 // regex on every line
+)
+
+// Compile turns a parsed query into a plan. Its errors are *ParseError
+// (positions refer to the query text Parse saw).
+func Compile(q *Query) (*Plan, error) {
+	p := &Plan{Query: q}
+	for _, m := range q.Selector {
+		sm := &StreamMatcher{Matcher: *m}
+		if m.Type == MatchRegexp || m.Type == MatchNotRegexp {
+			if err := checkRegex(m.Value, m.Pos, false); err != nil {
+				return nil, err
+			}
+			sm.re = regexp.MustCompile(anchored(m.Value))
+		}
+		p.Streams = append(p.Streams, sm)
+	}
+	var reqs []*Expr
+	for _, st := range q.Stages {
+		switch st := st.(type) {
+		case *LineFilter:
+			f, err := compileFilter(st)
+			if err != nil {
+				return nil, err
+			}
+			p.Filters = append(p.Filters, f)
+			if !f.Negate {
+				reqs = append(reqs, f.required())
+			}
+		case *ParserStage:
+			p.stages = append(p.stages, pipeStage{parser: st})
+		case *LabelFilter:
+			e, err := compileLabelExpr(st.Expr)
+			if err != nil {
+				return nil, err
+			}
+			p.stages = append(p.stages, pipeStage{filter: e})
+		default:
+			return nil, fmt.Errorf("query: unknown stage %T", st)
+		}
+	}
+	sort.SliceStable(p.Filters, func(i, j int) bool { return p.Filters[i].Cost < p.Filters[j].Cost })
+	p.Required = and(reqs...)
+	return p, nil
+}
+
+func compileFilter(lf *LineFilter) (*Filter, error) {
+	if len(lf.Values) == 0 {
+		return nil, errAt(lf.Pos, "line filter without a value")
+	}
+	f := &Filter{Negate: lf.Op.Negated(), Source: lf}
+	anyRegex := false
+	for _, v := range lf.Values {
+		var a *Alt
+		if lf.Op.IsRegexp() {
+			if err := checkRegex(v, lf.Pos, true); err != nil {
+				return nil, err
+			}
+			a = compileRegexAlt(v)
+		} else {
+			a = &Alt{Needle: Lit{Text: v}}
+		}
+		switch {
+		case a.Regexp != nil:
+			anyRegex = true
+			if a.Prefilter.Op == OpAll {
+				f.Cost += costRegex
+			} else {
+				f.Cost += costPrefilter
+				a.pre = compileEval(a.Prefilter)
+			}
+		case a.Needle.Fold:
+			f.Cost += costFold
+			a.searcher = needle.NewFold([]byte(a.Needle.Text))
+		default:
+			f.Cost += costLiteral
+			a.searcher = needle.New([]byte(a.Needle.Text))
+		}
+		f.Alts = append(f.Alts, a)
+	}
+	switch {
+	case anyRegex && f.Negate:
+		f.Kind = NotRegex
+	case anyRegex:
+		f.Kind = Regex
+	case len(f.Alts) == 1 && f.Negate:
+		f.Kind = NotContains
+	case len(f.Alts) == 1:
+		f.Kind = Contains
+	case f.Negate:
+		f.Kind = NotContainsAny
+	default:
+		f.Kind = ContainsAny
+	}
+	return f, nil
+}
+
+// compileRegexAlt compiles a validated line-filter regex. Patterns that are
+// a literal, plain or (?i), become literal alternatives.
+func compileRegexAlt(v string) *Alt {
+	re, _ := syntax.Parse(v, syntax.Perl|syntax.DotNL) // validated by checkRegex
+	re = re.Simplify()
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	if lit, ok := literalOf(re); ok {
+		a := &Alt{Needle: lit}
+		if lit.Fold {
+			var lead []byte
+			for _, c := range []byte(lit.Text) {
+				if c == 'k' {
+					lead = append(lead, 0xE2) // U+212A is E2 84 AA
+				}
+				if c == 's' {
+					lead = append(lead, 0xC5) // U+017F is C5 BF
+				}
+			}
+			if lead != nil {
+				a.confirm = regexp.MustCompile("(?s)" + v)
+				a.confirmBytes = lead
+			}
+		}
+		return a
+	}
+	return &Alt{
+		Regexp:    regexp.MustCompile("(?s)" + v),
+		Prefilter: RequiredLiterals(re),
+	}
+}
+
+// literalOf recognises a regex that matches exactly one literal, exactly or
+// with case folding that ASCII folding reproduces (plus the k/s partners,
+// which the caller confirms).
+func literalOf(re *syntax.Regexp) (Lit, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return Lit{}, true
+	case syntax.OpLiteral:
+	default:
+		return Lit{}, false
+	}
+	fold := re.Flags&syntax.FoldCase != 0
+	for _, r := range re.Rune {
+		if r == utf8.RuneError {
+			return Lit{}, false // also matches invalid bytes
+		}
+		if fold && r >= utf8.RuneSelf && unicode.SimpleFold(r) != r {
+			return Lit{}, false // non-ASCII case pair: needs the regex
+		}
+	}
+	s := string(re.Rune)
+	if fold {
+		s = lowerASCII(s)
+		if !hasASCIILetter(s) {
+			fold = false
+		}
+	}
+	return Lit{Text: s, Fold: fold}, true
+}
+
+func hasASCIILetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
+		if 'a' <= c && c <= 'z' {
+			return true
+		}
+	}
+	return false
+}
+
+// required is what a line passing the (positive) filter contains.
+func (f *Filter) required() *Expr {
+	xs := make([]*Expr, len(f.Alts))
+	for i, a := range f.Alts {
+		switch {
+		case a.Regexp != nil:
+			xs[i] = a.Prefilter
+		case a.confirm != nil:
+			alts := []*Expr{litExpr(a.Needle.Text, true)}
+			if bytes.IndexByte(a.confirmBytes, 0xE2) >= 0 {
+				alts = append(alts, litExpr(string(kelvin), false))
+			}
+			if bytes.IndexByte(a.confirmBytes, 0xC5) >= 0 {
+				alts = append(alts, litExpr(string(longS), false))
+			}
+			xs[i] = or(alts...)
+		default:
+			xs[i] = litExpr(a.Needle.Text, a.Needle.Fold)
+		}
+	}
+	return or(xs...)
+}
+
+// matches reports whether the alternative matches line.
+func (a *Alt) matches(line []byte) bool {
+	if a.Regexp != nil {
+		if a.pre != nil && !a.pre.eval(line) {
+			return false
+		}
+		return a.Regexp.Match(line)
+	}
+	if a.searcher.Index(line) >= 0 {
+		return true
+	}
+	if a.confirm != nil {
+		for _, c := range a.confirmBytes {
+			if bytes.IndexByte(line, c) >= 0 {
+				return a.confirm.Match(line)
+			}
+		}
+	}
+	return false
+}
+
+// Pass reports whether line passes the filter.
+func (f *Filter) Pass(line []byte) bool {
+	for _, a := range f.Alts {
+		if a.matches(line) {
+			return !f.Negate
+		}
+	}
+	return f.Negate
+}
+
+// evalNode is an Expr with a prepared searcher per literal.
+type evalNode struct {
+	op  ExprOp
+	s   *needle.Searcher
+	sub []*evalNode
+}
+
+func compileEval(e *Expr) *evalNode {
+	n := &evalNode{op: e.Op}
+	if e.Op == OpLit {
+		if e.Lit.Fold {
+			n.s = needle.NewFold([]byte(e.Lit.Text))
+		} else {
+			n.s = needle.New([]byte(e.Lit.Text))
+		}
+	}
+	for _, s := range e.Sub {
+		n.sub = append(n.sub, compileEval(s))
+	}
+	return n
+}
+
+func (n *evalNode) eval(line []byte) bool {
+	switch n.op {
+	case OpAll:
+		return true
+	case OpNone:
+		return false
+	case OpLit:
+		return n.s.Index(line) >= 0
+	case OpAnd:
+		for _, s := range n.sub {
+			if !s.eval(line) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, s := range n.sub {
+		if s.eval(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// MatchStream reports whether a stream with these labels is selected.
+func (p *Plan) MatchStream(labels []Label) bool {
+	for _, m := range p.Streams {
+		v := ""
+		for _, l := range labels {
+			if l.Name == m.Name {
+				v = l.Value
+				break
+			}
+		}
+		if !m.Matches(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchStreamMap is MatchStream for labels held in a map.
+func (p *Plan) MatchStreamMap(labels map[string]string) bool {
+	for _, m := range p.Streams {
+		if !m.Matches(labels[m.Name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchStreamOf is MatchStream for any slice of {Name, Value string}
+// structs, such as ingest.Labels.
+func MatchStreamOf[L ~struct{ Name, Value string }](p *Plan, labels []L) bool {
+	for _, m := range p.Streams {
+		v := ""
+		for _, l := range labels {
+			if l := Label(l); l.Name == m.Name {
+				v = l.Value
+				break
+			}
+		}
+		if !m.Matches(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchLine runs only the line filters, cheapest first.
+func (p *Plan) MatchLine(line []byte) bool {
+	for _, f := range p.Filters {
+		if !f.Pass(line) {
+			return false
+		}
+	}
+	return true
+}
+
+// Match reports whether line passes the pipeline: the line filters, then
+// the parsers and label filters, with no stream labels. It does not check
+// the selector (see MatchStream).
+func (p *Plan) Match(line []byte) bool { return p.MatchEntry(nil, line) }
+
+// MatchEntry is Match for an entry of a stream with the given labels, which
+// label filters can test and which extracted labels do not override.
+func (p *Plan) MatchEntry(stream []Label, line []byte) bool {
+	if !p.MatchLine(line) {
+		return false
+	}
+	if len(p.stages) == 0 {
+		return true
+	}
+	ls := &labelSet{base: stream}
+	for _, st := range p.stages {
+		if st.parser != nil {
+			ls.parse(st.parser, line)
+			continue
+		}
+		if !st.filter.eval(ls) {
+			return false
+		}
+	}
+	return true
+}
+
+// Labels runs the pipeline on an entry and returns the resulting extracted
+// labels (including __error__ and __error_details__ when set), and whether
+// the entry passed.
+func (p *Plan) Labels(stream []Label, line []byte) ([]Label, bool) {
+	if !p.MatchLine(line) {
+		return nil, false
+	}
+	ls := &labelSet{base: stream}
+	for _, st := range p.stages {
+		if st.parser != nil {
+			ls.parse(st.parser, line)
+			continue
+		}
+		if !st.filter.eval(ls) {
+			return nil, false
+		}
+	}
+	out := append([]Label(nil), ls.ext...)
+	if ls.err != "" {
+		out = append(out, Label{"__error__", ls.err}, Label{"__error_details__", ls.errDetails})
+	}
+	return out, true
+}
