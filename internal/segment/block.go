@@ -98,66 +98,93 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		return fmt.Errorf("meta section: %w", err)
 	}
 
-	md := decoder{b: dst.meta}
+	// The meta loops run once per entry, so they read varints inline with
+	// a one-byte fast path (most lengths and many time deltas are small)
+	// and check for errors (p < 0) once per loop.
+	mb := dst.meta
+	p := 0
 	offs := slices.Grow(dst.Offsets[:0], n+1)[:n+1]
 	var sum uint64
 	offs[0] = 0
 	for k := 1; k <= n; k++ {
-		sum += md.uvarint()
-		if sum > dataRaw {
-			md.fail("entry lengths exceed the data")
+		var v uint64
+		v, p = uvarintAt(mb, p)
+		sum += v
+		if sum > dataRaw { // also stops an error's garbage from running on
 			break
 		}
 		offs[k] = uint32(sum)
 	}
 	dst.Offsets = offs
-	if md.err == nil && sum != dataRaw {
-		return fmt.Errorf("entry lengths add up to %d, data is %d bytes", sum, dataRaw)
+	if p < 0 {
+		return errors.New("meta section: bad or truncated entry length")
+	}
+	if sum != dataRaw {
+		return fmt.Errorf("meta section: entry lengths add up to %d or more, data is %d bytes", sum, dataRaw)
 	}
 
 	times := slices.Grow(dst.Times[:0], n)[:n]
 	var t uint64
 	lo, hi := m.MaxTime, m.MinTime
-	for k := 0; k < n && md.err == nil; k++ {
-		t += uint64(md.varint())
-		v := int64(t)
-		times[k] = v
-		lo, hi = min(lo, v), max(hi, v)
+	for k := range times {
+		var v uint64
+		v, p = uvarintAt(mb, p)
+		t += v>>1 ^ -(v & 1) // zig-zag, as binary.Varint
+		times[k] = int64(t)
+		lo, hi = min(lo, int64(t)), max(hi, int64(t))
 	}
 	dst.Times = times
-	if md.err == nil && (lo != m.MinTime || hi != m.MaxTime) {
-		return fmt.Errorf("times span [%d, %d], index says [%d, %d]", lo, hi, m.MinTime, m.MaxTime)
+	if p < 0 {
+		return errors.New("meta section: bad or truncated time")
+	}
+	if lo != m.MinTime || hi != m.MaxTime {
+		return fmt.Errorf("meta section: times span [%d, %d], index says [%d, %d]", lo, hi, m.MinTime, m.MaxTime)
 	}
 
 	streams := slices.Grow(dst.Streams[:0], n)[:n]
-	for k := 0; k < n && md.err == nil; {
-		s := md.uvarint()
-		run := md.uvarint()
-		if md.err != nil {
-			break
-		}
-		if run == 0 || run > uint64(n-k) {
-			md.fail("stream run length out of range")
-			break
-		}
-		if s > 1<<32-1 {
-			md.fail("stream id overflows")
-			break
+	for k := 0; k < n; {
+		var s, run uint64
+		s, p = uvarintAt(mb, p)
+		run, p = uvarintAt(mb, p)
+		switch {
+		case p < 0:
+			return errors.New("meta section: bad or truncated stream run")
+		case run == 0 || run > uint64(n-k):
+			return errors.New("meta section: stream run length out of range")
+		case s > 1<<32-1:
+			return errors.New("meta section: stream id overflows")
 		}
 		if _, ok := slices.BinarySearch(m.Streams, uint32(s)); !ok {
-			md.fail(fmt.Sprintf("stream %d not listed in the index", s))
-			break
+			return fmt.Errorf("meta section: stream %d not listed in the index", s)
 		}
 		for e := k + int(run); k < e; k++ {
 			streams[k] = uint32(s)
 		}
 	}
 	dst.Streams = streams
-	if md.err != nil {
-		return fmt.Errorf("meta section: %v", md.err)
-	}
-	if len(md.b) != 0 {
-		return fmt.Errorf("meta section: %d trailing bytes", len(md.b))
+	if p != len(mb) {
+		return fmt.Errorf("meta section: %d trailing bytes", len(mb)-p)
 	}
 	return nil
+}
+
+// uvarintAt decodes the uvarint at b[p:] and returns it with the position
+// after it. A bad or truncated varint, or p < 0 (an earlier error), gives
+// p = -1, which stays -1 through later calls.
+func uvarintAt(b []byte, p int) (uint64, int) {
+	if uint(p) < uint(len(b)) && b[p] < 0x80 {
+		return uint64(b[p]), p + 1
+	}
+	return uvarintSlow(b, p)
+}
+
+func uvarintSlow(b []byte, p int) (uint64, int) {
+	if p < 0 || p >= len(b) {
+		return 0, -1
+	}
+	v, n := binary.Uvarint(b[p:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, p + n
 }

@@ -175,13 +175,18 @@ func grow(dst []byte, n int) []byte {
 	return out
 }
 
+// decodeSlack is spare capacity past a section's decoded size: zstd's
+// assembly uses 16-byte copies that may write up to 32 bytes past the end,
+// and falls back to slower exact copies when the buffer has no room for that.
+const decodeSlack = 64
+
 var errSize = errors.New("decoded size differs from the recorded size")
 
 // decompress decodes src, stored with codec, into
 // dst[:raw], reusing dst's capacity. It never produces more than raw bytes.
 func decompress(codec Codec, dst, src []byte, raw int) ([]byte, error) {
-	if cap(dst) < raw {
-		dst = make([]byte, raw)
+	if cap(dst) < raw+decodeSlack {
+		dst = make([]byte, raw, raw+decodeSlack)
 	}
 	dst = dst[:raw]
 	if raw == 0 || len(src) == 0 {
@@ -207,8 +212,9 @@ func decompress(codec Codec, dst, src []byte, raw int) ([]byte, error) {
 		}
 		return dst, nil
 	case CodecZstd:
-		// The cap limit makes DecodeAll stop at raw bytes.
-		out, err := zstdDecoder().DecodeAll(src, dst[:0:raw])
+		// The cap limit makes DecodeAll stop at raw+decodeSlack bytes; the
+		// slack lets it use its fast copies up to the end.
+		out, err := zstdDecoder().DecodeAll(src, dst[:0:raw+decodeSlack])
 		if err != nil {
 			return dst, fmt.Errorf("zstd: %w", err)
 		}
