@@ -80,7 +80,7 @@ type Filter struct {
 	Kind   FilterKind
 	Negate bool
 	Alts   []*Alt
-	Cost   int     // relative per-line cost estimate used for ordering
+	Cost   int // relative per-line cost estimate used for ordering
 	Source *LineFilter
 }
 
