@@ -25,8 +25,9 @@
 // out"), frames ("\tat com.example...(X.java:42)"), "Caused by: ...",
 // "\t... 12 more", and for Go panics "goroutine 7 [running]:", a function
 // line and a "\t/src/...go:42 +0x1d" line. Timestamps never decrease: line k
-// of N planned lines falls in [Start+k*Span/N, Start+(k+1)*Span/N).
-// Continuation lines report their parent's timestamp.
+// of N planned lines falls in [Start+k*Span/N, Start+(k+1)*Span/N), the
+// first exactly at Start. Continuation lines report their parent's
+// timestamp.
 //
 // Tokens follow real logs: a Zipf law over a word list (so "the", "request",
 // "user" are everywhere and most words rare), HTTP methods dominated by GET,
@@ -395,7 +396,13 @@ func (g *Generator) Next(dst []byte) (line []byte, stream int, ts time.Time) {
 func (g *Generator) tick() int64 {
 	ns := g.base
 	if g.step > 1 {
-		ns += int64(g.uintn(g.step))
+		// Jitter within the line's slot; the first line is exactly at
+		// Start (the draw still happens, so the stream of draws does
+		// not depend on it).
+		j := int64(g.uintn(g.step))
+		if g.n > 0 {
+			ns += j
+		}
 	}
 	g.base += int64(g.step)
 	g.acc += g.srem
