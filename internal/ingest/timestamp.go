@@ -298,7 +298,7 @@ func asctimeTime(b []byte, i int) (int64, bool) {
 
 // inferYear completes a date without a year from ref (see LeadingTime).
 func inferYear(month, day int, sod, frac int64, ref *refTime) (int64, bool) {
-	if !ref.ok || month < 1 || month > 12 || day < 1 {
+	if !ref.resolve() || month < 1 || month > 12 || day < 1 {
 		return 0, false
 	}
 	y := ref.year

@@ -1,0 +1,142 @@
+package ingest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func TestJSONTime(t *testing.T) {
+	sec := utc(2023, 11, 14, 22, 13, 20, 0) // unix 1700000000
+	tests := []struct {
+		line string
+		want int64 // 0: no time; 1: the epoch
+	}{
+		{`{"time":"2015-07-29T17:41:44.747Z","msg":"x"}`, utc(2015, 7, 29, 17, 41, 44, 747e6)},
+		{`{"msg":"x","ts":1700000000}`, sec},
+		{`{"msg":"x","ts":1700000000.5}`, sec + 5e8},
+		{`{"msg":"x","ts":1700000000.123456789}`, sec + 123456789},
+		{`{"ts":1700000000123}`, sec + 123e6},
+		{`{"ts":1700000000123.456}`, sec + 123456000},
+		{`{"ts":1700000000123456}`, sec + 123456000},
+		{`{"ts":1700000000123456.7}`, sec + 123456700},
+		{`{"ts":1700000000123456789}`, sec + 123456789},
+		{`{"ts":1.7e9}`, sec},
+		{`{"ts":1.7E+12}`, sec},
+		{`{"ts":0}`, 1},
+		{`{"ts":"1700000000"}`, sec},
+		{`{"timestamp":"2015-07-29 17:41:44,747"}`, utc(2015, 7, 29, 17, 41, 44, 747e6)},
+		{`{"@timestamp":"2015-07-29T19:41:44+02:00"}`, utc(2015, 7, 29, 17, 41, 44, 0)},
+		{`{"@timestamp":"Mon, 02 Jan 2006 15:04:05 -0700"}`, utc(2006, 1, 2, 22, 4, 5, 0)},
+		{`{"time":"Mon Jan  2 15:04:05 MST 2006"}`, utc(2006, 1, 2, 15, 4, 5, 0)},
+		{`{"time":"2015\/07\/29 17:41:44"}`, utc(2015, 7, 29, 17, 41, 44, 0)},
+		{`{"\u0074ime":"2015-07-29T17:41:44Z"}`, utc(2015, 7, 29, 17, 41, 44, 0)},
+		{`  { "level" : "info" , "nested": {"time": 5, "a": [1, "}", {"ts": 6}]}, "ts" : 1700000000 }`, sec},
+		{`{"a":"quote \" and \\","ts":1700000000}`, sec},
+		{`{"a":"\\","ts":1700000000}`, sec},
+		{`{"a":true,"b":null,"c":-1.5e3,"ts":1700000000}`, sec},
+		// The first key that holds a time wins; keys that do not are skipped.
+		{`{"time":null,"ts":1700000000}`, sec},
+		{`{"time":"soon","ts":1700000000}`, sec},
+		{`{"ts":1700000000,"time":"2015-07-29T17:41:44Z"}`, sec},
+		{`{"ts":1700000000,"broken`, sec}, // the rest is not looked at
+
+		{``, 0},
+		{`{}`, 0},
+		{`[{"ts":1700000000}]`, 0},
+		{`"ts":1700000000`, 0},
+		{`{"msg":"ts"}`, 0},
+		{`{"Time":"2015-07-29T17:41:44Z"}`, 0},
+		{`{"nested":{"ts":1700000000}}`, 0},
+		{`{"ts":-1}`, 0},
+		{`{"ts":1e400}`, 0},
+		{`{"ts":99999999999999999999}`, 0},
+		{`{"ts":9223372036854775807}`, 0},
+		{`{"ts":7258118400}`, 0},          // 2200-01-01… is fine, 7258118400 is 2200-01-01: see below
+		{`{"ts":1700000000x}`, 0},         // not a number
+		{`{"ts":1700000000.}`, 0},         // not a number
+		{`{"ts":true}`, 0},                // not a time
+		{`{"time":"Jun 14 15:16:01"}`, 0}, // no year and no reference
+		{`{"time":"2015-07-29T17:41:44Z"`, utc(2015, 7, 29, 17, 41, 44, 0)},
+		{`{"msg":"unterminated`, 0},
+		{`{"msg" "x","ts":1}`, 0},
+		{`{"msg":"x" "ts":1}`, 0},
+		{`{"time":"\u00zz"}`, 0},
+	}
+	for _, tc := range tests {
+		want, wantOK := tc.want, tc.want != 0
+		if want == 1 {
+			want = 0
+		}
+		if tc.line == `{"ts":7258118400}` {
+			// 7258118400 s is 2200-01-01T00:00:00Z: inside the range.
+			want, wantOK = utc(2200, 1, 1, 0, 0, 0, 0), true
+		}
+		got, ok := JSONTime([]byte(tc.line))
+		if ok != wantOK || got != want {
+			t.Errorf("JSONTime(%s) = %v, %v; want %v, %v", tc.line, fmtNano(got), ok, fmtNano(want), wantOK)
+		}
+	}
+}
+
+func TestJSONTimeAllocs(t *testing.T) {
+	for _, line := range []string{
+		`{"level":"info","msg":"hello \"world\"","time":"2015-07-29T17:41:44.747Z"}`,
+		`{"level":"info","ts":1700000000.123,"caller":"main.go:12"}`,
+		`{"@timestamp":"2015\/07\/29 17:41:44","a":{"b":[1,2,3]}}`,
+		`{"level":"info"}`,
+	} {
+		b := []byte(line)
+		if n := testing.AllocsPerRun(10, func() { JSONTime(b) }); n != 0 {
+			t.Errorf("JSONTime(%s) allocates %v times", line, n)
+		}
+	}
+}
+
+// TestJSONTimeEncodingJSON builds lines with encoding/json, which escapes
+// '<', '>' and '&' and may order keys differently than hand-written tests.
+func TestJSONTimeEncodingJSON(t *testing.T) {
+	want := utc(2021, 3, 4, 5, 6, 7, 890e6)
+	v := map[string]any{
+		"msg":   "<b>&</b> \u2028 \x00",
+		"attrs": map[string]any{"time": 1, "list": []any{"}", "{", nil}},
+		"time":  time.Unix(0, want).UTC(),
+	}
+	line, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := JSONTime(line)
+	if !ok || got != want {
+		t.Fatalf("JSONTime(%s) = %v, %v; want %v", line, fmtNano(got), ok, fmtNano(want))
+	}
+}
+
+func FuzzJSONTime(f *testing.F) {
+	f.Add([]byte(`{"time":"2015-07-29T17:41:44.747Z","msg":"x"}`))
+	f.Add([]byte(`{"msg":"x","ts":1700000000.123}`))
+	f.Add([]byte(`{"a":{"b":["}"]},"@timestamp":"2015\/07\/29 17:41:44"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ts, ok := JSONTime(line)
+		if !ok {
+			return
+		}
+		if y := time.Unix(0, ts).UTC().Year(); y < 1970 || y > 2200 {
+			t.Fatalf("JSONTime(%q) = %v, outside 1970..2200", line, fmtNano(ts))
+		}
+		// A valid JSON object with a number under "ts" must agree with
+		// encoding/json about which key it is.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(line, &m) == nil {
+			if _, has := m["ts"]; !has {
+				if _, has := m["time"]; !has {
+					if _, has := m["timestamp"]; !has {
+						if _, has := m["@timestamp"]; !has {
+							t.Fatalf("JSONTime(%q) found a time but encoding/json sees no time key", line)
+						}
+					}
+				}
+			}
+		}
+	})
+}
