@@ -68,9 +68,9 @@ func TestLeadingTime(t *testing.T) {
 		{"Jun  9 06:06:20 combo syslogd", utc(2026, 6, 9, 6, 6, 20, 0)},
 		{"Jun 9 06:06:20 combo", utc(2026, 6, 9, 6, 6, 20, 0)},
 		{"Dec 10 06:55:46 LabSZ sshd[24200]", utc(2025, 12, 10, 6, 55, 46, 0)}, // would be in the future
-		{"Dec  1 11:59:59 host", utc(2026, 12, 1, 11, 59, 59, 0)},             // within a day ahead
-		{"Dec  1 12:00:01 host", utc(2025, 12, 1, 12, 0, 1, 0)},               // more than a day ahead
-		{"Feb 29 10:00:00 host", utc(2024, 2, 29, 10, 0, 0, 0)},               // latest leap year
+		{"Dec  1 11:59:59 host", utc(2026, 12, 1, 11, 59, 59, 0)},              // within a day ahead
+		{"Dec  1 12:00:01 host", utc(2025, 12, 1, 12, 0, 1, 0)},                // more than a day ahead
+		{"Feb 29 10:00:00 host", utc(2024, 2, 29, 10, 0, 0, 0)},                // latest leap year
 		{"Nov 30 12:00:00.25 host", utc(2026, 11, 30, 12, 0, 0, 25e7)},
 		{"<34>Oct 11 22:14:15 mymachine su", utc(2026, 10, 11, 22, 14, 15, 0)},
 		{"<165>1 2003-10-11T22:14:15.003Z mymachine", utc(2003, 10, 11, 22, 14, 15, 3e6)},
