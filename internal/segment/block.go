@@ -108,7 +108,11 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	offs[0] = 0
 	for k := 1; k <= n; k++ {
 		var v uint64
-		v, p = uvarintAt(mb, p)
+		if uint(p) < uint(len(mb)) && mb[p] < 0x80 { // uvarintAt, inlined by hand
+			v, p = uint64(mb[p]), p+1
+		} else {
+			v, p = uvarintSlow(mb, p)
+		}
 		sum += v
 		if sum > dataRaw { // also stops an error's garbage from running on
 			break
@@ -128,7 +132,11 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	lo, hi := m.MaxTime, m.MinTime
 	for k := range times {
 		var v uint64
-		v, p = uvarintAt(mb, p)
+		if uint(p) < uint(len(mb)) && mb[p] < 0x80 {
+			v, p = uint64(mb[p]), p+1
+		} else {
+			v, p = uvarintSlow(mb, p)
+		}
 		t += v>>1 ^ -(v & 1) // zig-zag, as binary.Varint
 		times[k] = int64(t)
 		lo, hi = min(lo, int64(t)), max(hi, int64(t))

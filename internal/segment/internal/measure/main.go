@@ -14,7 +14,9 @@
 //     both sections, offsets, times, streams), GB of Block.Data per second.
 //     This is what a search pays per byte before the substring kernel runs.
 //
-// Speeds are single-goroutine and the best of three timed rounds.
+// Speeds are single-goroutine, per second of the measuring thread's CPU
+// time (getrusage RUSAGE_THREAD, so other processes on a shared machine do
+// not count), the best of three rounds.
 //
 // Usage:
 //
@@ -30,12 +32,14 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+	"golang.org/x/sys/unix"
 
 	"haystack/internal/segment"
 )
@@ -237,18 +241,31 @@ func measure(dir string, entries []segment.Entry, s setting, blockSize int, minD
 	return res
 }
 
-// rate runs pass repeatedly for at least minDur, three times, and returns
-// the best bytes per second.
+// rate runs pass repeatedly for at least minDur of this thread's CPU time,
+// three times, and returns the best bytes per CPU second. CPU time rather
+// than wall time, because the measuring machine is shared: time spent
+// waiting for a core is not the codec's.
 func rate(bytesPerPass float64, minDur time.Duration, pass func()) float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	best := 0.0
 	for range 3 {
 		n := 0
-		start := time.Now()
-		for time.Since(start) < minDur || n == 0 {
+		start := threadCPU()
+		for threadCPU()-start < minDur || n == 0 {
 			pass()
 			n++
 		}
-		best = max(best, bytesPerPass*float64(n)/time.Since(start).Seconds())
+		best = max(best, bytesPerPass*float64(n)/(threadCPU()-start).Seconds())
 	}
 	return best
+}
+
+// threadCPU returns the CPU time used by the calling OS thread.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
