@@ -10,7 +10,9 @@
 // # What the output looks like
 //
 // Each stream is one application on one host and writes one format; stream
-// i uses format i%4, so the default 8 streams cover all four:
+// i uses format i%4, so the default 8 streams cover all four (with fewer
+// than 4 streams some formats are missing, java and its stack traces
+// first). Lower-numbered streams are chattier (weight 4/(i+4)).
 //
 //	plain   2026-11-01T00:00:01.123Z INFO  [api] GET /v1/users/123 200 12ms 10.0.3.7 ...
 //	logfmt  ts=2026-11-01T00:00:01.123Z level=warn app=payments host=... msg="retrying charge attempt=2" trace_id=... span_id=...
@@ -18,8 +20,9 @@
 //	java    2026-11-01 00:00:01,123 ERROR [pool-3-thread-2] com.example.orders.OrderService - ...
 //
 // Every line starts with a timestamp (RFC 3339 in UTC with milliseconds or,
-// for odd-numbered plain and json streams, microseconds; "ts=" then RFC 3339
-// for logfmt; "2006-01-02 15:04:05,000" for java), except the continuation
+// for plain and json streams 4-7, 12-15, ..., microseconds; "ts=" then RFC
+// 3339 for logfmt; "2006-01-02 15:04:05,000" in UTC for java; JSON lines
+// start with their "time" member), except the continuation
 // lines of stack traces, which follow their parent line as they do in a log
 // file: an exception line ("java.net.SocketTimeoutException: connect timed
 // out"), frames ("\tat com.example...(X.java:42)"), "Caused by: ...",
@@ -50,6 +53,14 @@
 // long SQL statement). A running correction keeps the mean within a few
 // percent of MeanLen (within 6% at 128, closer above); below that the natural
 // length of a line's header and message wins and the mean stays above it.
+//
+// # The default corpus
+//
+// Generate(Config{Lines: 100_000}) measures: 25.6 MB; formats plain 31%,
+// logfmt 26%, json 22%, java 20%, stack-trace lines 1.6%; levels DEBUG 18%,
+// INFO 73%, WARN 5.3%, ERROR 2.3%, FATAL 0.01%; line length p10 108, median
+// 216, p90 383, p99 762, max 3406 bytes. DefaultNeedles lists hit rates.
+// Generation runs at about 400 MB/s on one core of an AMD EPYC (Zen 5).
 package logtest
 
 import (
