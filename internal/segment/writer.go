@@ -246,6 +246,13 @@ func (w *Writer) flushBlock() {
 			return
 		}
 		w.blk = out
+		// One codec covers both sections, so judge the block as a whole:
+		// a meta section of random nanosecond deltas may not shrink while
+		// the data shrinks several times. A zstd frame is valid even when
+		// larger than its input; an LZ4 section that did not shrink is not.
+		if codec == CodecZstd {
+			ok1, ok2 = true, len(out) < len(w.data)+len(m)
+		}
 		if ok1 && ok2 {
 			dataC, metaC = out[:split], out[split:]
 		} else {
