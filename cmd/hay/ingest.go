@@ -178,11 +178,14 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 	lr := ingest.NewLineReader(r, maxLine)
 	p := ingest.NewParser(format, nil)
 	var (
-		arena   []byte
-		ends    []int
-		batch   store.Batch
-		warned  bool
-		entries = make([]store.Entry, 0, 1024)
+		arena  []byte
+		ends   []int
+		batch  store.Batch
+		warned bool
+		// The time of the last line with a timestamp, for lines without.
+		lastTime int64
+		haveTime bool
+		entries  = make([]store.Entry, 0, 1024)
 	)
 	flush := func() error {
 		if len(entries) == 0 {
@@ -223,6 +226,15 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 			fmt.Fprintf(os.Stderr, "hay ingest: %s: %v; storing it in pieces\n", path, err)
 		}
 		e := p.Parse(line)
+		if e.HasTime {
+			lastTime, haveTime = e.Time, true
+		} else if haveTime {
+			// A line without a timestamp (a stack trace's continuation, a
+			// message split over lines) belongs with the entry before it:
+			// it takes that entry's time rather than the ingestion time,
+			// which would sort it after every other stream's entries.
+			e.Time = lastTime
+		}
 		arena = append(arena, e.Line...)
 		ends = append(ends, len(arena))
 		entries = append(entries, store.Entry{Time: e.Time, Stream: stream})
