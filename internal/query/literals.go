@@ -274,7 +274,19 @@ func (in info) toExpr() *Expr {
 	return setExpr(in.exact)
 }
 
+// setExpr is the OR of an exact set. A wide set of single bytes ([0-9],
+// \d) is almost always present and costs a scan per byte, so it becomes
+// no requirement at all: weaker, still correct.
 func setExpr(set []str) *Expr {
+	if len(set) > 3 {
+		short := true
+		for _, s := range set {
+			short = short && len(s.Text) <= 1
+		}
+		if short {
+			return exprAll
+		}
+	}
 	xs := make([]*Expr, len(set))
 	for i, s := range set {
 		if s.Text == "" {
