@@ -1,0 +1,274 @@
+package query
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseErrors(t *testing.T) {
+	deep := `{app="x"} | ` + strings.Repeat("(", 65) + `a="b"` + strings.Repeat(")", 65)
+	for _, tc := range []struct {
+		q   string
+		pos int
+		msg string
+	}{
+		{``, 0, `expected a stream selector starting with {, got end of query`},
+		{`app="x"`, 0, `expected a stream selector starting with {, got identifier "app"`},
+		{`{}`, 1, `expected a label matcher`},
+		{`{app="x"} |= `, 13, `expected a string after |=, got end of query`},
+		{`{app="x"} |= foo`, 13, `expected a string after |=, got identifier "foo"`},
+		{`{app="x"} != 42`, 13, `expected a string after !=, got number 42`},
+		{`{app="x"`, 8, `expected "," or "}" in stream selector, got end of query`},
+		{`{app="x",}`, 9, `expected a label name in stream selector, got "}"`},
+		{`{app="x", app2}`, 14, `expected =, !=, =~ or !~ after label "app2", got "}"`},
+		{`{app=x}`, 5, `expected a string after =, got identifier "x"`},
+		{`{app=~".*"}`, 0, `needs at least one matcher that does not match the empty value`},
+		{`{app="", b!~"x"}`, 0, `needs at least one matcher that does not match the empty value`},
+		{`{app=~"a("}`, 6, `invalid regular expression: error parsing regexp: missing closing )`},
+		{`{app="x"} |~ "a("`, 13, `invalid regular expression: error parsing regexp: missing closing )`},
+		{`{app="x"} |~ "\\Qabc"`, 13, `\Q without \E`},
+		{`{app="x"} |~ "` + strings.Repeat("a", MaxPatternLen+1) + `"`, 13, `longer than the limit of 4096`},
+		{`{app="x"} | json | status >= "5"`, 26, `>= needs a number, duration or bytes value, got string "5"`},
+		{`{app="x"} | status =~ 5`, 19, `=~ needs a string value, got number 5`},
+		{`{app="x"} | a > 10x`, 16, `expected a number, duration (10s) or bytes (20MB) value, got "10x"`},
+		{`{app="x"} | a > 1e3`, 16, `expected a number, duration (10s) or bytes (20MB) value, got "1e3"`},
+		{`{app="x"} | a`, 13, `expected an operator (=, !=, =~, !~, ==, >, >=, <, <=) after label "a", got end of query`},
+		{`{app="x"} | line_format "{{.x}}"`, 12, `the line_format stage is not supported`},
+		{`{app="x"} | unwrap latency`, 12, `the unwrap stage is not supported`},
+		{`{app="x"} |> "<_>"`, 10, `pattern line filters (|>) are not supported`},
+		{`{app="x"} |= ip("1.2.3.4")`, 13, `ip() line filters are not supported`},
+		{`{app="x"} |= "abc`, 13, `unterminated string`},
+		{"{app=\"x\"} |= \"a\nb\"", 13, `newline in string`},
+		{"{app=\"x\"} |= `abc", 13, `unterminated raw string`},
+		{`{app="x"} |= "\q"`, 13, `invalid escape in string "\q"`},
+		{`{app="x"} | logfmt --fast`, 19, `unknown logfmt flag --fast`},
+		{`{app="x"} | logfmt host`, 19, `logfmt extraction parameters are not supported`},
+		{`{app="x"} | json a="b"`, 17, `json extraction parameters are not supported`},
+		{`{app="x"} | (a="b"`, 18, `expected ")" or and/or in label filter, got end of query`},
+		{`{app="x"} | and="b"`, 12, `expected a label name in label filter, got identifier "and"`},
+		{`{app="x"} | a="b" or`, 20, `expected a label name or ( in label filter, got end of query`},
+		{`{app="x"} | |= "a"`, 12, `expected json, logfmt or a label filter after | at byte 10, got "|="`},
+		{`{app="x"} |= "a" or`, 19, `expected a string after or, got end of query`},
+		{`{app="x"} |= "a" or 5`, 20, `expected a string after or, got number 5`},
+		{`{app="x"} foo`, 10, `expected |, |=, !=, |~ or !~, got identifier "foo"`},
+		{`{app="x"} ! "a"`, 10, `unexpected "!": expected != or !~`},
+		{`{app="x"} # x`, 10, `unexpected character '#'`},
+		{"{app=\"x\"} \xff", 10, `unexpected byte 0xff`},
+		{`{app="x"} | a=~"[z-a]"`, 15, `invalid character class range`},
+		{deep, 12 + 64, `nested too deeply`},
+		{`{a="b"}` + strings.Repeat(" ", MaxQueryLen), MaxQueryLen, `longer than the limit of 65536`},
+	} {
+		_, err := Parse(tc.q)
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			t.Errorf("Parse(%.60q) = %v, want a *ParseError", tc.q, err)
+			continue
+		}
+		if pe.Pos != tc.pos || !strings.Contains(pe.Msg, tc.msg) {
+			t.Errorf("Parse(%.60q):\n got pos %d %q\nwant pos %d containing %q", tc.q, pe.Pos, pe.Msg, tc.pos, tc.msg)
+		}
+	}
+}
+
+func TestParseAST(t *testing.T) {
+	q, err := Parse("{app=\"api\", env=~`prod|stage`, host!=\"x\", k!~\"re\"} |= \"a\\tb\" or `c` != \"d\" |~ \"e\" !~ \"f\" | logfmt --keep-empty --strict | json | a=\"1\" b==\"2\", c!=\"3\" and d=~\"4\" or e!~\"5\" | (f>1 or g>=2s) and h<3KiB, i<=-4.5, j==5, k!=6, l=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{app="api", env=~"prod|stage", host!="x", k!~"re"} |= "a\tb" or "c" != "d" |~ "e" !~ "f" | logfmt --strict --keep-empty | json | ((((a="1" and b="2") and c!="3") and d=~"4") or e!~"5") | ((((((f>1 or g>=2s) and h<3KiB) and i<=-4.5) and j==5) and k!=6) and l==7)`
+	if got := q.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	lf := q.Stages[0].(*LineFilter)
+	if lf.Op != FilterContains || len(lf.Values) != 2 || lf.Values[0] != "a\tb" || lf.Values[1] != "c" || lf.Pos != 51 {
+		t.Fatalf("first line filter %+v", lf)
+	}
+	last := q.Stages[len(q.Stages)-1].(*LabelFilter).Expr.(*LabelBinary)
+	if c := last.R.(*LabelCompare); c.Name != "l" || c.Op != CmpEq || c.Kind != KindNumber || c.Value != 7 {
+		t.Fatalf("last compare %+v", c)
+	}
+	g := last.L.(*LabelBinary).L.(*LabelBinary).L.(*LabelBinary).L.(*LabelBinary).L.(*LabelBinary).R.(*LabelCompare)
+	if g.Name != "g" || g.Kind != KindDuration || g.Value != 2 {
+		t.Fatalf("g compare %+v", g)
+	}
+	// Keywords are label names when an operator follows.
+	q, err = Parse(`{a="b"} | json="x" | logfmt!="y"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := q.Stages[0].(*LabelFilter); !ok {
+		t.Fatalf("json=\"x\" parsed as %T", q.Stages[0])
+	}
+}
+
+// Every table query prints to LogQL that parses back to the same query.
+func TestParseRoundTrip(t *testing.T) {
+	var qs []string
+	for _, c := range loghubCases {
+		qs = append(qs, c.q)
+	}
+	for _, c := range structuredCases {
+		qs = append(qs, c.q)
+	}
+	for _, s := range qs {
+		q, err := Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q2, err := Parse(q.String())
+		if err != nil {
+			t.Fatalf("reparse of %q: %v", q.String(), err)
+		}
+		if q2.String() != q.String() {
+			t.Fatalf("round trip: %q became %q", q.String(), q2.String())
+		}
+	}
+}
+
+func TestMatchStreamOf(t *testing.T) {
+	type other struct{ Name, Value string }
+	q, err := Parse(`{app="api", env=~"prod|stage", host!="x", k!~"r.*"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ls   []other
+		want bool
+	}{
+		{[]other{{"app", "api"}, {"env", "prod"}}, true},
+		{[]other{{"app", "api"}, {"env", "stage"}, {"host", "y"}, {"k", "s"}}, true},
+		{[]other{{"app", "api"}, {"env", "production"}}, false}, // anchored
+		{[]other{{"app", "api"}, {"env", "prod"}, {"host", "x"}}, false},
+		{[]other{{"app", "api"}, {"env", "prod"}, {"k", "re"}}, false},
+		{[]other{{"env", "prod"}}, false},
+		{nil, false},
+	} {
+		m := map[string]string{}
+		var ls []Label
+		for _, l := range tc.ls {
+			m[l.Name] = l.Value
+			ls = append(ls, Label(l))
+		}
+		if got := MatchStreamOf(p, tc.ls); got != tc.want {
+			t.Errorf("MatchStreamOf(%v) = %v", tc.ls, got)
+		}
+		if p.MatchStream(ls) != tc.want || p.MatchStreamMap(m) != tc.want {
+			t.Errorf("MatchStream/Map(%v) != %v", tc.ls, tc.want)
+		}
+	}
+}
+
+func TestFilterOrder(t *testing.T) {
+	q, err := Parse(`{a="b"} |~ ".*x.*y" |~ "err.*or" |~ "(?i)warn" != "debug" |= "a" or "b"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range p.Filters {
+		got = append(got, f.Kind.String()+" "+f.Source.String())
+	}
+	want := []string{`NotContains != "debug"`, `Contains |~ "(?i)warn"`, `ContainsAny |= "a" or "b"`, `Regex |~ ".*x.*y"`, `Regex |~ "err.*or"`}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("order\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s := p.Required.String(); s != `("x" AND "y" AND "err" AND "or" AND (?i)"warn" AND ("a" OR "b"))` {
+		t.Fatalf("Required = %s", s)
+	}
+}
+
+func TestFromGrep(t *testing.T) {
+	streams := loadLoghub(t)
+	for _, tc := range []struct {
+		opts  GrepOptions
+		logql string
+		kinds string
+	}{
+		{GrepOptions{Patterns: []string{"error", "fail"}}, `{a="b"} |= "error" or "fail"`, "ContainsAny"},
+		{GrepOptions{Patterns: []string{"error"}, Fold: true}, `{a="b"} |~ "(?i)error"`, "Contains"},
+		{GrepOptions{Patterns: []string{"error", "fail"}, Exclude: []string{"mod_jk", "INFO"}, Fold: true},
+			`{a="b"} |~ "(?i)error" or "(?i)fail" !~ "(?i)mod_jk" !~ "(?i)info"`, "NotContains NotContains ContainsAny"},
+		{GrepOptions{Patterns: []string{"a.b"}, Regex: []string{`blk_-\d+ terminating`}}, `{a="b"} |= "a.b" or "blk_-" |~ "blk_-\\d+ terminating"`, "Regex"},
+		{GrepOptions{Exclude: []string{"e"}}, `{a="b"} != "e"`, "NotContains"},
+		{GrepOptions{}, `{a="b"}`, ""},
+	} {
+		q, err := FromGrep(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, f := range p.Filters {
+			kinds = append(kinds, f.Kind.String())
+		}
+		if strings.Join(kinds, " ") != tc.kinds {
+			t.Errorf("%+v: kinds %v, want %s", tc.opts, kinds, tc.kinds)
+		}
+		ref, err := Parse(tc.logql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp, err := Compile(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The grep semantics, by hand, for the comparison.
+		oracle := func(line string) bool {
+			norm := func(s string) string {
+				if tc.opts.Fold {
+					return strings.ToLower(s)
+				}
+				return s
+			}
+			l := norm(line)
+			for _, x := range tc.opts.Exclude {
+				if strings.Contains(l, norm(x)) {
+					return false
+				}
+			}
+			if len(tc.opts.Patterns)+len(tc.opts.Regex) == 0 {
+				return true
+			}
+			for _, x := range tc.opts.Patterns {
+				if strings.Contains(l, norm(x)) {
+					return true
+				}
+			}
+			for _, x := range tc.opts.Regex {
+				if rx(x)(line) {
+					return true
+				}
+			}
+			return false
+		}
+		n := 0
+		for _, s := range streams {
+			for _, l := range s.lines {
+				got := p.Match([]byte(l))
+				if got != oracle(l) || (rp.Match([]byte(l)) != oracle(l) && tc.opts.Regex == nil) {
+					t.Fatalf("%+v on %q: Match %v, oracle %v", tc.opts, l, got, oracle(l))
+				}
+				if got {
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%+v matched nothing", tc.opts)
+		}
+	}
+	if _, err := FromGrep(GrepOptions{Regex: []string{"a("}}); err == nil {
+		t.Error("FromGrep accepted a bad regex")
+	}
+}
