@@ -2,7 +2,6 @@ package textbook
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -174,7 +173,7 @@ func BenchmarkMethods(b *testing.B) {
 			b.SetBytes(int64(len(line)))
 			for b.Loop() {
 				if m.index(line, n) >= 0 {
-					b.Fatal(fmt.Sprint("unexpected hit"))
+					b.Fatal("unexpected hit")
 				}
 			}
 		})
