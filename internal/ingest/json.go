@@ -31,7 +31,7 @@ func JSONTime(line []byte) (unixNano int64, ok bool) {
 // jsonTime is JSONTime with a reference for strings in yearless layouts
 // (syslog); a Parser provides it.
 func jsonTime(b []byte, ref *refTime) (int64, bool) {
-	i := skipWS(b, 0)
+	i := skipWS(b, skipBOM(b))
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
 	}

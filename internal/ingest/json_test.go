@@ -41,6 +41,7 @@ func TestJSONTime(t *testing.T) {
 		{`{"ts":1700000000,"time":"2015-07-29T17:41:44Z"}`, sec},
 		{`{"ts":1700000000,"broken`, sec}, // the rest is not looked at
 
+		{"\xef\xbb\xbf{\"ts\":1700000000}", sec},
 		{``, 0},
 		{`{}`, 0},
 		{`[{"ts":1700000000}]`, 0},

@@ -93,6 +93,12 @@ func NewLineReader(r io.Reader, maxLine int) *LineReader {
 	return lr
 }
 
+// Reset makes lr read from r as if it were new, keeping its buffer (so one
+// LineReader can frame many files without allocating) and its limit.
+func (lr *LineReader) Reset(r io.Reader) {
+	*lr = LineReader{r: r, buf: lr.buf, maxLine: lr.maxLine, bufLimit: lr.bufLimit}
+}
+
 // Offset returns the number of input bytes consumed so far: the bytes of
 // every line returned by Next, with their terminators. After Next returns a
 // complete line, Offset is where the next line starts, so ingestion can

@@ -268,6 +268,33 @@ func TestLineReaderErrors(t *testing.T) {
 	}
 }
 
+func TestLineReaderReset(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("a\nb\npartial"), 3)
+	if l, err := lr.Next(); string(l) != "a" || err != nil {
+		t.Fatalf("first line %q, %v", l, err)
+	}
+	for _, data := range []string{"x\r\ny", "", "long line\n", "\n"} {
+		lr.Reset(strings.NewReader(data))
+		got, err := readPieces(t, lr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalPieces(t, fmt.Sprintf("reset %q", data), got, refPieces([]byte(data), 3))
+		if lr.Offset() != int64(len(data)) {
+			t.Fatalf("reset %q: Offset %d", data, lr.Offset())
+		}
+	}
+	// A reader that failed works again after Reset.
+	lr.Reset(iotest.ErrReader(io.ErrUnexpectedEOF))
+	if _, err := lr.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("ErrReader: %v", err)
+	}
+	lr.Reset(strings.NewReader("ok"))
+	if l, err := lr.Next(); string(l) != "ok" || err != nil || lr.LineNumber() != 1 {
+		t.Fatalf("after error and Reset: %q, %v, line %d", l, err, lr.LineNumber())
+	}
+}
+
 func TestLineReaderLoghub(t *testing.T) {
 	files := loghubFiles(t)
 	for _, f := range files {

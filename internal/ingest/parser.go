@@ -23,7 +23,8 @@ type Entry struct {
 type Format int
 
 const (
-	// FormatAuto treats a line starting with '{' (after blanks) as JSON
+	// FormatAuto treats a line starting with '{' (after blanks and a
+	// byte order mark) as JSON
 	// and any other line as plain text, line by line, so a mixed stream
 	// works. A JSON-looking line without a JSON time falls back to a
 	// leading timestamp.
@@ -105,6 +106,6 @@ func (p *Parser) Parse(line []byte) Entry {
 }
 
 func looksJSON(line []byte) bool {
-	i := skipWS(line, 0)
+	i := skipWS(line, skipBOM(line))
 	return i < len(line) && line[i] == '{'
 }

@@ -56,7 +56,8 @@ func (r *refTime) resolve() bool {
 }
 
 // LeadingTime detects a timestamp at the start of line and returns it as
-// unix nanoseconds. Before the timestamp it skips spaces and tabs, a syslog
+// unix nanoseconds. Before the timestamp it skips a UTF-8 byte order mark,
+// spaces and tabs, a syslog
 // priority "<pri>" (and an RFC 5424 version "1 " after it) and one "[".
 // Recognised layouts, with examples:
 //
@@ -69,6 +70,7 @@ func (r *refTime) resolve() bool {
 //	17/06/09 20:10:40                yy/MM/dd HH:mm:ss (Spark)
 //	[Sun Dec 04 04:47:44 2005]       asctime, optional fraction (Apache error log)
 //	[10/Oct/2000:13:55:36 -0700]     common log format
+//	29-Jul-2015 17:41:44.747         Tomcat
 //	Jun 14 15:16:01                  syslog (RFC 3164), day may be space-padded
 //	I1130 01:02:03.123456            klog / glog (Kubernetes)
 //
@@ -84,7 +86,7 @@ func LeadingTime(line []byte, ref time.Time) (unixNano int64, ok bool) {
 }
 
 func leadingTime(b []byte, ref *refTime) (int64, bool) {
-	i := skipSpace(b, 0)
+	i := skipSpace(b, skipBOM(b))
 	if i < len(b) && b[i] == '<' {
 		// Syslog priority: "<" 1-3 digits ">".
 		j := i + 1
@@ -115,7 +117,7 @@ func leadingTime(b []byte, ref *refTime) (int64, bool) {
 				return hdfsTime(b, i)
 			case b[i+2] == '/' && isDigit(b[i+3]):
 				return sparkTime(b, i)
-			case b[i+2] == '/':
+			case b[i+2] == '/' || (b[i+2] == '-' && isLetter(b[i+3])):
 				return clfTime(b, i)
 			}
 		}
@@ -209,10 +211,11 @@ func sparkTime(b []byte, i int) (int64, bool) {
 	return civil(year2(yy), month, day, sod, frac, 0)
 }
 
-// clfTime parses the common log format "dd/Mon/yyyy:hh:mm:ss[ ±hhmm]".
+// clfTime parses the common log format "dd/Mon/yyyy:hh:mm:ss[ ±hhmm]" and
+// Tomcat's "dd-Mon-yyyy hh:mm:ss[.frac]".
 func clfTime(b []byte, i int) (int64, bool) {
 	day, ok := digits2(b, i)
-	if !ok || i+11 >= len(b) || b[i+2] != '/' || b[i+6] != '/' || b[i+11] != ':' {
+	if !ok || i+11 >= len(b) || b[i+6] != b[i+2] || (b[i+11] != ':' && b[i+11] != ' ') {
 		return 0, false
 	}
 	month, ok1 := monthAt(b, i+3)
@@ -552,6 +555,15 @@ func digits4(b []byte, i int) (int, bool) {
 	hi, ok1 := digits2(b, i)
 	lo, ok2 := digits2(b, i+2)
 	return hi*100 + lo, ok1 && ok2
+}
+
+// skipBOM returns the length of a UTF-8 byte order mark at the start of b:
+// editors on Windows put one before the first line of a file.
+func skipBOM(b []byte) int {
+	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		return 3
+	}
+	return 0
 }
 
 func skipSpace(b []byte, i int) int {

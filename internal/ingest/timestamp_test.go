@@ -63,6 +63,11 @@ func TestLeadingTime(t *testing.T) {
 		{"Mon Jan  2 15:04:05 2006", utc(2006, 1, 2, 15, 4, 5, 0)},
 		// Common log format.
 		{"[10/Oct/2000:13:55:36 -0700] \"GET /\"", time.Date(2000, 10, 10, 13, 55, 36, 0, minus7).UnixNano()},
+		// Tomcat.
+		{"29-Jul-2015 17:41:44.747 INFO [main]", utc(2015, 7, 29, 17, 41, 44, 747e6)},
+		// A byte order mark before the first line.
+		{"\xef\xbb\xbf2015-07-29 17:41:44 x", utc(2015, 7, 29, 17, 41, 44, 0)},
+		{"\xef\xbb\xbf[Sun Dec 04 04:47:44 2005]", utc(2005, 12, 4, 4, 47, 44, 0)},
 		// Syslog, year from the reference (2026-11-30 12:00).
 		{"Jun 14 15:16:01 combo sshd(pam_unix)[19939]", utc(2026, 6, 14, 15, 16, 1, 0)},
 		{"Jun  9 06:06:20 combo syslogd", utc(2026, 6, 9, 6, 6, 20, 0)},
@@ -130,11 +135,16 @@ func TestLeadingTime(t *testing.T) {
 		{"<1234>Oct 11 22:14:15", 0},
 		{"I1300 01:02:03.1", 0},
 		{"Info 01:02:03", 0},
-		{"10/Oct/2000 13:55:36", 0},
+		{"10/Oct/2000 13:55:36", utc(2000, 10, 10, 13, 55, 36, 0)},
+		{"10/Oct-2000:13:55:36", 0},
+		{"10-Oct-2000:13:55:36", utc(2000, 10, 10, 13, 55, 36, 0)},
+		{"10-Oct-2000T13:55:36", 0},
 		{"10/Foo/2000:13:55:36", 0},
 		{"x2015-07-29 17:41:44", 0},
 		{"\x002015-07-29 17:41:44", 0},
 		{"\xff\xfe", 0},
+		{"\xef\xbb2015-07-29 17:41:44", 0},
+		{"x\xef\xbb\xbf2015-07-29 17:41:44", 0},
 	}
 	for _, tc := range tests {
 		want, wantOK := tc.want, tc.want != 0
