@@ -386,7 +386,7 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 type progress struct {
 	w       io.Writer
 	section string
-	shown   bool
+	width   int // length of the line shown, 0 when none
 }
 
 func (p *progress) set(method string, done, total int) {
@@ -394,14 +394,16 @@ func (p *progress) set(method string, done, total int) {
 	if total > 0 {
 		pct = 100 * done / total
 	}
-	fmt.Fprintf(p.w, "\r%-72s", fmt.Sprintf("hay bench kernels: %s: %s %d%%", p.section, method, pct))
-	p.shown = true
+	msg := fmt.Sprintf("hay bench kernels: %s: %s %d%%", p.section, method, pct)
+	// Pad to the previous line's length so no tail of it is left behind.
+	fmt.Fprintf(p.w, "\r%-*s", p.width, msg)
+	p.width = max(p.width, len(msg))
 }
 
 func (p *progress) done() {
-	if p.shown {
-		fmt.Fprintf(p.w, "\r%72s\r", "")
-		p.shown = false
+	if p.width > 0 {
+		fmt.Fprintf(p.w, "\r%*s\r", p.width, "")
+		p.width = 0
 	}
 }
 
