@@ -208,17 +208,20 @@ func (lr *LineReader) piece() ([]byte, error) {
 
 // fill reads more data, first making room by moving the unconsumed bytes to
 // the front of the buffer or growing it (up to bufLimit).
+//
+// Next calls fill only when the buffered data holds no complete line, so the
+// bytes moved are one partial line, and every read gets the rest of the
+// buffer rather than a sliver at its end.
 func (lr *LineReader) fill() {
-	if lr.start > 0 && (lr.end == len(lr.buf) || lr.start == lr.end) {
+	if lr.start > 0 {
 		n := copy(lr.buf, lr.buf[lr.start:lr.end])
 		lr.start, lr.end = 0, n
 	}
 	if lr.end == len(lr.buf) {
-		size := min(2*len(lr.buf), lr.bufLimit)
-		nb := make([]byte, size)
-		copy(nb, lr.buf[lr.start:lr.end])
-		lr.end -= lr.start
-		lr.start = 0
+		// Next cuts a piece once maxLine+2 bytes are buffered, so a full
+		// buffer is always below bufLimit here.
+		nb := make([]byte, max(min(2*len(lr.buf), lr.bufLimit), len(lr.buf)+1))
+		copy(nb, lr.buf[:lr.end])
 		lr.buf = nb
 	}
 	for range maxEmptyReads {
