@@ -111,15 +111,14 @@ func runIngest(args []string) error {
 	}
 	after := st.Stats()
 	el := time.Since(start).Seconds()
-	mb := float64(pr.bytes.Load()) / 1e6
+	in := pr.bytes.Load()
 	stored := after.Size - before.Size
-	raw := after.RawBytes - before.RawBytes
-	ratio := 0.0
+	ratio := "-"
 	if stored > 0 {
-		ratio = float64(raw) / float64(stored)
+		ratio = fmt.Sprintf("%.1fx", float64(in)/float64(stored))
 	}
-	fmt.Fprintf(os.Stderr, "ingested %d lines, %.1f MB in %.2fs (%.1f MB/s); stored %.1f MB (%.1fx smaller than the %.1f MB of entries)\n",
-		pr.lines.Load(), mb, el, mb/max(el, 1e-9), float64(stored)/1e6, ratio, float64(raw)/1e6)
+	fmt.Fprintf(os.Stderr, "ingested %d lines, %s in %.2fs (%.1f MB/s); stored %s, %s smaller than the input\n",
+		pr.lines.Load(), fmtBytes(in), el, float64(in)/1e6/max(el, 1e-9), fmtBytes(stored), ratio)
 	return nil
 }
 
@@ -178,10 +177,11 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 	lr := ingest.NewLineReader(r, maxLine)
 	p := ingest.NewParser(format, nil)
 	var (
-		arena  []byte
-		ends   []int
-		batch  store.Batch
-		warned bool
+		arena    []byte
+		ends     []int
+		batch    store.Batch
+		warned   bool
+		consumed = start // input offset already counted in the progress
 		// The time of the last line with a timestamp, for lines without.
 		lastTime int64
 		haveTime bool
@@ -206,7 +206,8 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 		if err := st.Append(&batch); err != nil {
 			return err
 		}
-		pr.add(int64(len(arena)), int64(len(entries)), start+lr.Offset())
+		pr.add(start+lr.Offset()-consumed, int64(len(entries)), start+lr.Offset())
+		consumed = start + lr.Offset()
 		arena, ends, entries = arena[:0], ends[:0], entries[:0]
 		return nil
 	}
@@ -252,7 +253,7 @@ var crc32cTable = crc32.MakeTable(crc32.Castagnoli)
 type ingestProgress struct {
 	w     *os.File
 	tty   bool
-	bytes atomic.Int64 // entry bytes stored, all inputs
+	bytes atomic.Int64 // input bytes consumed (with newlines), all inputs
 	lines atomic.Int64
 
 	file     atomic.Pointer[fileProgress]
@@ -295,8 +296,8 @@ func (p *ingestProgress) startFile(name string, size, start int64) {
 	p.file.Store(&fileProgress{name: name, size: size, pos: start, start: start, t0: time.Now()})
 }
 
-func (p *ingestProgress) add(bytes, lines, pos int64) {
-	p.bytes.Add(bytes)
+func (p *ingestProgress) add(input, lines, pos int64) {
+	p.bytes.Add(input)
 	p.lines.Add(lines)
 	if f := p.file.Load(); f != nil {
 		nf := *f
@@ -336,4 +337,17 @@ func (p *ingestProgress) stop() {
 		close(p.done)
 	}
 	<-p.finished
+}
+
+// fmtBytes formats n bytes for people: B, kB, MB or GB (powers of 1000).
+func fmtBytes(n int64) string {
+	switch {
+	case n < 1e3:
+		return fmt.Sprintf("%d B", n)
+	case n < 1e6:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1e9:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 }

@@ -36,6 +36,9 @@ func (h *head) add(e Entry) {
 		hb = h.blocks[n-1]
 	} else {
 		hb = &headBlock{meta: segment.BlockMeta{MinTime: math.MaxInt64, MaxTime: math.MinInt64}}
+		// Sized up front: growing by append would leave up to half of
+		// every block's capacity unused, doubling the head's footprint.
+		hb.b.Data = make([]byte, 0, max(headBlockBytes+headBlockBytes/8, len(e.Line)))
 		hb.b.Offsets = append(hb.b.Offsets, 0)
 		h.blocks = append(h.blocks, hb)
 	}
