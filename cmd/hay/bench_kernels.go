@@ -37,6 +37,7 @@ type kernelsOptions struct {
 	runs    int
 	json    bool
 	seed    uint64
+	clock   string
 }
 
 func benchKernels(args []string, stdout, stderr io.Writer) error {
@@ -48,8 +49,9 @@ func benchKernels(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.runs, "runs", 5, "timed runs per needle and method; the median is kept")
 	fs.BoolVar(&o.json, "json", false, "write JSON instead of Markdown")
 	fs.Uint64Var(&o.seed, "seed", 1, "generator seed")
+	fs.StringVar(&o.clock, "clock", "cpu", "what to time: cpu (this thread's CPU time, robust on a shared machine) or wall")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: hay bench kernels [--lines N] [--needles FILE] [--runs N] [--json] [--seed N]")
+		fmt.Fprintln(stderr, "Usage: hay bench kernels [--lines N] [--needles FILE] [--runs N] [--json] [--seed N] [--clock cpu|wall]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Times \"contains\" per log line for the textbook methods, bytes.Index and")
 		fmt.Fprintln(stderr, "each needle kernel; Markdown on stdout, progress on stderr.")
@@ -71,6 +73,9 @@ func benchKernels(args []string, stdout, stderr io.Writer) error {
 	if o.runs < 1 {
 		return fmt.Errorf("%w: --runs must be at least 1", errUsage)
 	}
+	if o.clock != "cpu" && o.clock != "wall" {
+		return fmt.Errorf("%w: --clock must be cpu or wall", errUsage)
+	}
 	needles, err := loadNeedles(o.needles)
 	if err != nil {
 		return err
@@ -84,9 +89,17 @@ func benchKernels(args []string, stdout, stderr io.Writer) error {
 		Kernels:   needle.Kernels(),
 		Runs:      o.runs,
 		Seed:      o.seed,
+		Clock:     o.clock,
 	}
 	rep.BestKernel = rep.Kernels[len(rep.Kernels)-1]
-	b := &kernelsBench{opts: o, rep: rep, prog: &progress{w: stderr}}
+	b := &kernelsBench{opts: o, rep: rep, prog: &progress{w: stderr}, clk: newWallClock()}
+	if o.clock == "cpu" {
+		// Every measurement runs on this goroutine, pinned to one thread
+		// so that the thread's CPU time is the goroutine's.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		b.clk = threadCPUClock
+	}
 	defer b.prog.done()
 	if err := b.run(needles); err != nil {
 		return err
@@ -343,14 +356,34 @@ func lineMethods(kernels []string) []lineMethod {
 // noise stay small against it.
 const minSample = 2 * time.Millisecond
 
+// A clock reads elapsed time; only differences between readings matter.
+type clock func() time.Duration
+
+func newWallClock() clock {
+	t0 := time.Now()
+	return func() time.Duration { return time.Since(t0) }
+}
+
+// threadCPUClock reads the CPU time of the calling OS thread: on a machine
+// shared with other work it leaves out the time other processes held the
+// core, which wall time would charge to whatever method was running. The
+// caller must hold runtime.LockOSThread while it measures.
+func threadCPUClock() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		panic("clock_gettime(CLOCK_THREAD_CPUTIME_ID): " + err.Error())
+	}
+	return time.Duration(ts.Nano())
+}
+
 // measure runs pass once untimed and checks its count against want (the
 // bytes.Index oracle; want < 0 skips the check), then times runs samples
-// and returns the median time of one pass. A method that disagrees with
-// the oracle is never timed.
-func measure(runs, want int, what string, pass func() int) (time.Duration, error) {
-	t0 := time.Now()
+// on clk and returns the median time of one pass. A method that disagrees
+// with the oracle is never timed.
+func measure(clk clock, runs, want int, what string, pass func() int) (time.Duration, error) {
+	t0 := clk()
 	got := pass()
-	first := time.Since(t0)
+	first := clk() - t0
 	if want >= 0 && got != want {
 		return 0, fmt.Errorf("%s: %d hits, bytes.Index has %d: the method is wrong, not timing it", what, got, want)
 	}
@@ -360,13 +393,13 @@ func measure(runs, want int, what string, pass func() int) (time.Duration, error
 	}
 	samples := make([]time.Duration, runs)
 	for r := range samples {
-		t := time.Now()
+		t := clk()
 		for range reps {
 			if c := pass(); c != got {
 				return 0, fmt.Errorf("%s: %d hits, then %d: not deterministic", what, got, c)
 			}
 		}
-		samples[r] = time.Since(t) / time.Duration(reps)
+		samples[r] = (clk() - t) / time.Duration(reps)
 	}
 	return median(samples), nil
 }
@@ -422,6 +455,7 @@ type kernelsReport struct {
 	MeanLineLen float64        `json:"mean_line_len"`
 	Runs        int            `json:"runs"`
 	Seed        uint64         `json:"seed"`
+	Clock       string         `json:"clock"` // "cpu" (thread CPU time) or "wall"
 	Needles     []needleInfo   `json:"needles"`
 	PerLine     []methodRow    `json:"per_line"`
 	Whole       wholeSection   `json:"whole_buffer"`
@@ -491,6 +525,7 @@ type pathologyRow struct {
 // kernelsBench carries the state of one run.
 type kernelsBench struct {
 	opts kernelsOptions
+	clk  clock
 	rep  *kernelsReport
 	prog *progress
 }
@@ -554,7 +589,7 @@ func (b *kernelsBench) perLine(lines *offheap, needles [][]byte, methods []lineM
 			if err != nil {
 				return nil, err
 			}
-			d, err := measure(b.opts.runs, oracle[i], fmt.Sprintf("%s, needle %q", m.name, n), func() int { return pass(lines.lines) })
+			d, err := measure(b.clk, b.opts.runs, oracle[i], fmt.Sprintf("%s, needle %q", m.name, n), func() int { return pass(lines.lines) })
 			if err != nil {
 				return nil, err
 			}
@@ -632,7 +667,7 @@ func (b *kernelsBench) wholeBuffer(lines *offheap, needles [][]byte, oracle []in
 			if err != nil {
 				return err
 			}
-			d, err := measure(b.opts.runs, oracle[i], fmt.Sprintf("whole buffer, %s, needle %q", m.name, n),
+			d, err := measure(b.clk, b.opts.runs, oracle[i], fmt.Sprintf("whole buffer, %s, needle %q", m.name, n),
 				func() int { return countWhole(lines, len(n), index) })
 			if err != nil {
 				return err
@@ -663,7 +698,7 @@ func (b *kernelsBench) wholeBuffer(lines *offheap, needles [][]byte, oracle []in
 		return errors.New("whole buffer: every byte value occurs, no absent byte for the ceiling")
 	}
 	ab := byte(w.AbsentByte)
-	d, err := measure(b.opts.runs, -1, "bytes.IndexByte", func() int { return bytes.IndexByte(lines.buf, ab) })
+	d, err := measure(b.clk, b.opts.runs, -1, "bytes.IndexByte", func() int { return bytes.IndexByte(lines.buf, ab) })
 	if err != nil {
 		return err
 	}
@@ -692,7 +727,7 @@ func (b *kernelsBench) wholeBuffer(lines *offheap, needles [][]byte, oracle []in
 		if err != nil {
 			return err
 		}
-		d, err := measure(b.opts.runs, -1, m.name+" absent",
+		d, err := measure(b.clk, b.opts.runs, -1, m.name+" absent",
 			func() int { return index(lines.buf) })
 		if err != nil {
 			return err
@@ -793,7 +828,7 @@ func (b *kernelsBench) rowShapes(methods []lineMethod) error {
 					rows.close()
 					return err
 				}
-				d, err := measure(b.opts.runs, want, fmt.Sprintf("%d-byte rows, %s, %s", rl, sc.name, m.name),
+				d, err := measure(b.clk, b.opts.runs, want, fmt.Sprintf("%d-byte rows, %s, %s", rl, sc.name, m.name),
 					func() int { return pass(rows.lines) })
 				if err != nil {
 					rows.close()
@@ -861,7 +896,7 @@ func (b *kernelsBench) pathology(lines *offheap, methods []lineMethod) error {
 			if err != nil {
 				return err
 			}
-			d, err := measure(b.opts.runs, want, fmt.Sprintf("pathology, %s, needle %q", name, n),
+			d, err := measure(b.clk, b.opts.runs, want, fmt.Sprintf("pathology, %s, needle %q", name, n),
 				func() int { return pass(lines.lines) })
 			if err != nil {
 				return err
@@ -906,8 +941,12 @@ func (rep *kernelsReport) markdown(w io.Writer) error {
 	p("# hay bench kernels\n\n")
 	p("`%s` · %s · %s · %s/%s · needle kernels: %s (best: %s)\n\n", rep.Command, rep.Date, rep.CPU, rep.GoVersion, rep.GOARCH,
 		strings.Join(rep.Kernels, ", "), rep.BestKernel)
-	p("%d lines, %.1f MB, mean %.1f bytes a line, held off the Go heap (anonymous mmap); %d needles; median of %d runs per needle.\n\n",
-		rep.Lines, float64(rep.LineBytes)/1e6, rep.MeanLineLen, len(rep.Needles), rep.Runs)
+	clk := "thread CPU time"
+	if rep.Clock == "wall" {
+		clk = "wall time"
+	}
+	p("%d lines, %.1f MB, mean %.1f bytes a line, held off the Go heap (anonymous mmap); %d needles; median of %d runs per needle; timed by %s.\n\n",
+		rep.Lines, float64(rep.LineBytes)/1e6, rep.MeanLineLen, len(rep.Needles), rep.Runs, clk)
 
 	p("## Contains, line by line\n\n")
 	p("Per needle the median of the runs of one pass over all lines; then median / min / max across needles. × naive and × bytes.Index are speedups (their median ms / this median ms).\n\n")

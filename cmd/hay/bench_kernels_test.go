@@ -179,16 +179,16 @@ func TestCountWhole(t *testing.T) {
 // TestMeasureRejectsWrongMethod: a method whose count differs from the
 // oracle's is an error, never a timing.
 func TestMeasureRejectsWrongMethod(t *testing.T) {
-	if _, err := measure(1, 5, "wrong", func() int { return 4 }); err == nil {
+	if _, err := measure(newWallClock(), 1, 5, "wrong", func() int { return 4 }); err == nil {
 		t.Fatal("measure accepted a wrong count")
 	}
-	if d, err := measure(1, 5, "right", func() int { return 5 }); err != nil || d < 0 {
+	if d, err := measure(threadCPUClock, 1, 5, "right", func() int { return 5 }); err != nil || d < 0 {
 		t.Fatalf("measure = %v, %v", d, err)
 	}
 }
 
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"--lines", "0"}, {"--runs", "0"}, {"extra"}, {"--nope"}} {
+	for _, args := range [][]string{{"--lines", "0"}, {"--runs", "0"}, {"extra"}, {"--nope"}, {"--clock", "sundial"}} {
 		if err := benchKernels(args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "usage") {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
