@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -300,4 +301,60 @@ func FuzzLeadingTime(f *testing.F) {
 			t.Fatalf("LeadingTime(%q + \" trailing\") = %v, %v; want %v", line, fmtNano(ts2), ok2, fmtNano(ts))
 		}
 	})
+}
+
+// TestLeadingTimeRoundTrip formats random instants with time.Format in every
+// supported layout and expects LeadingTime to read back the same instant
+// (to the layout's precision).
+func TestLeadingTimeRoundTrip(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.FixedZone("", 5*3600+45*60), time.FixedZone("", -10*3600)}
+	layouts := []struct {
+		layout   string
+		zoned    bool // the layout carries the zone; otherwise it is read as UTC
+		yearless bool // year from the reference
+		trunc    time.Duration
+		years    [2]int // supported years (two-digit years cover 1970..2069)
+	}{
+		{time.RFC3339Nano, true, false, 1, [2]int{1971, 2199}},
+		{time.RFC3339, true, false, time.Second, [2]int{1971, 2199}},
+		{"2006-01-02T15:04:05.000-0700", true, false, time.Millisecond, [2]int{1971, 2199}},
+		{"2006-01-02 15:04:05.999999 -07:00", true, false, time.Microsecond, [2]int{1971, 2199}},
+		{"2006-01-02 15:04:05,000", false, false, time.Millisecond, [2]int{1970, 2200}},
+		{time.DateTime + ",", false, false, time.Second, [2]int{1970, 2200}},
+		{"2006/01/02 15:04:05.000000", false, false, time.Microsecond, [2]int{1970, 2200}},
+		{"060102 150405", false, false, time.Second, [2]int{1970, 2069}},
+		{"06/01/02 15:04:05", false, false, time.Second, [2]int{1970, 2069}},
+		{"[" + time.ANSIC + "]", false, false, time.Second, [2]int{1970, 2200}},
+		{"Mon Jan 02 15:04:05.000000 2006", false, false, time.Microsecond, [2]int{1970, 2200}},
+		{"[02/Jan/2006:15:04:05 -0700]", true, false, time.Second, [2]int{1971, 2199}},
+		{"02-Jan-2006 15:04:05.000", false, false, time.Millisecond, [2]int{1970, 2200}},
+		{time.StampMicro, false, true, time.Microsecond, [2]int{2025, 2026}},
+		{"Jan 02 15:04:05", false, true, time.Second, [2]int{2025, 2026}},
+		{"I0102 15:04:05.000000", false, true, time.Microsecond, [2]int{2025, 2026}},
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, l := range layouts {
+		lo := time.Date(l.years[0], 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+		hi := time.Date(l.years[1], 12, 31, 23, 59, 59, 0, time.UTC).UnixNano()
+		if l.yearless { // the year before the reference, up to a day after it
+			lo, hi = testRef.AddDate(-1, 0, 1).UnixNano(), testRef.Add(24*time.Hour).UnixNano()
+		}
+		for k := range 3000 {
+			zone := time.UTC
+			if l.zoned {
+				zone = zones[k%len(zones)]
+			}
+			inst := time.Unix(0, lo+rng.Int64N(hi-lo)).In(zone)
+			line := inst.Format(l.layout) + " payload 123"
+			want := inst.Truncate(l.trunc)
+			if !l.zoned {
+				// Read as UTC: the wall clock in zone is taken as UTC.
+				want = time.Date(want.Year(), want.Month(), want.Day(), want.Hour(), want.Minute(), want.Second(), want.Nanosecond(), time.UTC)
+			}
+			got, ok := LeadingTime([]byte(line), testRef)
+			if !ok || got != want.UnixNano() {
+				t.Fatalf("LeadingTime(%q) = %v, %v; want %v", line, fmtNano(got), ok, fmtNano(want.UnixNano()))
+			}
+		}
+	}
 }
