@@ -1028,7 +1028,7 @@ func (rep *kernelsReport) markdown(w io.Writer) error {
 
 	p("## Needles\n\n| # | needle | lines | hit rate |\n|--:|---|--:|--:|\n")
 	for i, n := range rep.Needles {
-		p("| %d | %s | %d | %.2f%% |\n", i+1, mdNeedle(n.Needle), n.Hits, 100*n.Rate)
+		p("| %d | %s | %d | %.3f%% |\n", i+1, mdNeedle(n.Needle), n.Hits, 100*n.Rate)
 	}
 	return bw.Flush()
 }
