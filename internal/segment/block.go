@@ -65,8 +65,8 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(src[len(src)-4:]) {
 		return errors.New("checksum mismatch")
 	}
-	codec := Codec(body[0])
-	d := decoder{b: body[1:]}
+	dataCodec, metaCodec := Codec(body[0]), Codec(body[1])
+	d := decoder{b: body[2:]}
 	entries := d.uvarint()
 	dataRaw := d.uvarint()
 	dataStored := d.uvarint()
@@ -76,8 +76,8 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		return fmt.Errorf("header: %v", d.err)
 	}
 	switch {
-	case codec != CodecNone && codec != CodecLZ4 && codec != CodecZstd:
-		return fmt.Errorf("unknown codec %d", uint8(codec))
+	case !validCodec(dataCodec) || !validCodec(metaCodec):
+		return fmt.Errorf("unknown codec %d/%d", uint8(dataCodec), uint8(metaCodec))
 	case entries != uint64(m.Entries):
 		return fmt.Errorf("header has %d entries, index %d", entries, m.Entries)
 	case dataRaw != uint64(m.RawBytes):
@@ -89,11 +89,11 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	}
 	n := int(entries)
 	var err error
-	dst.Data, err = decompress(codec, dst.Data, d.b[:dataStored], int(dataRaw))
+	dst.Data, err = decompress(dataCodec, dst.Data, d.b[:dataStored], int(dataRaw))
 	if err != nil {
 		return fmt.Errorf("data section: %w", err)
 	}
-	dst.meta, err = decompress(codec, dst.meta, d.b[dataStored:], int(metaRaw))
+	dst.meta, err = decompress(metaCodec, dst.meta, d.b[dataStored:], int(metaRaw))
 	if err != nil {
 		return fmt.Errorf("meta section: %w", err)
 	}
@@ -196,3 +196,5 @@ func uvarintSlow(b []byte, p int) (uint64, int) {
 	}
 	return v, p + n
 }
+
+func validCodec(c Codec) bool { return c == CodecNone || c == CodecLZ4 || c == CodecZstd }

@@ -227,7 +227,7 @@ func TestDamageIsolated(t *testing.T) {
 // what the checksums cannot.
 type forged struct {
 	// block header and sections
-	codec            Codec
+	codec, metaCodec Codec
 	entries          uint64
 	dataRaw, metaRaw uint64
 	data, meta       []byte // stored sections
@@ -265,7 +265,7 @@ func forge(blocks []forged) []byte {
 	f = binary.LittleEndian.AppendUint32(f, 0)
 	idx := binary.AppendUvarint(nil, uint64(len(blocks)))
 	for _, b := range blocks {
-		blk := []byte{byte(b.codec)}
+		blk := []byte{byte(b.codec), byte(b.metaCodec)}
 		blk = binary.AppendUvarint(blk, b.entries)
 		blk = binary.AppendUvarint(blk, b.dataRaw)
 		blk = binary.AppendUvarint(blk, uint64(len(b.data)))
@@ -313,7 +313,7 @@ func okBlock() forged {
 	data := []byte("abcde")
 	meta := forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1)
 	return forged{
-		codec: CodecNone, entries: 3, dataRaw: 5, metaRaw: uint64(len(meta)),
+		codec: CodecNone, metaCodec: CodecNone, entries: 3, dataRaw: 5, metaRaw: uint64(len(meta)),
 		data: data, meta: meta,
 		minT: 5, maxT: 10, ixEntries: 3, ixRaw: 5, ixStreams: []uint32{4, 6},
 	}
@@ -339,25 +339,31 @@ func TestForgedStructure(t *testing.T) {
 	lz4big = lz4big[:n]
 
 	blockCases := map[string]func(b *forged){
-		"lengths exceed data":    func(b *forged) { b.meta = forgeMeta([]uint64{2, 1, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
-		"lengths short of data":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 2}, []int64{10, 5, 7}, 4, 2, 6, 1) },
-		"huge length":            func(b *forged) { b.meta = forgeMeta([]uint64{1 << 40, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
-		"time below index":       func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 4, 7}, 4, 2, 6, 1) },
-		"time above index":       func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{11, 5, 7}, 4, 2, 6, 1) },
-		"max time not attained":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{9, 5, 7}, 4, 2, 6, 1) },
-		"stream not in index":    func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 5, 1) },
-		"zero run":               func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 0, 4, 2, 6, 1) },
-		"run too long":           func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 2) },
-		"stream id overflow":     func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 1<<32+6, 1) },
-		"runs missing":           func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2) },
-		"trailing meta":          func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1, 0) },
-		"meta truncated varint":  func(b *forged) { b.meta = append(b.meta[:len(b.meta)-1], 0x80) },
-		"header entries":         func(b *forged) { b.entries = 2 },
-		"header raw":             func(b *forged) { b.dataRaw = 6 },
-		"header meta raw":        func(b *forged) { b.metaRaw++ },
-		"meta raw bound":         func(b *forged) { b.metaRaw = 1000 },
-		"unknown codec":          func(b *forged) { b.codec = 7 },
-		"default codec stored":   func(b *forged) { b.codec = CodecDefault },
+		"lengths exceed data":   func(b *forged) { b.meta = forgeMeta([]uint64{2, 1, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
+		"lengths short of data": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 2}, []int64{10, 5, 7}, 4, 2, 6, 1) },
+		"huge length":           func(b *forged) { b.meta = forgeMeta([]uint64{1 << 40, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
+		"time below index":      func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 4, 7}, 4, 2, 6, 1) },
+		"time above index":      func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{11, 5, 7}, 4, 2, 6, 1) },
+		"max time not attained": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{9, 5, 7}, 4, 2, 6, 1) },
+		"stream not in index":   func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 5, 1) },
+		"zero run":              func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 0, 4, 2, 6, 1) },
+		"run too long":          func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 2) },
+		"stream id overflow":    func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 1<<32+6, 1) },
+		"runs missing":          func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2) },
+		"trailing meta":         func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1, 0) },
+		"meta truncated varint": func(b *forged) { b.meta = append(b.meta[:len(b.meta)-1], 0x80) },
+		"header entries":        func(b *forged) { b.entries = 2 },
+		"header raw":            func(b *forged) { b.dataRaw = 6 },
+		"header meta raw":       func(b *forged) { b.metaRaw++ },
+		"meta raw bound":        func(b *forged) { b.metaRaw = 1000 },
+		"unknown codec":         func(b *forged) { b.codec = 7 },
+		"default codec stored":  func(b *forged) { b.codec = CodecDefault },
+		"unknown meta codec":    func(b *forged) { b.metaCodec = 4 },
+		"meta lz4 garbage":      func(b *forged) { b.metaCodec = CodecLZ4; b.meta = lz4garbage },
+		"meta zstd wrong size": func(b *forged) {
+			b.metaCodec = CodecZstd
+			b.meta = zstdDecoderTestFrame(append(bytes.Clone(b.meta), 0))
+		},
 		"lz4 garbage":            func(b *forged) { b.codec = CodecLZ4; b.data = lz4garbage },
 		"lz4 too much output":    func(b *forged) { b.codec = CodecLZ4; b.data = lz4big },
 		"zstd garbage":           func(b *forged) { b.codec = CodecZstd; b.data = []byte("not a zstd frame") },

@@ -70,7 +70,8 @@
 //
 // Block (stored length L, as recorded in the index):
 //
-//	u8       codec           1 none, 2 LZ4 (raw LZ4 block), 3 zstd (one frame)
+//	u8       data codec      1 none, 2 LZ4 (one raw LZ4 block), 3 zstd (one frame)
+//	u8       meta codec      the same codes
 //	uvarint  entries         equals the index's
 //	uvarint  dataRaw         equals the index's rawBytes
 //	uvarint  dataStored
@@ -82,8 +83,8 @@
 //
 // The CRC thus covers the stored bytes and the decoded structure lengths.
 // An empty section is stored empty whatever the codec (raw 0 <=> stored 0).
-// The writer stores a block with codec 1 (none) when compression does not
-// shrink it.
+// The writer stores a section with codec 1 (none) when compression does not
+// shrink it (the meta section of entries with random times often does not).
 //
 // Meta section (decompressed; must be consumed exactly):
 //

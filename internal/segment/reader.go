@@ -212,9 +212,9 @@ func newReader(path string, data []byte) (*Reader, error) {
 	return r, nil
 }
 
-// minBlockLen is the shortest possible block: codec, five one-byte
-// uvarints and the CRC.
-const minBlockLen = 1 + 5 + 4
+// minBlockLen is the shortest possible block: two codec bytes, five
+// one-byte uvarints and the CRC.
+const minBlockLen = 2 + 5 + 4
 
 // Path returns the path the segment was opened with.
 func (r *Reader) Path() string { return r.path }

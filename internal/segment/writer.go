@@ -230,10 +230,12 @@ func (w *Writer) flushBlock() {
 	}
 	w.metaBuf = m
 
-	// Compress both sections; fall back to none when that does not pay.
-	codec := w.comp.codec
-	var dataC, metaC []byte
-	if codec != CodecNone {
+	// Compress each section on its own and store it raw when the codec
+	// does not shrink it: a meta section of random nanosecond deltas may
+	// not shrink while the data shrinks several times.
+	dataCodec, metaCodec := w.comp.codec, w.comp.codec
+	dataC, metaC := w.data, m
+	if w.comp.codec != CodecNone {
 		out, ok1, err := w.comp.compress(w.blk[:0], w.data)
 		if err != nil {
 			w.err = fmt.Errorf("segment: %w", err)
@@ -246,25 +248,20 @@ func (w *Writer) flushBlock() {
 			return
 		}
 		w.blk = out
-		// One codec covers both sections, so judge the block as a whole:
-		// a meta section of random nanosecond deltas may not shrink while
-		// the data shrinks several times. A zstd frame is valid even when
-		// larger than its input; an LZ4 section that did not shrink is not.
-		if codec == CodecZstd {
-			ok1, ok2 = true, len(out) < len(w.data)+len(m)
-		}
-		if ok1 && ok2 {
-			dataC, metaC = out[:split], out[split:]
+		if ok1 {
+			dataC = out[:split]
 		} else {
-			codec = CodecNone
+			dataCodec = CodecNone
 		}
-	}
-	if codec == CodecNone {
-		dataC, metaC = w.data, m
+		if ok2 {
+			metaC = out[split:]
+		} else {
+			metaCodec = CodecNone
+		}
 	}
 
-	var hdr [1 + 5*binary.MaxVarintLen64]byte
-	h := append(hdr[:0], byte(codec))
+	var hdr [2 + 5*binary.MaxVarintLen64]byte
+	h := append(hdr[:0], byte(dataCodec), byte(metaCodec))
 	h = binary.AppendUvarint(h, uint64(n))
 	h = binary.AppendUvarint(h, uint64(len(w.data)))
 	h = binary.AppendUvarint(h, uint64(len(dataC)))

@@ -41,6 +41,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
 
+	"haystack/internal/logtest"
 	"haystack/internal/segment"
 )
 
@@ -65,15 +66,34 @@ func main() {
 	minDur := flag.Duration("min", 300*time.Millisecond, "minimum time per measurement round")
 	only := flag.String("codecs", "", "comma-separated subset of: none,lz4,lz4-hc9,zstd-fastest,zstd-default,zstd-better")
 	header := flag.Bool("header", true, "print the table header")
+	gen := flag.Int64("gen", 0, "also use N lines from internal/logtest (seed 1; as `hay gen --lines N --seed 1`)")
 	flag.Parse()
-	if flag.NArg() == 0 {
-		log.Fatal("usage: measure [-name NAME] [-sizes 64,256,1024] FILE...")
+	if flag.NArg() == 0 && *gen == 0 {
+		log.Fatal("usage: measure [-name NAME] [-sizes 64,256,1024] [-gen N] [FILE...]")
 	}
 	if *name == "" {
-		*name = filepath.Base(flag.Arg(0))
+		if flag.NArg() > 0 {
+			*name = filepath.Base(flag.Arg(0))
+		} else {
+			*name = fmt.Sprintf("generated %d lines", *gen)
+		}
 	}
 	var rawSize int64
 	var entries []segment.Entry
+	if *gen > 0 {
+		// Entries as ingest would store them: the generator's own times
+		// and streams, one entry per line.
+		g := logtest.NewGenerator(logtest.Config{Lines: *gen, Seed: 1})
+		var buf []byte
+		for range *gen {
+			start := len(buf)
+			var stream int
+			var ts time.Time
+			buf, stream, ts = g.Next(buf)
+			rawSize += int64(len(buf)-start) + 1
+			entries = append(entries, segment.Entry{Time: ts.UnixNano(), Stream: uint32(stream), Line: buf[start:len(buf):len(buf)]})
+		}
+	}
 	for _, f := range flag.Args() {
 		data, err := os.ReadFile(f)
 		if err != nil {
