@@ -1026,9 +1026,21 @@ func (rep *kernelsReport) markdown(w io.Writer) error {
 	}
 	p("\n")
 
-	p("## Needles\n\n| # | needle | lines | hit rate |\n|--:|---|--:|--:|\n")
+	p("## Needles\n\n")
+	p("With each method's median ms for the needle, line by line.\n\n")
+	p("| # | needle | lines | hit rate |")
+	for _, r := range rep.PerLine {
+		p(" %s |", r.Method)
+	}
+	p("\n|--:|---|--:|--:|%s\n", strings.Repeat("--:|", len(rep.PerLine)))
 	for i, n := range rep.Needles {
-		p("| %d | %s | %d | %.3f%% |\n", i+1, mdNeedle(n.Needle), n.Hits, 100*n.Rate)
+		p("| %d | %s | %d | %.3f%% |", i+1, mdNeedle(n.Needle), n.Hits, 100*n.Rate)
+		for _, r := range rep.PerLine {
+			if i < len(r.NeedleMs) {
+				p(" %s |", fmtMs(r.NeedleMs[i]))
+			}
+		}
+		p("\n")
 	}
 	return bw.Flush()
 }
