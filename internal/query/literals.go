@@ -388,7 +388,7 @@ func (a *analyzer) concat(parts []info) info {
 			cur = []str{{}}
 			continue
 		}
-		if len(cur)*len(p.exact) > maxSet {
+		if len(cur)*len(p.exact) > maxSet || maxLen(cur)+maxLen(p.exact) > maxLitLen {
 			allExact = false
 			conj = append(conj, setExpr(cur))
 			cur = p.exact
@@ -401,6 +401,18 @@ func (a *analyzer) concat(parts []info) info {
 	}
 	conj = append(conj, setExpr(cur))
 	return info{match: and(conj...)}
+}
+
+// maxLitLen bounds an exact alternative: a longer literal is split into
+// ANDed pieces, which keeps the analysis linear in the pattern.
+const maxLitLen = 256
+
+func maxLen(set []str) int {
+	n := 0
+	for _, s := range set {
+		n = max(n, len(s.Text))
+	}
+	return n
 }
 
 func cross(xs, ys []str) []str {

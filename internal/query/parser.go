@@ -16,7 +16,33 @@ const (
 	MaxQueryLen   = 64 << 10 // bytes of query text
 	MaxPatternLen = 4 << 10  // bytes of one regular expression
 	maxParenDepth = 64       // nesting of ( ) in label filters
+	maxRegexSize  = 20000    // nodes of a regex with counted repetitions expanded
 )
+
+// expandedSize estimates the node count of re once counted repetitions are
+// expanded, saturating at limit.
+func expandedSize(re *syntax.Regexp, limit int) int {
+	n := 1
+	for _, s := range re.Sub {
+		n += expandedSize(s, limit)
+		if n >= limit {
+			return limit
+		}
+	}
+	if re.Op == syntax.OpRepeat {
+		k := re.Max
+		if k < re.Min {
+			k = re.Min // {n,} expands to n copies and a star
+		}
+		if k > 1 && n > limit/k {
+			return limit
+		}
+		if k > 1 {
+			n *= k
+		}
+	}
+	return min(n, limit)
+}
 
 // ParseError is a syntax or validation error in a query.
 type ParseError struct {
@@ -194,8 +220,14 @@ func checkRegex(re string, pos int, dotNL bool) error {
 	if dotNL {
 		flags |= syntax.DotNL
 	}
-	if _, err := syntax.Parse(re, flags); err != nil {
+	parsed, err := syntax.Parse(re, flags)
+	if err != nil {
 		return errAt(pos, "invalid regular expression: "+err.Error())
+	}
+	if n := expandedSize(parsed, maxRegexSize+1); n > maxRegexSize {
+		// Nested counted repetitions (a{1000}){1000} are short to write
+		// but expand to millions of states.
+		return errAt(pos, fmt.Sprintf("regular expression too complex: its repetitions expand to more than %d nodes", maxRegexSize))
 	}
 	if _, err := regexp.Compile(re); err != nil {
 		return errAt(pos, "invalid regular expression: "+err.Error())

@@ -272,3 +272,18 @@ func TestFromGrep(t *testing.T) {
 		t.Error("FromGrep accepted a bad regex")
 	}
 }
+
+func TestRegexTooComplex(t *testing.T) {
+	for _, re := range []string{`(?:a{1000}){1000}`, `((a{100}){100}){100}`, `(?:x{2,}){20000}`} {
+		_, err := Parse(`{a="b"} |~ "` + re + `"`)
+		if err == nil || !strings.Contains(err.Error(), "too complex") {
+			// Go's own parser may refuse some first; either way no plan.
+			if err == nil {
+				t.Errorf("%s accepted", re)
+			}
+		}
+	}
+	if _, err := Parse(`{a="b"} |~ "\\d{1,1000}x"`); err != nil {
+		t.Errorf("a single counted repetition was refused: %v", err)
+	}
+}
