@@ -45,6 +45,7 @@ type Reader struct {
 	data   []byte // the mapping
 	info   Info
 	blocks []BlockMeta
+	mapped bool // data is a mapping to unmap on Close (tests read from memory)
 	closed atomic.Bool
 }
 
@@ -78,6 +79,7 @@ func Open(path string) (*Reader, error) {
 		unix.Munmap(data)
 		return nil, err
 	}
+	r.mapped = true
 	return r, nil
 }
 
@@ -266,6 +268,10 @@ func (r *Reader) Verify() error {
 // point into the mapping.
 func (r *Reader) Close() error {
 	if r.closed.Swap(true) {
+		return nil
+	}
+	if !r.mapped {
+		r.data = nil
 		return nil
 	}
 	if err := unix.Munmap(r.data); err != nil {
