@@ -178,4 +178,13 @@ func TestIngestResumeGrowingFile(t *testing.T) {
 	if got, _ := hayInProcess(t, "search", "--data", dir, "o"); string(got) != "2020-01-01T00:00:00Z old\none\ntwo\ntwo\nfour\n" {
 		t.Fatalf("merged by time: %q", got)
 	}
+	if got, _ := hayInProcess(t, "search", "--data", dir, "--until", "2021-01-01T00:00:00Z", ""); string(got) != "2020-01-01T00:00:00Z old\n" {
+		t.Fatalf("--until: %q", got)
+	}
+	if got, _ := hayInProcess(t, "search", "--data", dir, "--since", "2021-01-01T00:00:00Z", "-c", ""); string(got) != "7\n" {
+		t.Fatalf("--since: %q", got)
+	}
+	if got, _ := hayInProcess(t, "search", "--data", dir, "--since", "1h", "-c", "o"); string(got) != "4\n" {
+		t.Fatalf("--since 1h: %q", got)
+	}
 }

@@ -224,7 +224,9 @@ func TestDamagedSegment(t *testing.T) {
 	}
 	defer snap.Close()
 	var errs []error
-	n, err := Run(context.Background(), snap.Parts, Query{Count: true}, nil, func(e error) { errs = append(errs, e) })
+	// Not a count: counting every entry needs no decoding and would not
+	// notice the damage (the count comes from the checksummed index).
+	n, err := Run(context.Background(), snap.Parts, Query{}, func(*Match) error { return nil }, func(e error) { errs = append(errs, e) })
 	if err != nil || len(errs) != 1 {
 		t.Fatalf("err %v, block errors %v", err, errs)
 	}
