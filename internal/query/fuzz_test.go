@@ -1,8 +1,12 @@
 package query
 
 import (
+	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParse: no input panics; errors are *ParseError inside the input;
@@ -50,4 +54,133 @@ func FuzzParse(f *testing.F) {
 			p.Labels(nil, l)
 		}
 	})
+}
+
+// FuzzPipeline feeds arbitrary lines to the json and logfmt parsers: no
+// panic, and for valid UTF-8 JSON objects the labels equal a flattening
+// done with encoding/json.
+func FuzzPipeline(f *testing.F) {
+	for _, s := range []string{
+		`{"a":{"b":1},"level":"error","status":503,"arr":[1,{"x":2}],"n":null,"t":true}`,
+		`{"s":"\u00e9\ud83d\ude00\"\\","a.b":{"c-d":"e"}}`,
+		`level=error status=500 msg="x \"y\"" flag =bad foo=bar=baz`,
+		"x=1\r\ny=\"unterminated", `{"a":`, `[]`, ``, "\xff=\xfe",
+	} {
+		f.Add(s)
+	}
+	plans := map[string]*Plan{}
+	for _, q := range []string{`{a="b"} | json`, `{a="b"} | logfmt`, `{a="b"} | logfmt --strict --keep-empty`} {
+		pq, err := Parse(q)
+		if err != nil {
+			f.Fatal(err)
+		}
+		p, err := Compile(pq)
+		if err != nil {
+			f.Fatal(err)
+		}
+		plans[q] = p
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		for _, p := range plans {
+			if _, ok := p.Labels([]Label{{"a", "b"}}, []byte(line)); !ok {
+				t.Fatalf("a parser stage dropped %q", line)
+			}
+		}
+		got, _ := plans[`{a="b"} | json`].Labels(nil, []byte(line))
+		want, ok := flattenJSONOracle(line)
+		if !ok {
+			return
+		}
+		gm := map[string]string{}
+		for _, l := range got {
+			gm[l.Name] = l.Value
+		}
+		if len(gm) != len(want) {
+			t.Fatalf("json labels of %q: got %q, want %q", line, got, want)
+		}
+		for k, v := range want {
+			if gm[k] != v {
+				t.Fatalf("json label %s of %q: got %q, want %q", k, line, gm[k], v)
+			}
+		}
+	})
+}
+
+// flattenJSONOracle flattens a JSON object with encoding/json's token
+// stream, keeping the first value of a repeated name. It declines (false)
+// invalid UTF-8, where encoding/json substitutes U+FFFD.
+func flattenJSONOracle(line string) (map[string]string, bool) {
+	if !utf8.ValidString(line) || !json.Valid([]byte(line)) {
+		return nil, false
+	}
+	d := json.NewDecoder(strings.NewReader(line))
+	d.UseNumber()
+	tok, err := d.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	out := map[string]string{}
+	set := func(key, v string) {
+		k := sanitizeKey([]byte(key))
+		if _, dup := out[k]; !dup && k != "" {
+			out[k] = v
+		}
+	}
+	var object func(prefix string) bool
+	// skip consumes the rest of an array or object whose opening
+	// delimiter was read.
+	skip := func() bool {
+		depth := 1
+		for depth > 0 {
+			t, err := d.Token()
+			if err != nil {
+				return false
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+		}
+		return true
+	}
+	object = func(prefix string) bool {
+		for {
+			t, err := d.Token()
+			if err != nil {
+				return false
+			}
+			if t == json.Delim('}') {
+				return true
+			}
+			key := prefix + t.(string)
+			v, err := d.Token()
+			if err != nil {
+				return false
+			}
+			switch v := v.(type) {
+			case json.Delim:
+				if v == '{' {
+					if !object(key + "_") {
+						return false
+					}
+				} else if !skip() {
+					return false
+				}
+			case string:
+				set(key, v)
+			case json.Number:
+				set(key, string(v))
+			case bool:
+				set(key, strconv.FormatBool(v))
+			case nil:
+				set(key, "")
+			}
+		}
+	}
+	if !object("") {
+		return nil, false
+	}
+	return out, true
 }

@@ -149,3 +149,33 @@ func TestTypedValues(t *testing.T) {
 		}
 	}
 }
+
+// The oracle of FuzzPipeline must actually compare on ordinary objects.
+func TestJSONOracleAgrees(t *testing.T) {
+	data, err := os.ReadFile("testdata/structured.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pq, _ := Parse(`{a="b"} | json`)
+	p, _ := Compile(pq)
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		want, ok := flattenJSONOracle(line)
+		if !ok {
+			continue
+		}
+		n++
+		got, _ := p.Labels(nil, []byte(line))
+		if len(got) != len(want) {
+			t.Fatalf("%q: got %v, want %v", line, got, want)
+		}
+		for _, l := range got {
+			if want[l.Name] != l.Value {
+				t.Fatalf("%q: label %s = %q, want %q", line, l.Name, l.Value, want[l.Name])
+			}
+		}
+	}
+	if n != 9 {
+		t.Fatalf("oracle accepted %d JSON lines, want 9", n)
+	}
+}
