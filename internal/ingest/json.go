@@ -14,7 +14,8 @@ import (
 //
 //   - a string in one of LeadingTime's layouts that carry a year (RFC 3339,
 //     "2015-07-29 17:41:44,747", …), or in an RFC 1123/850/822, Unix date or
-//     Ruby date layout, or holding a number as below;
+//     Ruby date layout, or holding a number as below (a Parser also accepts
+//     the yearless syslog and klog layouts, with the year from its clock);
 //   - a number of unix seconds, milliseconds, microseconds or nanoseconds,
 //     judged by magnitude: below 1e11 seconds, below 1e14 milliseconds,
 //     below 1e17 microseconds, else nanoseconds. Fractions are kept.

@@ -38,6 +38,7 @@ type LineTooLongError struct {
 	More   bool  // more pieces of the same line follow
 }
 
+// Error describes the long line and the piece.
 func (e *LineTooLongError) Error() string {
 	return fmt.Sprintf("line %d: longer than %d bytes (piece at byte %d)", e.Line, e.Max, e.Offset)
 }

@@ -23,11 +23,9 @@ type Entry struct {
 type Format int
 
 const (
-	// FormatAuto treats a line starting with '{' (after blanks and a
-	// byte order mark) as JSON
-	// and any other line as plain text, line by line, so a mixed stream
-	// works. A JSON-looking line without a JSON time falls back to a
-	// leading timestamp.
+	// FormatAuto decides line by line, so a mixed stream works: a line
+	// starting with '{' (after blanks and a byte order mark) is tried as
+	// JSON first, and any line without a JSON time gets LeadingTime.
 	FormatAuto Format = iota
 	// FormatPlain looks only for a leading timestamp (LeadingTime).
 	FormatPlain
