@@ -448,7 +448,11 @@ func compileLabelExpr(e LabelExpr) (labelEval, error) {
 			if err := checkRegex(e.Value, e.Pos, false); err != nil {
 				return nil, err
 			}
-			m.re = regexp.MustCompile(anchored(e.Value))
+			re, err := compileAnchored(e.Value, e.Pos)
+			if err != nil {
+				return nil, err
+			}
+			m.re = re
 		}
 		return m, nil
 	case *LabelCompare:

@@ -159,8 +159,20 @@ func matcherMatchesEmpty(m *Matcher) bool {
 	case MatchNotEqual:
 		return m.Value != ""
 	}
-	re := regexp.MustCompile(anchored(m.Value))
+	re, err := compileAnchored(m.Value, m.Pos)
+	if err != nil {
+		return true // reported when the matcher is compiled
+	}
 	return re.MatchString("") == (m.Type == MatchRegexp)
+}
+
+// compileAnchored compiles a validated label-matcher regex, fully anchored.
+func compileAnchored(v string, pos int) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(anchored(v))
+	if err != nil {
+		return nil, errAt(pos, "invalid regular expression: "+err.Error())
+	}
+	return re, nil
 }
 
 // anchored wraps a label-matcher regex so that it must match the whole

@@ -121,7 +121,11 @@ func Compile(q *Query) (*Plan, error) {
 			if err := checkRegex(m.Value, m.Pos, false); err != nil {
 				return nil, err
 			}
-			sm.re = regexp.MustCompile(anchored(m.Value))
+			re, err := compileAnchored(m.Value, m.Pos)
+			if err != nil {
+				return nil, err
+			}
+			sm.re = re
 		}
 		p.Streams = append(p.Streams, sm)
 	}
