@@ -58,10 +58,7 @@ var ErrNoStore = errors.New("no store")
 
 // OpenSnapshot opens dir for reading.
 func OpenSnapshot(dir string) (*Snapshot, error) {
-	if _, err := os.Stat(dir); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w at %s", ErrNoStore, dir)
-		}
+	if err := checkStore(dir); err != nil {
 		return nil, err
 	}
 	// A writer may flush between our reading the manifest and the WAL
@@ -139,6 +136,21 @@ replay:
 		s.Parts = append(s.Parts, &HeadPart{blocks: h.blocks})
 	}
 	return s, nil
+}
+
+// checkStore reports ErrNoStore unless dir has a manifest or a WAL
+// directory (a store that crashed before its first flush has only the WAL).
+func checkStore(dir string) error {
+	for _, name := range []string{manifestName, walDir} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w at %s", ErrNoStore, dir)
 }
 
 // Labels returns the canonical label string of stream id.

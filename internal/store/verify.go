@@ -41,10 +41,7 @@ func (p Problem) String() string {
 // takes no lock and changes nothing. The error is for failures to run the
 // check at all (dir missing); damage is reported as problems.
 func Verify(dir string) ([]Problem, error) {
-	if _, err := os.Stat(dir); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w at %s", ErrNoStore, dir)
-		}
+	if err := checkStore(dir); err != nil {
 		return nil, err
 	}
 	var ps []Problem
