@@ -12,8 +12,10 @@
 // Blocks are decoded and scanned by a bounded pool of workers (one per
 // core by default) and their results reassembled in order, so output order
 // is the store's order whatever the parallelism. At most 2×workers decoded
-// blocks are in flight per ordered run, which bounds memory. The scan stops
-// early at the limit or when the context is cancelled.
+// blocks are in flight, which bounds memory. The scan stops
+// early at the limit or when the context is cancelled. Merging S streams
+// (below) needs one current block per stream, so it holds at most
+// max(2×workers, S) decoded blocks.
 //
 // # Order
 //
@@ -116,7 +118,9 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		streams = append(streams, s)
 	}
 	slices.Sort(streams)
-	window := max(2, 2*workers/len(streams))
+	// Each run needs its current block decoded to take part in the merge,
+	// so merging S streams holds max(2×workers, S) decoded blocks.
+	window := max(1, 2*workers/len(streams))
 	h := &runHeap{}
 	for _, s := range streams {
 		var st []task
