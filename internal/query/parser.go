@@ -520,9 +520,7 @@ func parseTypedValue(s string) (ValueKind, float64, bool) {
 // isPlainNumber accepts -?digits[.digits]: ParseFloat alone would take
 // "Inf", "0x1p3" and "1e3", which are not LogQL numbers.
 func isPlainNumber(s string) bool {
-	if strings.HasPrefix(s, "-") {
-		s = s[1:]
-	}
+	s = strings.TrimPrefix(s, "-")
 	intPart, frac, hasDot := strings.Cut(s, ".")
 	if intPart == "" || (hasDot && frac == "") {
 		return false
