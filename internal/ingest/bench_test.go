@@ -66,6 +66,10 @@ func BenchmarkParser(b *testing.B) {
 }
 
 func benchParse(b *testing.B, format Format, lines [][]byte) {
+	benchParseTimed(b, format, lines, len(lines))
+}
+
+func benchParseTimed(b *testing.B, format Format, lines [][]byte, wantTimed int) {
 	n := 0
 	for _, l := range lines {
 		n += len(l) + 1
@@ -81,14 +85,16 @@ func benchParse(b *testing.B, format Format, lines [][]byte) {
 			}
 		}
 	}
-	if timed != len(lines) {
-		b.Fatalf("%d of %d lines timed", timed, len(lines))
+	if timed != wantTimed {
+		b.Fatalf("%d of %d lines timed, want %d", timed, len(lines), wantTimed)
 	}
 }
 
-// BenchmarkJSONParser parses generated JSON lines with the time key first
-// (zap, slog) and last (after a long message and nested fields).
-func BenchmarkJSONParser(b *testing.B) {
+// BenchmarkGeneratedParser parses generated lines: JSON with the time key
+// first (zap, slog), as a number, and last (after a long message and nested
+// fields); logfmt; and a mix like `hay gen` output where one line in 20 is
+// a stack-trace continuation without a timestamp.
+func BenchmarkGeneratedParser(b *testing.B) {
 	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	layouts := map[string]func(i int, ts time.Time) string{
 		"first": func(i int, ts time.Time) string {
@@ -103,13 +109,34 @@ func BenchmarkJSONParser(b *testing.B) {
 			return fmt.Sprintf(`{"level":"warn","msg":"slow query \"select * from t where id = %d\"","ctx":{"user":{"id":%d,"roles":["a","b"]},"trace":"%032x"},"@timestamp":%q}`,
 				i, i, i, ts.Format(time.RFC3339Nano))
 		},
+		"logfmt": func(i int, ts time.Time) string {
+			return fmt.Sprintf(`ts=%s level=info app=payments host=payments-4glgsqnpp-zbqr5 msg="heartbeat completed" trace_id=%032x`,
+				ts.Format("2006-01-02T15:04:05.000Z07:00"), i)
+		},
 	}
-	for _, name := range []string{"first", "number", "last"} {
+	layouts["mixed"] = func(i int, ts time.Time) string {
+		switch i % 20 {
+		case 0:
+			return "\tat com.example.payments.Handler.process(Handler.java:123)"
+		case 1, 5, 9, 13, 17:
+			return layouts["logfmt"](i, ts)
+		case 2, 6, 10, 14:
+			return layouts["first"](i, ts)
+		case 3, 7, 11, 15, 19:
+			return ts.Format("2006-01-02T15:04:05.000000Z") + " INFO  [api] processing batch 10 of 12 version=v1.24.8 request_id=8d9d8e3f"
+		}
+		return ts.Format("2006-01-02 15:04:05,000") + " INFO  com.example.payments.Handler - charged card for order 123456 in 45 ms"
+	}
+	for _, name := range []string{"first", "number", "last", "logfmt", "mixed"} {
 		lines := make([][]byte, 20000)
 		for i := range lines {
 			lines[i] = []byte(layouts[name](i, base.Add(time.Duration(i)*time.Millisecond)))
 		}
-		b.Run(name, func(b *testing.B) { benchParse(b, FormatAuto, lines) })
+		want := len(lines)
+		if name == "mixed" {
+			want -= len(lines) / 20
+		}
+		b.Run(name, func(b *testing.B) { benchParseTimed(b, FormatAuto, lines, want) })
 	}
 }
 

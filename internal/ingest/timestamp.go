@@ -57,7 +57,8 @@ func (r *refTime) resolve() bool {
 
 // LeadingTime detects a timestamp at the start of line and returns it as
 // unix nanoseconds. Before the timestamp it skips a UTF-8 byte order mark,
-// spaces and tabs, a syslog
+// spaces and tabs, a logfmt time key (ts=, t=, time=, timestamp= or
+// @timestamp=, value quoted or not: Go kit, slog, logrus), a syslog
 // priority "<pri>" (and an RFC 5424 version "1 " after it) and one "[".
 // Recognised layouts, with examples:
 //
@@ -87,6 +88,9 @@ func LeadingTime(line []byte, ref time.Time) (unixNano int64, ok bool) {
 
 func leadingTime(b []byte, ref *refTime) (int64, bool) {
 	i := skipSpace(b, skipBOM(b))
+	if i < len(b) && (b[i] == 't' || b[i] == '@') {
+		i = skipLogfmtTimeKey(b, i)
+	}
 	if i < len(b) && b[i] == '<' {
 		// Syslog priority: "<" 1-3 digits ">".
 		j := i + 1
@@ -555,6 +559,29 @@ func digits4(b []byte, i int) (int, bool) {
 	hi, ok1 := digits2(b, i)
 	lo, ok2 := digits2(b, i+2)
 	return hi*100 + lo, ok1 && ok2
+}
+
+// skipLogfmtTimeKey skips a logfmt time key at b[i:], "ts=", "t=", "time=",
+// "timestamp=" or "@timestamp=", and an opening quote after it; it returns i
+// when there is none.
+func skipLogfmtTimeKey(b []byte, i int) int {
+	j := i
+	for j < len(b) && j-i < 11 && b[j] != '=' {
+		j++
+	}
+	if j >= len(b) || b[j] != '=' {
+		return i
+	}
+	switch string(b[i:j]) {
+	case "ts", "t", "time", "timestamp", "@timestamp":
+	default:
+		return i
+	}
+	j++
+	if j < len(b) && b[j] == '"' {
+		j++
+	}
+	return j
 }
 
 // skipBOM returns the length of a UTF-8 byte order mark at the start of b:
