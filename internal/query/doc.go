@@ -72,6 +72,16 @@
 // the regex runs. The whole query's Plan.Required is the AND of its
 // positive filters' requirements.
 //
+// # Measured
+//
+// BenchmarkFoldLiteral and BenchmarkAndThree run Plan.Match per line over
+// all Loghub samples (16k lines, 2 MB). On the 2-core development machine
+// (shared, so noisy) `|~ "(?i)timeout"` ran at about the speed of
+// `|= "timeout"` (median 546 vs 893 µs per pass; Go's regexp on the same
+// pattern: 44 ms), and three ANDed literal filters in one plan cost 555 µs
+// against 1371 µs for three separate passes, because the first filter
+// rejects most lines before the others run.
+//
 // # Out of scope
 //
 // Metric queries, `|>`/`!>` pattern filters, ip(), the regexp, pattern,

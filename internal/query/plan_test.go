@@ -221,3 +221,48 @@ func first(xs []string) string {
 	}
 	return xs[0]
 }
+
+// '.' matches '\n' in line filters but not in label matchers (Loki's
+// documented difference); empty and CRLF lines behave like any other.
+func TestNewlinesAndEdges(t *testing.T) {
+	for _, tc := range []struct {
+		q      string
+		stream []Label
+		line   string
+		want   bool
+	}{
+		{`{a="b"} |~ "x.y"`, nil, "x\ny", true},
+		{`{a="b"} !~ "x.y"`, nil, "x\ny", false},
+		{`{a="b"} |~ "^y"`, nil, "x\ny", false},
+		{`{a="b"} |~ "(?m)^y"`, nil, "x\ny", true},
+		{`{a="b"} | c=~"x.y"`, []Label{{"c", "x\ny"}}, "", false},
+		{`{a="b"} | c=~"(?s)x.y"`, []Label{{"c", "x\ny"}}, "", true},
+		{`{a="b"} |= "x"`, nil, "", false},
+		{`{a="b"} != "x"`, nil, "", true},
+		{`{a="b"} |~ "^$"`, nil, "", true},
+		{`{a="b"} |~ "y$"`, nil, "x y\r", false},
+		{`{a="b"} |= "y\r"`, nil, "x y\r", true},
+		{`{a="b"} |~ "(?i)Y\\r"`, nil, "x y\r", true},
+		{`{a="b"} |= "\xff"`, nil, "a\xffb", true},
+		{`{a="b"} |~ "a.b"`, nil, "a\xffb", true},
+		{`{a="b"} |~ "(?i)é"`, nil, "É", true},
+		{`{a="b"} |~ "(?i)straße"`, nil, "STRAẞE", true},
+	} {
+		q, err := Parse(tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.MatchEntry(tc.stream, []byte(tc.line)); got != tc.want {
+			t.Errorf("%s on %q: %v, want %v", tc.q, tc.line, got, tc.want)
+		}
+	}
+	q, _ := Parse(`{a=~"x.y"}`)
+	p, _ := Compile(q)
+	if p.MatchStream([]Label{{"a", "x\ny"}}) || !p.MatchStream([]Label{{"a", "x-y"}}) {
+		t.Error("selector regex: '.' must not match a newline and must match '-'")
+	}
+}
