@@ -26,6 +26,8 @@ func NewHorspool(needle []byte) *Horspool {
 
 // Index returns the index of the first instance of the needle in haystack,
 // or -1.
+//
+//go:noinline
 func (h *Horspool) Index(haystack []byte) int {
 	needle := h.needle
 	n, m := len(haystack), len(needle)

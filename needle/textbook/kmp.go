@@ -30,6 +30,8 @@ func NewKMP(needle []byte) *KMP {
 
 // Index returns the index of the first instance of the needle in haystack,
 // or -1.
+//
+//go:noinline
 func (p *KMP) Index(haystack []byte) int {
 	needle, fail := p.needle, p.fail
 	m := len(needle)

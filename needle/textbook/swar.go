@@ -34,6 +34,8 @@ func load64(b []byte, i int) uint64 {
 // one by one. Positions that do not fill a whole word are tried one at a
 // time at the end. Every occurrence of the first byte is a candidate, so
 // the method is as fast as that byte is rare.
+//
+//go:noinline
 func SWAR(haystack, needle []byte) int {
 	n, m := len(haystack), len(needle)
 	if m == 0 {
@@ -67,6 +69,8 @@ func SWAR(haystack, needle []byte) int {
 // a candidate only when the word at i matches the first byte and the word
 // at i+m-1 matches the last byte, which cuts the false candidates of
 // single-anchor SWAR roughly by the frequency of the last byte.
+//
+//go:noinline
 func SWAR2(haystack, needle []byte) int {
 	n, m := len(haystack), len(needle)
 	if m == 0 {
