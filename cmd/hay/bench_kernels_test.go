@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -195,5 +196,31 @@ func TestBenchUsage(t *testing.T) {
 	}
 	if err := runBench([]string{"nosuch"}); err == nil {
 		t.Error("unknown benchmark accepted")
+	}
+}
+
+func TestLoadNeedles(t *testing.T) {
+	name := t.TempDir() + "/needles"
+	if err := os.WriteFile(name, []byte("a b\r\n\n|x|\nlast"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadNeedles(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%q", got) != `["a b" "|x|" "last"]` {
+		t.Errorf("loadNeedles = %q", got)
+	}
+	if err := os.WriteFile(name, []byte("\n\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadNeedles(name); err == nil {
+		t.Error("a file without needles was accepted")
+	}
+	if _, err := loadNeedles(name + ".missing"); err == nil {
+		t.Error("a missing file was accepted")
+	}
+	if got, err := loadNeedles(""); err != nil || len(got) != len(logtest.DefaultNeedles()) {
+		t.Errorf("default needles: %d, %v", len(got), err)
 	}
 }
