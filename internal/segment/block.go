@@ -82,7 +82,7 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		return fmt.Errorf("header has %d entries, index %d", entries, m.Entries)
 	case dataRaw != uint64(m.RawBytes):
 		return fmt.Errorf("header has %d raw bytes, index %d", dataRaw, m.RawBytes)
-	case metaRaw > maxMetaPerEntry*entries:
+	case metaRaw > maxMetaPerEntry*entries+1:
 		return fmt.Errorf("meta size %d too large for %d entries", metaRaw, entries)
 	case dataStored > uint64(len(d.b)) || metaStored != uint64(len(d.b))-dataStored:
 		return fmt.Errorf("section sizes %d+%d do not fill the %d bytes stored", dataStored, metaStored, len(d.b))
@@ -127,6 +127,11 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		return fmt.Errorf("meta section: entry lengths add up to %d or more, data is %d bytes", sum, dataRaw)
 	}
 
+	if uint(p) >= uint(len(mb)) || mb[p] > maxTimeScale {
+		return errors.New("meta section: bad or missing time scale")
+	}
+	unit := uint64(pow10[mb[p]])
+	p++
 	times := slices.Grow(dst.Times[:0], n)[:n]
 	var t uint64
 	lo, hi := m.MaxTime, m.MinTime
@@ -137,7 +142,12 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		} else {
 			v, p = uvarintSlow(mb, p)
 		}
-		t += v>>1 ^ -(v & 1) // zig-zag, as binary.Varint
+		d := v>>1 ^ -(v & 1) // zig-zag, as binary.Varint
+		if k == 0 {
+			t = d
+		} else {
+			t += d * unit
+		}
 		times[k] = int64(t)
 		lo, hi = min(lo, int64(t)), max(hi, int64(t))
 	}
@@ -150,23 +160,25 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	}
 
 	streams := slices.Grow(dst.Streams[:0], n)[:n]
-	for k := 0; k < n; {
-		var s, run uint64
-		s, p = uvarintAt(mb, p)
-		run, p = uvarintAt(mb, p)
-		switch {
-		case p < 0:
-			return errors.New("meta section: bad or truncated stream run")
-		case run == 0 || run > uint64(n-k):
-			return errors.New("meta section: stream run length out of range")
-		case s > 1<<32-1:
-			return errors.New("meta section: stream id overflows")
+	if len(m.Streams) == 1 {
+		for k := range streams {
+			streams[k] = m.Streams[0]
 		}
-		if _, ok := slices.BinarySearch(m.Streams, uint32(s)); !ok {
-			return fmt.Errorf("meta section: stream %d not listed in the index", s)
-		}
-		for e := k + int(run); k < e; k++ {
-			streams[k] = uint32(s)
+	} else {
+		for k := range streams {
+			var v uint64
+			if uint(p) < uint(len(mb)) && mb[p] < 0x80 {
+				v, p = uint64(mb[p]), p+1
+			} else {
+				v, p = uvarintSlow(mb, p)
+			}
+			if v >= uint64(len(m.Streams)) {
+				if p < 0 {
+					return errors.New("meta section: bad or truncated stream index")
+				}
+				return fmt.Errorf("meta section: stream index %d out of range (%d streams)", v, len(m.Streams))
+			}
+			streams[k] = m.Streams[v]
 		}
 	}
 	dst.Streams = streams

@@ -252,12 +252,13 @@ type forged struct {
 	ixStreams        []uint32
 }
 
-// forgeMeta encodes a meta section from parts.
-func forgeMeta(lens []uint64, times []int64, runs ...uint64) []byte {
+// forgeMeta encodes a meta section from parts, with time scale 0.
+func forgeMeta(lens []uint64, times []int64, streamIdx ...uint64) []byte {
 	var m []byte
 	for _, l := range lens {
 		m = binary.AppendUvarint(m, l)
 	}
+	m = append(m, 0)
 	prev := int64(0)
 	for i, t := range times {
 		if i == 0 {
@@ -267,7 +268,7 @@ func forgeMeta(lens []uint64, times []int64, runs ...uint64) []byte {
 		}
 		prev = t
 	}
-	for _, r := range runs {
+	for _, r := range streamIdx {
 		m = binary.AppendUvarint(m, r)
 	}
 	return m
@@ -326,7 +327,7 @@ func appendIndexAndFooter(f, idx []byte, count uint32) []byte {
 // in streams 4, 4, 6.
 func okBlock() forged {
 	data := []byte("abcde")
-	meta := forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1)
+	meta := forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1)
 	return forged{
 		codec: CodecNone, metaCodec: CodecNone, entries: 3, dataRaw: 5, metaRaw: uint64(len(meta)),
 		data: data, meta: meta,
@@ -354,18 +355,24 @@ func TestForgedStructure(t *testing.T) {
 	lz4big = lz4big[:n]
 
 	blockCases := map[string]func(b *forged){
-		"lengths exceed data":   func(b *forged) { b.meta = forgeMeta([]uint64{2, 1, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
-		"lengths short of data": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 2}, []int64{10, 5, 7}, 4, 2, 6, 1) },
-		"huge length":           func(b *forged) { b.meta = forgeMeta([]uint64{1 << 40, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1) },
-		"time below index":      func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 4, 7}, 4, 2, 6, 1) },
-		"time above index":      func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{11, 5, 7}, 4, 2, 6, 1) },
-		"max time not attained": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{9, 5, 7}, 4, 2, 6, 1) },
-		"stream not in index":   func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 5, 1) },
-		"zero run":              func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 0, 4, 2, 6, 1) },
-		"run too long":          func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 2) },
-		"stream id overflow":    func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 1<<32+6, 1) },
-		"runs missing":          func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2) },
-		"trailing meta":         func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 4, 2, 6, 1, 0) },
+		"lengths exceed data":   func(b *forged) { b.meta = forgeMeta([]uint64{2, 1, 3}, []int64{10, 5, 7}, 0, 0, 1) },
+		"lengths short of data": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 2}, []int64{10, 5, 7}, 0, 0, 1) },
+		"huge length":           func(b *forged) { b.meta = forgeMeta([]uint64{1 << 40, 0, 3}, []int64{10, 5, 7}, 0, 0, 1) },
+		"time below index":      func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 4, 7}, 0, 0, 1) },
+		"time above index":      func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{11, 5, 7}, 0, 0, 1) },
+		"max time not attained": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{9, 5, 7}, 0, 0, 1) },
+		"stream index too big":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 2, 1) },
+		"stream index huge":     func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 1<<40, 1) },
+		"stream index missing":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0) },
+		"time scale too big": func(b *forged) {
+			b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1)
+			b.meta[3] = maxTimeScale + 1
+		},
+		"time scale wrong": func(b *forged) {
+			b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1)
+			b.meta[3] = 1
+		},
+		"trailing meta":         func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1, 0) },
 		"meta truncated varint": func(b *forged) { b.meta = append(b.meta[:len(b.meta)-1], 0x80) },
 		"header entries":        func(b *forged) { b.entries = 2 },
 		"header raw":            func(b *forged) { b.dataRaw = 6 },

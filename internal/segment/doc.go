@@ -90,14 +90,18 @@
 //
 //	entries x uvarint   entry lengths (Block.Offsets are their prefix sums;
 //	                    they must add up to dataRaw)
-//	entries x varint    times: the first absolute, then the difference from
-//	                    the previous entry (two's-complement wrap-around).
-//	                    Time need not increase: entries of several streams
-//	                    interleave, and clocks go backwards. Every time lies in
-//	                    the index's [minTime, maxTime], and both bounds occur.
-//	runs of (uvarint stream id, uvarint run length >= 1) until the run
-//	                    lengths add up to entries; every stream id is one the
-//	                    index lists for the block.
+//	u8                  time scale k, 0..18
+//	varint              time of the first entry
+//	entries-1 x varint  each next time's difference from the previous one,
+//	                    divided by 10^k (two's-complement wrap-around; the
+//	                    writer picks the largest k dividing them all, so
+//	                    millisecond logs store milliseconds). Time need not
+//	                    increase: streams interleave and clocks go back.
+//	                    Every time lies in the index's [minTime, maxTime],
+//	                    and both bounds occur.
+//	entries x uvarint   stream of each entry, as an index into the index's
+//	                    stream list for the block; absent when that list
+//	                    has one stream.
 //
 // # Versions
 //

@@ -172,6 +172,14 @@ func corpora() map[string][]Entry {
 	}
 	c["odd-times"] = times
 
+	var scaled []Entry
+	for i := range 400 {
+		// Whole seconds and milliseconds, going back at times, around 0.
+		unit := []int64{1e9, 1e6, 1e3}[i/150]
+		scaled = append(scaled, Entry{Time: (int64(i) - 200 - int64(i%3)*7) * unit, Stream: uint32(i % 2), Line: []byte("s")})
+	}
+	c["scaled-times"] = scaled
+
 	var logs []Entry
 	for i := range 5000 {
 		logs = append(logs, Entry{
@@ -443,5 +451,26 @@ func TestSectionsCompressedSeparately(t *testing.T) {
 	m := r.BlockMeta(0)
 	if blk := r.data[m.offset:]; Codec(blk[0]) != CodecLZ4 || Codec(blk[1]) != CodecNone {
 		t.Errorf("block 0 codecs %d/%d, want lz4 data and raw meta", blk[0], blk[1])
+	}
+}
+
+func TestTimeScale(t *testing.T) {
+	for _, c := range []struct {
+		times []int64
+		want  int
+	}{
+		{nil, 0},
+		{[]int64{123}, 0},
+		{[]int64{5, 5, 5}, maxTimeScale},
+		{[]int64{0, 1e6, 3e6, -2e6}, 6},
+		{[]int64{1, 1e9 + 1, 1}, 9},
+		{[]int64{0, 1e9, 1e9 + 10}, 1},
+		{[]int64{0, 7}, 0},
+		{[]int64{math.MinInt64, math.MaxInt64}, 0},
+		{[]int64{-1e18, 1e18}, 18},
+	} {
+		if got := timeScale(c.times); got != c.want {
+			t.Errorf("timeScale(%v) = %d, want %d", c.times, got, c.want)
+		}
 	}
 }

@@ -47,10 +47,39 @@ const (
 // than MaxBlockSize entries. A reader rejects more.
 const maxBlockEntries = MaxBlockSize
 
-// maxMetaPerEntry bounds the meta section: a length (<= 5 bytes as uvarint
-// of a uint32), a time delta (<= 10) and at worst one run of its own
-// (stream <= 5, length <= 5).
-const maxMetaPerEntry = 25
+// maxMetaPerEntry bounds the meta section: per entry a length (<= 5 bytes
+// as the uvarint of a uint32), a time delta (<= 10) and a stream index
+// (<= 5), plus the time scale byte once.
+const maxMetaPerEntry = 20
+
+// maxTimeScale is the largest time scale exponent: 10^18 < 2^63.
+const maxTimeScale = 18
+
+// pow10[k] is 10^k for the time scales.
+var pow10 = func() (p [maxTimeScale + 1]int64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// timeScale returns the largest k <= maxTimeScale such that 10^k divides
+// every difference between consecutive times (as wrapping int64
+// differences). A block of one entry has scale 0.
+func timeScale(times []int64) int {
+	if len(times) < 2 {
+		return 0
+	}
+	k := maxTimeScale
+	for i := 1; i < len(times) && k > 0; i++ {
+		d := int64(uint64(times[i]) - uint64(times[i-1]))
+		for k > 0 && d%pow10[k] != 0 {
+			k--
+		}
+	}
+	return k
+}
 
 // Options tune a Writer. The zero value selects the measured defaults.
 type Options struct {
@@ -202,31 +231,36 @@ func (w *Writer) flushBlock() {
 	if n == 0 || w.err != nil {
 		return
 	}
+	// Block stream list (the index's) first: the meta section refers to it.
+	st := append(w.sorted[:0], w.streams...)
+	slices.Sort(st)
+	st = slices.Compact(st)
+	w.sorted = st
+
 	// Meta section.
 	m := w.metaBuf[:0]
 	for _, l := range w.lens {
 		m = binary.AppendUvarint(m, uint64(l))
 	}
 	minT, maxT := w.times[0], w.times[0]
-	prev := int64(0)
-	for i, t := range w.times {
-		if i == 0 {
-			m = binary.AppendVarint(m, t)
-		} else {
-			m = binary.AppendVarint(m, int64(uint64(t)-uint64(prev)))
-		}
-		prev = t
+	for _, t := range w.times {
 		minT = min(minT, t)
 		maxT = max(maxT, t)
 	}
-	for i := 0; i < n; {
-		j := i + 1
-		for j < n && w.streams[j] == w.streams[i] {
-			j++
+	// Log times are often whole milliseconds or seconds: dividing the
+	// deltas by the largest power of ten that divides them all shrinks
+	// them from 5 varint bytes to 2 for millisecond logs.
+	scale := timeScale(w.times)
+	m = append(m, byte(scale))
+	m = binary.AppendVarint(m, w.times[0])
+	for i := 1; i < n; i++ {
+		m = binary.AppendVarint(m, int64(uint64(w.times[i])-uint64(w.times[i-1]))/pow10[scale])
+	}
+	if len(st) > 1 {
+		for _, s := range w.streams {
+			k, _ := slices.BinarySearch(st, s)
+			m = binary.AppendUvarint(m, uint64(k))
 		}
-		m = binary.AppendUvarint(m, uint64(w.streams[i]))
-		m = binary.AppendUvarint(m, uint64(j-i))
-		i = j
 	}
 	w.metaBuf = m
 
@@ -280,10 +314,6 @@ func (w *Writer) flushBlock() {
 	length := w.off - start
 
 	// Index entry.
-	st := append(w.sorted[:0], w.streams...)
-	slices.Sort(st)
-	st = slices.Compact(st)
-	w.sorted = st
 	x := w.index
 	x = binary.AppendUvarint(x, uint64(length))
 	x = binary.AppendVarint(x, minT)

@@ -81,8 +81,9 @@ func main() {
 	var rawSize int64
 	var entries []segment.Entry
 	if *gen > 0 {
-		// Entries as ingest would store them: the generator's own times
-		// and streams, one entry per line.
+		// Entries as ingest would store them: one per line, the
+		// generator's streams, and its times at the millisecond precision
+		// of the timestamps printed in the lines (which ingest parses).
 		g := logtest.NewGenerator(logtest.Config{Lines: *gen, Seed: 1})
 		var buf []byte
 		for range *gen {
@@ -91,7 +92,7 @@ func main() {
 			var ts time.Time
 			buf, stream, ts = g.Next(buf)
 			rawSize += int64(len(buf)-start) + 1
-			entries = append(entries, segment.Entry{Time: ts.UnixNano(), Stream: uint32(stream), Line: buf[start:len(buf):len(buf)]})
+			entries = append(entries, segment.Entry{Time: ts.Truncate(time.Millisecond).UnixNano(), Stream: uint32(stream), Line: buf[start:len(buf):len(buf)]})
 		}
 	}
 	for _, f := range flag.Args() {
