@@ -253,8 +253,15 @@ func scanBlock(b *segment.Block, s *needle.Searcher, q *Query, timeOK bool, stre
 			break
 		}
 		// The entry holding byte i: the first k with offs[k+1] > i.
-		// Empty entries hold no byte and are passed over.
-		k += sort.Search(n-k, func(j int) bool { return int(offs[k+j+1]) > i })
+		// Empty entries hold no byte and are passed over. Frequent
+		// needles hit the next few entries: step there linearly, and
+		// binary-search only a long jump.
+		for step := 0; step < 8 && int(offs[k+1]) <= i; step++ {
+			k++
+		}
+		if int(offs[k+1]) <= i {
+			k += sort.Search(n-k, func(j int) bool { return int(offs[k+j+1]) > i })
+		}
 		end := int(offs[k+1])
 		if i+m <= end && keep(k) {
 			hits = append(hits, int32(k))
