@@ -17,16 +17,21 @@
 // position they reach). Append writes a batch as one WAL record (length,
 // CRC-32C, payload; see wal.go), adds its entries to the head, and fsyncs
 // the WAL when FsyncInterval has passed or FsyncBytes are unsynced. When
-// the head reaches HeadBytes, Flush:
+// the head reaches HeadBytes it is flushed on a background goroutine while
+// a new head fills (one flush at a time; Flush and Close flush in the
+// foreground):
 //
-//  1. closes the current WAL file and starts the next one, so the head is
+//  1. close the current WAL file and start the next one, so the head is
 //     exactly the WAL files below the new one;
-//  2. writes the head as a segment (temp file, fsync, rename, directory
+//  2. write the head as a segment (temp file, fsync, rename, directory
 //     fsync, all inside segment.Writer.Commit);
-//  3. replaces MANIFEST (MANIFEST.tmp, fsync, rename, directory fsync) with
+//  3. replace MANIFEST (MANIFEST.tmp, fsync, rename, directory fsync) with
 //     one that lists the segment, the stream table, every source's
-//     progress, and WALStart = the new WAL file's number;
-//  4. deletes the WAL files below WALStart.
+//     progress as of step 1, and WALStart = the new WAL file's number;
+//  4. delete the WAL files below WALStart.
+//
+// If a flush fails the store refuses further work (a later flush would
+// cover WAL files whose entries are in no segment); the next Open recovers.
 //
 // A crash between any two steps leaves a directory that Open repairs: an
 // unlisted segment is deleted (its entries are still in the WAL), WAL files
@@ -60,9 +65,10 @@
 //
 // # Memory
 //
-// A writer holds at most HeadBytes of head (raw bytes plus 16 bytes per
-// entry, 64 MiB by default), one WAL record buffer (the size of a batch),
-// and what segment.Writer needs for one block while flushing. Recovery
+// A writer holds at most two heads of HeadBytes (raw bytes plus 16 bytes
+// per entry, 32 MiB by default): the one filling and the one being flushed.
+// Add one batch and its WAL record buffer (about 1 MiB each) and what
+// segment.Writer needs for one block while flushing. Recovery
 // replays one WAL file at a time into the head; the WAL below WALStart is
 // never more than about HeadBytes plus one batch.
 package store

@@ -30,7 +30,7 @@ const (
 const (
 	DefaultFsyncInterval = time.Second
 	DefaultFsyncBytes    = 32 << 20
-	DefaultHeadBytes     = 64 << 20
+	DefaultHeadBytes     = 32 << 20
 )
 
 // Options tune a writable Store. The zero value gives the defaults.
@@ -43,8 +43,9 @@ type Options struct {
 	// 0 means DefaultFsyncBytes.
 	FsyncBytes int64
 	// HeadBytes is the head size (raw bytes plus 16 bytes an entry) at
-	// which Append flushes the head into a segment. 0 means
-	// DefaultHeadBytes.
+	// which Append hands the head to a background flush into a segment.
+	// While it runs a new head fills, so the heads take at most twice
+	// HeadBytes. 0 means DefaultHeadBytes.
 	HeadBytes int64
 	// Segment is passed to segment.Create.
 	Segment segment.Options
@@ -65,7 +66,9 @@ type Store struct {
 
 	head     head
 	wal      walWriter
-	walDirty bool // the WAL holds records not covered by the manifest
+	walDirty bool      // the current WAL file holds records
+	job      *flushJob // the flush in flight, if any
+	err      error     // sticky failure of a flush
 	lastSync time.Time
 	closed   bool
 }
@@ -312,12 +315,18 @@ func (s *Store) Source(key string) (Source, bool) {
 
 // Append writes b (entries and source progress) to the WAL as one record
 // and adds its entries to the head; the batch is durable after the next
-// sync. Stream definitions made with Stream since the last Append are added
+// sync. An error from a background flush is returned by the next Append
+// or Close, possibly after that call's batch reached the WAL; either way
+// the directory holds a prefix of what was appended, and the next Open
+// recovers it. Stream definitions made with Stream since the last Append are added
 // to the record. When the head reaches Options.HeadBytes it is flushed.
 // b's slices are not retained.
 func (s *Store) Append(b *Batch) error {
 	if s.closed {
 		return errors.New("store is closed")
+	}
+	if s.err != nil {
+		return s.err
 	}
 	if len(b.Entries) == 0 && len(b.Sources) == 0 && len(s.pending) == 0 {
 		return nil
@@ -343,7 +352,18 @@ func (s *Store) Append(b *Batch) error {
 		}
 	}
 	if s.head.bytes >= s.opt.HeadBytes {
-		return s.Flush()
+		// Flush in the background: the head's segment is compressed on
+		// another core while Append fills the next head. One flush at a
+		// time, so the head's memory is at most twice HeadBytes.
+		if err := s.wait(); err != nil {
+			return err
+		}
+		j, err := s.rotate()
+		if err != nil {
+			return s.fail(err)
+		}
+		s.job = j
+		go j.run(s.dir, s.opt.Segment)
 	}
 	return nil
 }
@@ -359,71 +379,146 @@ func (s *Store) HeadBytes() int64 { return s.head.bytes }
 
 // Flush writes the head into a new segment, swaps the manifest to include
 // it (with the stream table and source progress) and deletes the WAL files
-// it covers. The order makes every crash safe: the segment is complete
-// (fsynced, renamed, directory fsynced) before the manifest names it, and
-// the WAL is deleted only after the manifest no longer needs it.
+// it covers; it first waits for a background flush Append started. The
+// order makes every crash safe: the segment is complete (fsynced, renamed,
+// directory fsynced) before the manifest names it, and the WAL is deleted
+// only after the manifest no longer needs it.
 func (s *Store) Flush() error {
+	if err := s.wait(); err != nil {
+		return err
+	}
 	if !s.walDirty && s.head.entries == 0 {
 		return nil
 	}
-	// Rotate first, so that the head is exactly the WAL files below the
-	// new one.
+	j, err := s.rotate()
+	if err != nil {
+		return s.fail(err)
+	}
+	s.job = j
+	j.run(s.dir, s.opt.Segment)
+	return s.wait()
+}
+
+// flushJob is one flush: the head as it was when the WAL was rotated,
+// written as a segment, then the manifest that covers it.
+type flushJob struct {
+	blocks   []*headBlock
+	entries  int64
+	base     *Manifest // the manifest to extend; not modified
+	walStart uint64    // the WAL file started at the rotation
+	streams  []StreamDef
+	sources  []Source
+	done     chan struct{}
+	man      *Manifest // the manifest written, when err is nil
+	err      error
+}
+
+// rotate closes the current WAL file and starts the next, so that the
+// head is exactly the WAL files below the new one, and hands the head to
+// a flush job with the stream table and source progress of that moment.
+func (s *Store) rotate() (*flushJob, error) {
 	if err := s.wal.sync(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.wal.f.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	oldSeq := s.wal.seq
-	if err := s.startWAL(oldSeq + 1); err != nil {
-		return err
+	if err := s.startWAL(s.wal.seq + 1); err != nil {
+		return nil, err
 	}
-	m := *s.man
-	m.Segments = slices.Clone(s.man.Segments)
-	if s.head.entries > 0 {
-		sm, err := s.writeSegment(m.NextSeq)
+	j := &flushJob{
+		blocks:   s.head.blocks,
+		entries:  s.head.entries,
+		base:     s.man,
+		walStart: s.wal.seq,
+		streams:  slices.Clone(s.streamDef),
+		done:     make(chan struct{}),
+	}
+	for _, src := range s.sources {
+		j.sources = append(j.sources, src)
+	}
+	sort.Slice(j.sources, func(a, b int) bool { return j.sources[a].Key < j.sources[b].Key })
+	s.head.reset()
+	s.walDirty = false
+	return j, nil
+}
+
+// run writes the job's segment and manifest and deletes the covered WAL
+// files. It touches nothing of the Store, so it can run on its own
+// goroutine while Append fills the next head.
+func (j *flushJob) run(dir string, opt segment.Options) {
+	defer close(j.done)
+	m := *j.base
+	m.Segments = slices.Clone(j.base.Segments)
+	if j.entries > 0 {
+		sm, err := writeSegment(dir, opt, m.NextSeq, j.blocks)
 		if err != nil {
-			return err
+			j.err = err
+			return
 		}
 		m.Segments = append(m.Segments, sm)
 		m.NextSeq++
 	}
-	m.WALStart = s.wal.seq
-	m.Streams = slices.Clone(s.streamDef)
-	m.Sources = m.Sources[:0:0]
-	for _, src := range s.sources {
-		m.Sources = append(m.Sources, src)
+	m.WALStart, m.Streams, m.Sources = j.walStart, j.streams, j.sources
+	if err := writeManifest(dir, &m); err != nil {
+		j.err = err
+		return
 	}
-	sort.Slice(m.Sources, func(i, j int) bool { return m.Sources[i].Key < m.Sources[j].Key })
-	if err := writeManifest(s.dir, &m); err != nil {
-		return err
-	}
-	s.man = &m
-	s.head.reset()
-	s.walDirty = false
-	seqs, err := walSeqs(s.dir)
+	j.man = &m
+	seqs, err := walSeqs(dir)
 	if err != nil {
-		return err
+		j.err = err
+		return
 	}
 	for _, seq := range seqs {
 		if seq < m.WALStart {
-			if err := os.Remove(walPath(s.dir, seq)); err != nil {
-				return err
+			if err := os.Remove(walPath(dir, seq)); err != nil {
+				j.err = err
+				return
 			}
 		}
+	}
+}
+
+// wait waits for the flush in flight, if any, and takes its manifest.
+func (s *Store) wait() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.job == nil {
+		return nil
+	}
+	j := s.job
+	<-j.done
+	s.job = nil
+	if j.man != nil {
+		s.man = j.man
+	}
+	if j.err != nil {
+		return s.fail(j.err)
 	}
 	return nil
 }
 
-func (s *Store) writeSegment(seq uint64) (SegmentMeta, error) {
+// fail makes err sticky: after a failed flush the WAL below the current
+// file is not covered by a segment, so nothing more may be flushed past
+// it; the next Open recovers it from the WAL.
+func (s *Store) fail(err error) error {
+	if s.err == nil {
+		s.err = fmt.Errorf("store: flush failed, the data directory needs a reopen: %w", err)
+	}
+	return s.err
+}
+
+func writeSegment(dir string, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	path := filepath.Join(s.dir, segDir, name)
-	w, err := segment.Create(path, s.opt.Segment)
+	path := filepath.Join(dir, segDir, name)
+	w, err := segment.Create(path, opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}
-	sm := SegmentMeta{Name: name, MinTime: s.head.blocks[0].meta.MinTime, MaxTime: s.head.blocks[0].meta.MaxTime}
-	for _, hb := range s.head.blocks {
+	sm := SegmentMeta{Name: name, MinTime: blocks[0].meta.MinTime, MaxTime: blocks[0].meta.MaxTime}
+	for _, hb := range blocks {
 		b := &hb.b
 		for k := range b.Times {
 			e := segment.Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Data[b.Offsets[k]:b.Offsets[k+1]]}
@@ -437,14 +532,11 @@ func (s *Store) writeSegment(seq uint64) (SegmentMeta, error) {
 		sm.MinTime = min(sm.MinTime, hb.meta.MinTime)
 		sm.MaxTime = max(sm.MaxTime, hb.meta.MaxTime)
 	}
-	if _, err := w.Commit(); err != nil {
+	info, err := w.Commit()
+	if err != nil {
 		return SegmentMeta{}, fmt.Errorf("commit segment %s: %w", name, err)
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return SegmentMeta{}, err
-	}
-	sm.Size = fi.Size()
+	sm.Size = info.FileBytes
 	return sm, nil
 }
 

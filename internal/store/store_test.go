@@ -382,3 +382,51 @@ func FuzzManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestFlushFailureIsSticky: when a background flush fails, nothing more is
+// accepted (a later flush would cover WAL files whose entries are in no
+// segment), and the next Open recovers every appended entry from the WAL.
+func TestFlushFailureIsSticky(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, Options{HeadBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := st.Stream(`{a="b"}`)
+	r := rand.New(rand.NewPCG(11, 11))
+	var want []Entry
+	// Make segment creation fail: segments/ is a file now.
+	os.RemoveAll(filepath.Join(dir, segDir))
+	os.WriteFile(filepath.Join(dir, segDir), nil, 0o644)
+	var failed error
+	var maybe []Entry // the batch whose Append failed: it may be in the WAL
+	for range 20 {
+		es := genEntries(r, 20, id)
+		if err := st.Append(&Batch{Entries: es}); err != nil {
+			failed, maybe = err, es
+			break
+		}
+		want = append(want, es...)
+	}
+	if failed == nil {
+		t.Fatal("no error from a failing flush")
+	}
+	if err := st.Append(&Batch{Entries: genEntries(r, 1, id)}); err == nil {
+		t.Fatal("append accepted after a failed flush")
+	}
+	if err := st.Close(); err == nil {
+		t.Fatal("close succeeded after a failed flush")
+	}
+	os.Remove(filepath.Join(dir, segDir))
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := allEntries(t, dir)
+	if !equalEntries(got, want) && !equalEntries(got, append(want, maybe...)) {
+		t.Fatalf("after recovery %d entries, want %d (or %d)", len(got), len(want), len(want)+len(maybe))
+	}
+}
