@@ -108,7 +108,7 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	offs[0] = 0
 	for k := 1; k <= n; k++ {
 		var v uint64
-		if uint(p) < uint(len(mb)) && mb[p] < 0x80 { // uvarintAt, inlined by hand
+		if uint(p) < uint(len(mb)) && mb[p] < 0x80 { // one-byte fast path
 			v, p = uint64(mb[p]), p+1
 		} else {
 			v, p = uvarintSlow(mb, p)
@@ -188,16 +188,10 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	return nil
 }
 
-// uvarintAt decodes the uvarint at b[p:] and returns it with the position
-// after it. A bad or truncated varint, or p < 0 (an earlier error), gives
-// p = -1, which stays -1 through later calls.
-func uvarintAt(b []byte, p int) (uint64, int) {
-	if uint(p) < uint(len(b)) && b[p] < 0x80 {
-		return uint64(b[p]), p + 1
-	}
-	return uvarintSlow(b, p)
-}
-
+// uvarintSlow decodes the uvarint at b[p:] and returns it with the
+// position after it; the loops above test the one-byte case inline first.
+// A bad or truncated varint, or p < 0 (an earlier error), gives p = -1,
+// which stays -1 through later calls.
 func uvarintSlow(b []byte, p int) (uint64, int) {
 	if p < 0 || p >= len(b) {
 		return 0, -1

@@ -14,8 +14,9 @@ import (
 type Codec uint8
 
 const (
-	// CodecDefault in Options means "the default chosen by measurement"
-	// (DefaultCodec). It is never stored in a file.
+	// CodecDefault in Options means the default chosen by measurement:
+	// per block, LZ4 when it reaches AutoMinRatio, else zstd. It is never
+	// stored in a file.
 	CodecDefault Codec = 0
 
 	// CodecNone stores sections uncompressed.
@@ -110,16 +111,29 @@ var lz4Compressors = sync.Pool{New: func() any { return new(lz4.Compressor) }}
 
 // compressor compresses sections for one Writer.
 type compressor struct {
-	codec Codec
-	level int
+	codec Codec // CodecDefault: LZ4 where it reaches AutoMinRatio, else zstd
+	level int   // zstd level (also for CodecDefault), or LZ4 HC depth
 	hc    *lz4.CompressorHC
 }
+
+// AutoMinRatio is the compression ratio LZ4 must reach on a block's data
+// for the default codec to store the block with LZ4: LZ4 decodes 2-2.5x
+// faster than zstd, and a block that LZ4 shrinks this much meets the
+// storage target anyway. Other blocks get zstd, which shrinks log text
+// ~1.5x more. See docs/BENCHMARKS.md, "Compression (issue 4)".
+const AutoMinRatio = 4
+
+// autoTryLZ4 is the zstd ratio from which the default codec also tries
+// LZ4. On log text LZ4's ratio is 0.6-0.7 of zstd's (fastest level), so
+// below 5x LZ4 would miss AutoMinRatio and trying it would only slow
+// ingestion down.
+const autoTryLZ4 = 5
 
 func newCompressor(c Codec, level int) (*compressor, error) {
 	cp := &compressor{codec: c, level: level}
 	switch c {
 	case CodecNone:
-	case CodecZstd:
+	case CodecZstd, CodecDefault:
 		if level < 0 || level >= len(zstdEncoders) {
 			return nil, fmt.Errorf("zstd level %d out of range 0..%d", level, len(zstdEncoders)-1)
 		}
@@ -136,14 +150,54 @@ func newCompressor(c Codec, level int) (*compressor, error) {
 	return cp, nil
 }
 
-// compress appends src compressed to dst. It returns ok=false when the codec
-// cannot shrink src, in which case dst's extension is garbage and the caller
-// stores src uncompressed.
-func (cp *compressor) compress(dst, src []byte) ([]byte, bool, error) {
+// compressBlock appends a block's data section compressed to dst and
+// returns the codec used, choosing it for CodecDefault; CodecNone (and
+// dst unchanged) when compression does not shrink the data.
+func (cp *compressor) compressBlock(dst, data []byte) ([]byte, Codec, error) {
+	if cp.codec != CodecDefault {
+		return cp.compressAs(dst, data, cp.codec)
+	}
+	out, c, err := cp.compressAs(dst, data, CodecZstd)
+	if err != nil || c != CodecZstd || (len(out)-len(dst))*autoTryLZ4 > len(data) {
+		return out, c, err
+	}
+	// zstd output is out[len(dst):]; LZ4's goes after it.
+	both, ok, err := cp.compress(out, data, CodecLZ4)
+	if err != nil {
+		return dst, 0, err
+	}
+	n := len(both) - len(out)
+	if !ok || n*AutoMinRatio > len(data) {
+		return out, CodecZstd, nil
+	}
+	copy(both[len(dst):], both[len(out):])
+	return both[:len(dst)+n], CodecLZ4, nil
+}
+
+// compressAs appends src compressed with c to dst, or returns dst and
+// CodecNone when c does not shrink src.
+func (cp *compressor) compressAs(dst, src []byte, c Codec) ([]byte, Codec, error) {
+	if c == CodecNone {
+		return dst, CodecNone, nil
+	}
+	out, ok, err := cp.compress(dst, src, c)
+	if err != nil {
+		return dst, 0, err
+	}
+	if !ok {
+		return dst, CodecNone, nil
+	}
+	return out, c, nil
+}
+
+// compress appends src compressed with c (LZ4 or zstd) to dst. It returns
+// ok=false when the codec cannot shrink src, in which case dst's extension
+// is garbage and the caller stores src uncompressed.
+func (cp *compressor) compress(dst, src []byte, c Codec) ([]byte, bool, error) {
 	if len(src) == 0 {
 		return dst, true, nil
 	}
-	switch cp.codec {
+	switch c {
 	case CodecZstd:
 		out := zstdEncoders[cp.level]().EncodeAll(src, dst)
 		return out, len(out)-len(dst) < len(src), nil

@@ -59,6 +59,7 @@ var benchSettings = []struct {
 	{"lz4-hc9", CodecLZ4, 9},
 	{"zstd-fastest", CodecZstd, 1},
 	{"zstd-default", CodecZstd, 2},
+	{"default", CodecDefault, 0},
 }
 
 // BenchmarkReadBlock measures ReadBlock over every block of a segment of
@@ -112,7 +113,7 @@ func BenchmarkCodec(b *testing.B) {
 			raw += int64(len(e.Line))
 		}
 		blocks = append(blocks, cur)
-		for _, s := range benchSettings[1:] {
+		for _, s := range benchSettings[1 : len(benchSettings)-1] {
 			var enc func(dst, src []byte) []byte
 			var dec func(dst, src []byte) ([]byte, error)
 			switch s.codec {
@@ -127,7 +128,7 @@ func BenchmarkCodec(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				enc = func(dst, src []byte) []byte { out, _, _ := cp.compress(dst[:0], src); return out }
+				enc = func(dst, src []byte) []byte { out, _, _ := cp.compress(dst[:0], src, CodecLZ4); return out }
 				dec = func(dst, src []byte) ([]byte, error) {
 					n, err := lz4.UncompressBlock(src, dst[:cap(dst)])
 					return dst[:n], err

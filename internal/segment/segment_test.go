@@ -474,3 +474,47 @@ func TestTimeScale(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultCodecChoice checks the default codec's per-block choice: LZ4
+// where it reaches AutoMinRatio, zstd where it does not but zstd shrinks
+// the data, none where nothing does.
+func TestDefaultCodecChoice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	hex := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "0123456789abcdef"[rng.IntN(16)]
+		}
+		return b
+	}
+	gen := map[string]func(i int) []byte{
+		"lz4": func(i int) []byte { return fmt.Appendf(nil, "INFO request served path=/api/v1/items status=200 n=%d", i%10) },
+		// Random ids in fixed text: LZ4 gets the text but not the ids
+		// (< 4x); zstd also entropy-codes the ids' 4-bit alphabet.
+		"zstd": func(i int) []byte {
+			return fmt.Appendf(nil, "level=info msg=handled trace_id=%s span_id=%s", hex(32), hex(16))
+		},
+		"none": func(i int) []byte {
+			b := make([]byte, 80)
+			for j := range b {
+				b[j] = byte(rng.Uint32())
+			}
+			return b
+		},
+	}
+	for want, g := range gen {
+		var es []Entry
+		for i := range 3000 {
+			es = append(es, Entry{Time: int64(i) * 1e6, Line: g(i)})
+		}
+		path, _ := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: 16 << 10})
+		got, r := readAll(t, path)
+		equalEntries(t, got, es)
+		for i := range r.NumBlocks() {
+			m := r.BlockMeta(i)
+			if c := Codec(r.data[m.offset]); c.String() != want {
+				t.Errorf("%s data: block %d stored with %v", want, i, c)
+			}
+		}
+	}
+}

@@ -28,13 +28,6 @@ const (
 	// prune more and keep a scan's buffers small.
 	DefaultBlockSize = 256 << 10
 
-	// DefaultCodec is the codec used when Options.Codec is CodecDefault.
-	// Measured (docs/BENCHMARKS.md, "Compression (issue 4)"): LZ4 decodes
-	// ~2.3x faster but stores only 2.0x less than the raw text on generated
-	// logs, against zstd's 3.0x (11.9x vs 6.9x on Loghub); only zstd comes
-	// near the 4x storage target, so zstd it is.
-	DefaultCodec = CodecZstd
-
 	// MaxBlockSize is the largest Options.BlockSize accepted.
 	MaxBlockSize = 16 << 20
 
@@ -94,7 +87,10 @@ type Options struct {
 	// DefaultBlockSize. An entry longer than BlockSize gets a block of its own.
 	BlockSize int
 
-	// Codec compresses the blocks; CodecDefault (0) means DefaultCodec.
+	// Codec compresses the blocks. CodecDefault (0), chosen by
+	// measurement, stores each block with LZ4 when LZ4 shrinks its data at
+	// least AutoMinRatio times (fast to decode), and with zstd otherwise
+	// (LZ4 would miss the storage target); see AutoMinRatio.
 	Codec Codec
 
 	// Level is the codec's effort; it changes speed and size, never the
@@ -159,11 +155,7 @@ func Create(finalPath string, opts Options) (*Writer, error) {
 	if bs < 1 || bs > MaxBlockSize {
 		return nil, fmt.Errorf("segment: block size %d out of range 1..%d", opts.BlockSize, MaxBlockSize)
 	}
-	codec := opts.Codec
-	if codec == CodecDefault {
-		codec = DefaultCodec
-	}
-	comp, err := newCompressor(codec, opts.Level)
+	comp, err := newCompressor(opts.Codec, opts.Level)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
@@ -272,32 +264,33 @@ func (w *Writer) flushBlock() {
 
 	// Compress each section on its own and store it raw when the codec
 	// does not shrink it: a meta section of random nanosecond deltas may
-	// not shrink while the data shrinks several times.
-	dataCodec, metaCodec := w.comp.codec, w.comp.codec
+	// not shrink while the data shrinks several times. The meta section
+	// follows the data section's codec.
+	out, dataCodec, err := w.comp.compressBlock(w.blk[:0], w.data)
+	if err != nil {
+		w.err = fmt.Errorf("segment: %w", err)
+		return
+	}
+	split := len(out)
+	metaCodec := dataCodec
+	if dataCodec == CodecNone {
+		metaCodec = w.comp.codec
+		if metaCodec == CodecDefault {
+			metaCodec = CodecZstd
+		}
+	}
+	out, metaCodec, err = w.comp.compressAs(out, m, metaCodec)
+	if err != nil {
+		w.err = fmt.Errorf("segment: %w", err)
+		return
+	}
+	w.blk = out
 	dataC, metaC := w.data, m
-	if w.comp.codec != CodecNone {
-		out, ok1, err := w.comp.compress(w.blk[:0], w.data)
-		if err != nil {
-			w.err = fmt.Errorf("segment: %w", err)
-			return
-		}
-		split := len(out)
-		out, ok2, err := w.comp.compress(out, m)
-		if err != nil {
-			w.err = fmt.Errorf("segment: %w", err)
-			return
-		}
-		w.blk = out
-		if ok1 {
-			dataC = out[:split]
-		} else {
-			dataCodec = CodecNone
-		}
-		if ok2 {
-			metaC = out[split:]
-		} else {
-			metaCodec = CodecNone
-		}
+	if dataCodec != CodecNone {
+		dataC = out[:split]
+	}
+	if metaCodec != CodecNone {
+		metaC = out[split:]
 	}
 
 	var hdr [2 + 5*binary.MaxVarintLen64]byte

@@ -1,5 +1,6 @@
-// Command measure compares the segment codecs on real log files, to choose
-// segment.DefaultCodec and segment.DefaultBlockSize (issue 4).
+// Command measure compares the segment codecs on log files, to choose the
+// default codec (segment.CodecDefault) and segment.DefaultBlockSize
+// (issue 4).
 //
 // For each codec setting and block size it writes the input as a segment
 // and reports:
@@ -58,13 +59,14 @@ var settings = []setting{
 	{"zstd-fastest", segment.CodecZstd, 1},
 	{"zstd-default", segment.CodecZstd, 2},
 	{"zstd-better", segment.CodecZstd, 3},
+	{"default", segment.CodecDefault, 0},
 }
 
 func main() {
 	name := flag.String("name", "", "corpus name for the table (default: first file's name)")
 	sizes := flag.String("sizes", "64,256,1024", "block sizes in KiB, comma-separated")
 	minDur := flag.Duration("min", 300*time.Millisecond, "minimum time per measurement round")
-	only := flag.String("codecs", "", "comma-separated subset of: none,lz4,lz4-hc9,zstd-fastest,zstd-default,zstd-better")
+	only := flag.String("codecs", "", "comma-separated subset of: none,lz4,lz4-hc9,zstd-fastest,zstd-default,zstd-better,default")
 	header := flag.Bool("header", true, "print the table header")
 	gen := flag.Int64("gen", 0, "also use N lines from internal/logtest (seed 1; as `hay gen --lines N --seed 1`)")
 	flag.Parse()
@@ -123,8 +125,16 @@ func main() {
 				continue
 			}
 			r := measure(dir, entries, s, k<<10, *minDur)
-			fmt.Printf("| %s | %s | %d KiB | %.2f | %.0f | %.2f | %.2f |\n",
-				*name, s.name, k, float64(rawSize)/float64(r.fileBytes), r.compMBs, r.decGBs, r.readGBs)
+			comp, dec := fmt.Sprintf("%.0f", r.compMBs), fmt.Sprintf("%.2f", r.decGBs)
+			if s.codec == segment.CodecNone {
+				comp, dec = "—", "—"
+			}
+			if s.codec == segment.CodecDefault {
+				comp += " (writer)"
+				dec = "—"
+			}
+			fmt.Printf("| %s | %s | %d KiB | %.2f | %s | %s | %.2f |\n",
+				*name, s.name, k, float64(rawSize)/float64(r.fileBytes), comp, dec, r.readGBs)
 		}
 	}
 }
@@ -193,6 +203,24 @@ func measure(dir string, entries []segment.Entry, s setting, blockSize int, minD
 		}
 	}) / 1e9
 	if s.codec == segment.CodecNone {
+		return res
+	}
+	if s.codec == segment.CodecDefault {
+		// LZ4 or zstd per block: time the whole writer instead of a codec.
+		res.compMBs = rate(raw, minDur, func() {
+			w, err := segment.Create(filepath.Join(dir, "seg2"), segment.Options{Codec: s.codec, Level: s.level, BlockSize: blockSize})
+			if err != nil {
+				log.Fatal(err)
+			}
+			for _, e := range entries {
+				if err := w.Add(e); err != nil {
+					log.Fatal(err)
+				}
+			}
+			if _, err := w.Commit(); err != nil {
+				log.Fatal(err)
+			}
+		}) / 1e6
 		return res
 	}
 
