@@ -488,7 +488,9 @@ func TestDefaultCodecChoice(t *testing.T) {
 		return b
 	}
 	gen := map[string]func(i int) []byte{
-		"lz4": func(i int) []byte { return fmt.Appendf(nil, "INFO request served path=/api/v1/items status=200 n=%d", i%10) },
+		"lz4": func(i int) []byte {
+			return fmt.Appendf(nil, "INFO request served path=/api/v1/items status=200 n=%d", i%10)
+		},
 		// Random ids in fixed text: LZ4 gets the text but not the ids
 		// (< 4x); zstd also entropy-codes the ids' 4-bit alphabet.
 		"zstd": func(i int) []byte {
