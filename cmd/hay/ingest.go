@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -96,15 +99,27 @@ func runIngest(args []string) error {
 	before := st.Stats()
 	pr := newIngestProgress(os.Stderr)
 	start := time.Now()
+	// The first Ctrl-C stops reading at a batch boundary and flushes what
+	// was read, so the store is complete up to there and a re-run resumes;
+	// a second one kills at once (safe too, see docs/STORE.md).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	var ierr error
 	for _, f := range files {
-		if ierr = ingestOne(st, f, labels, format, pr); ierr != nil {
+		if ierr = ingestOne(ctx, st, f, labels, format, pr, *fsyncInterval); ierr != nil {
 			break
 		}
 	}
 	pr.stop()
 	if err := st.Close(); ierr == nil {
 		ierr = err
+	}
+	if errors.Is(ierr, context.Canceled) {
+		ierr = errors.New("interrupted; everything read so far is stored (running the same command again resumes files)")
 	}
 	if ierr != nil {
 		return ierr
@@ -124,7 +139,12 @@ func runIngest(args []string) error {
 
 // ingestOne stores one input. For a regular file it resumes after the
 // prefix a previous run stored (see package store, "Re-running ingest").
-func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest.Format, pr *ingestProgress) error {
+//
+// An input that can block (stdin, a pipe, a terminal) is read through an
+// idleReader, so that lines that arrived are stored when the input goes
+// quiet, rather than when a 1 MiB batch fills, and an interrupt is seen
+// even while a read is blocked.
+func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.Labels, format ingest.Format, pr *ingestProgress, syncEvery time.Duration) error {
 	var r io.Reader
 	var key string
 	var start int64
@@ -174,6 +194,11 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 	stream := st.Stream(labels.String())
 	pr.startFile(path, size, start)
 
+	var idle *idleReader
+	if size < 0 {
+		idle = newIdleReader(ctx, r, syncEvery, st.Sync)
+		r = idle
+	}
 	lr := ingest.NewLineReader(r, maxLine)
 	p := ingest.NewParser(format, nil)
 	var (
@@ -211,11 +236,17 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 		arena, ends, entries = arena[:0], ends[:0], entries[:0]
 		return nil
 	}
+	if idle != nil {
+		idle.onIdle = flush
+	}
 	for {
 		line, err := lr.Next()
 		if err != nil && !errors.Is(err, ingest.ErrLineTooLong) {
 			if ferr := flush(); ferr != nil {
 				return ferr
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr // the read failed because of the interrupt
 			}
 			if err == io.EOF {
 				return nil
@@ -241,6 +272,9 @@ func ingestOne(st *store.Store, path string, labels ingest.Labels, format ingest
 		entries = append(entries, store.Entry{Time: e.Time, Stream: stream})
 		if len(arena) >= batchBytes || len(entries) >= batchEntries {
 			if err := flush(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
@@ -350,4 +384,92 @@ func fmtBytes(n int64) string {
 		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+}
+
+// idleReader reads from a source that may block, on its own goroutine, in
+// chunks. When no chunk is ready it calls onIdle (which stores the lines
+// read so far) before waiting, then sync every syncEvery while the input
+// stays quiet; a cancelled context ends a blocked Read at once.
+type idleReader struct {
+	ctx       context.Context
+	ch        chan chunk
+	cur       []byte
+	err       error
+	onIdle    func() error
+	sync      func() error
+	syncEvery time.Duration
+}
+
+type chunk struct {
+	b   []byte
+	err error
+}
+
+func newIdleReader(ctx context.Context, src io.Reader, syncEvery time.Duration, sync func() error) *idleReader {
+	r := &idleReader{ctx: ctx, ch: make(chan chunk, 4), sync: sync, syncEvery: syncEvery}
+	go func() {
+		// This goroutine may stay blocked in Read after an interrupt;
+		// the process is about to exit then.
+		for {
+			b := make([]byte, 64<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				select {
+				case r.ch <- chunk{b: b[:n]}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				select {
+				case r.ch <- chunk{err: err}:
+				case <-ctx.Done():
+				}
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		var c chunk
+		select {
+		case c = <-r.ch:
+		default:
+			if r.onIdle != nil {
+				if err := r.onIdle(); err != nil {
+					return 0, err
+				}
+			}
+			var tick <-chan time.Time
+			if r.syncEvery > 0 {
+				t := time.NewTimer(r.syncEvery)
+				defer t.Stop()
+				tick = t.C
+			}
+		wait:
+			for {
+				select {
+				case c = <-r.ch:
+					break wait
+				case <-tick:
+					tick = nil
+					if err := r.sync(); err != nil {
+						return 0, err
+					}
+				case <-r.ctx.Done():
+					return 0, r.ctx.Err()
+				}
+			}
+		}
+		r.cur, r.err = c.b, c.err
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
 }

@@ -188,3 +188,50 @@ func TestIngestResumeGrowingFile(t *testing.T) {
 		t.Fatalf("--since 1h: %q", got)
 	}
 }
+
+// TestIngestStdinIdle: lines piped to a running ingest are stored (and
+// searchable) as soon as the input goes quiet, not when a batch fills;
+// SIGINT while it waits for input ends it cleanly with everything stored.
+func TestIngestStdinIdle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd := hayCommand("ingest", "--data", dir, "--stream", "app=pipe")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFor := func(want string) {
+		t.Helper()
+		var got []byte
+		for range 100 {
+			if _, err := os.Stat(filepath.Join(dir, "wal")); err == nil {
+				got, _ = hayInProcess(t, "search", "--data", dir, "")
+				if string(got) == want {
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("store holds %q, want %q", got, want)
+	}
+	in.Write([]byte("first\nsecond\n"))
+	waitFor("first\nsecond\n")
+	in.Write([]byte("third\n"))
+	waitFor("first\nsecond\nthird\n")
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !bytes.Contains(stderr.Bytes(), []byte("interrupted")) {
+		t.Fatalf("after SIGINT: %v, stderr %q", err, stderr.Bytes())
+	}
+	if got, _ := hayInProcess(t, "search", "--data", dir, ""); string(got) != "first\nsecond\nthird\n" {
+		t.Fatalf("after SIGINT the store holds %q", got)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg")); len(segs) != 1 {
+		t.Fatalf("the head was not flushed on SIGINT: segments %v", segs)
+	}
+}
