@@ -19,10 +19,17 @@ func hayInProcess(t *testing.T, args ...string) ([]byte, int) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	old := os.Stdout
-	os.Stdout = f
+	// Stderr (summaries, warnings) is not checked here; keep it out of
+	// the test log.
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	oldOut, oldErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = f, devnull
 	code := runMain(args)
-	os.Stdout = old
+	os.Stdout, os.Stderr = oldOut, oldErr
 	out, err := os.ReadFile(f.Name())
 	if err != nil {
 		t.Fatal(err)
