@@ -520,3 +520,40 @@ func TestDefaultCodecChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentReadBlock reads one segment from several goroutines at
+// once (run with -race): ReadBlock shares the mapping and the zstd decoder.
+func TestConcurrentReadBlock(t *testing.T) {
+	entries := corpora()["logs"]
+	path, _ := writeSegment(t, t.TempDir(), "s", entries, Options{BlockSize: 8 << 10})
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			b := GetBlock()
+			defer PutBlock(b)
+			k := 0
+			for i := range r.NumBlocks() {
+				if err := r.ReadBlock((i+g)%r.NumBlocks(), b); err != nil {
+					errs <- err
+					return
+				}
+				k += b.Len()
+			}
+			if k != len(entries) {
+				errs <- fmt.Errorf("goroutine %d read %d entries, want %d", g, k, len(entries))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
