@@ -181,7 +181,7 @@ func (s *Store) recover() error {
 				// Torn tail (or a file whose magic never made it to
 				// disk): the valid prefix ends here.
 				torn = true
-				if err := os.Truncate(path, r.Valid); err != nil {
+				if err := truncateSync(path, r.Valid); err != nil {
 					return err
 				}
 				break
@@ -222,6 +222,20 @@ func (s *Store) apply(b *Batch) error {
 		s.sources[src.Key] = src
 	}
 	return nil
+}
+
+// truncateSync cuts a file to size durably: a cut that a power loss
+// could undo would bring the torn record back in front of newer ones.
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 func (s *Store) defineStream(d StreamDef) {
