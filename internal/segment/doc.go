@@ -17,9 +17,10 @@
 // flipped bit is reported as a *CorruptError naming the file and, when the
 // damage is inside a block, the block. Damage never panics and never yields
 // wrong rows. All lengths are checked against the mapped size before
-// slicing, and a block's decoded size comes from the checksummed index and
-// is enforced while decompressing, so a corrupt length cannot make the
-// reader allocate more than MaxBlockRawBytes.
+// slicing, and a block's decoded sizes come from the checksummed index and
+// block header and are enforced while decompressing, so a corrupt length
+// cannot make the reader allocate more than MaxBlockRawBytes of data plus
+// per-entry arrays for at most MaxBlockSize entries.
 //
 // # File format, version 1
 //

@@ -168,7 +168,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 			return nil, bad("block %d: %d entries out of range", i, entries)
 		case raw > MaxBlockRawBytes:
 			return nil, bad("block %d: raw size %d exceeds the limit", i, raw)
-		case ns == 0 || ns > entries:
+		case ns == 0 || ns > entries || ns > uint64(len(d.b)):
 			return nil, bad("block %d: %d streams for %d entries", i, ns, entries)
 		}
 		m.Entries, m.RawBytes = int(entries), int(raw)

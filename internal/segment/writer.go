@@ -28,8 +28,10 @@ const (
 	// prune more and keep a scan's buffers small.
 	DefaultBlockSize = 256 << 10
 
-	// MaxBlockSize is the largest Options.BlockSize accepted.
-	MaxBlockSize = 16 << 20
+	// MaxBlockSize is the largest Options.BlockSize accepted. It also
+	// bounds what a reader allocates for a block's entries (at most
+	// MaxBlockSize of them; see maxBlockEntries).
+	MaxBlockSize = 4 << 20
 
 	// MaxEntryBytes is the longest Entry.Line that Add accepts. Callers
 	// that may see longer lines must split or truncate them.
