@@ -110,6 +110,8 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		var v uint64
 		if uint(p) < uint(len(mb)) && mb[p] < 0x80 { // one-byte fast path
 			v, p = uint64(mb[p]), p+1
+		} else if uint(p) < uint(len(mb)-1) && mb[p+1] < 0x80 { // two bytes: lines of 128 B-16 KiB (p >= 0: not after an error)
+			v, p = uint64(mb[p]&0x7f)|uint64(mb[p+1])<<7, p+2
 		} else {
 			v, p = uvarintSlow(mb, p)
 		}
@@ -124,7 +126,7 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		return errors.New("meta section: bad or truncated entry length")
 	}
 	if sum != dataRaw {
-		return fmt.Errorf("meta section: entry lengths add up to %d or more, data is %d bytes", sum, dataRaw)
+		return fmt.Errorf("meta section: entry lengths do not add up to the data's %d bytes", dataRaw)
 	}
 
 	if uint(p) >= uint(len(mb)) || mb[p] > maxTimeScale {
@@ -182,6 +184,9 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		}
 	}
 	dst.Streams = streams
+	if p < 0 {
+		return errors.New("meta section: bad or truncated stream index")
+	}
 	if p != len(mb) {
 		return fmt.Errorf("meta section: %d trailing bytes", len(mb)-p)
 	}

@@ -372,6 +372,12 @@ func TestForgedStructure(t *testing.T) {
 			b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1)
 			b.meta[3] = 1
 		},
+		// An overflowing varint mid-lengths, then a well-formed byte: the
+		// decoder must not read on from a failed position.
+		"overflowing length varint": func(b *forged) {
+			bad := append([]byte{0}, bytes.Repeat([]byte{0xff}, 10)...)
+			b.meta = append(append(bad, 0x01), forgeMeta(nil, []int64{10, 5, 7}, 0, 0, 1)...)
+		},
 		"trailing meta":         func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1, 0) },
 		"meta truncated varint": func(b *forged) { b.meta = append(b.meta[:len(b.meta)-1], 0x80) },
 		"header entries":        func(b *forged) { b.entries = 2 },
@@ -395,11 +401,22 @@ func TestForgedStructure(t *testing.T) {
 	}
 	for name, mutate := range blockCases {
 		b := okBlock()
+		metaRaw := b.metaRaw
 		mutate(&b)
+		if b.metaRaw == metaRaw && b.metaCodec == CodecNone {
+			// Keep the sizes consistent so that the check under test, not
+			// the size check, is the one that fires.
+			b.metaRaw = uint64(len(b.meta))
+		}
 		if err := os.WriteFile(path, forge([]forged{okBlock(), b}), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		damageCheck(t, path, 1, name)
+		if testing.Verbose() {
+			r, _ := Open(path)
+			t.Logf("%s: %v", name, r.ReadBlock(1, new(Block)))
+			r.Close()
+		}
 	}
 
 	indexCases := map[string]func(b *forged){
