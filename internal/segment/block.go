@@ -19,7 +19,8 @@ type Block struct {
 	Times   []int64
 	Streams []uint32
 
-	meta []byte // decompressed meta section, reused
+	meta []byte   // decompressed meta section, reused
+	seen []uint64 // scratch bitmap of the streams seen, reused
 }
 
 // Len returns the number of entries.
@@ -167,6 +168,13 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 			streams[k] = m.Streams[0]
 		}
 	} else {
+		// Every listed stream must occur, or the index would send stream
+		// filters to blocks without their rows (harmless, but a lie).
+		words := (len(m.Streams) + 63) / 64
+		seen := slices.Grow(dst.seen[:0], words)[:words]
+		clear(seen)
+		dst.seen = seen
+		distinct := 0
 		for k := range streams {
 			var v uint64
 			if uint(p) < uint(len(mb)) && mb[p] < 0x80 {
@@ -181,6 +189,13 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 				return fmt.Errorf("meta section: stream index %d out of range (%d streams)", v, len(m.Streams))
 			}
 			streams[k] = m.Streams[v]
+			if w, bit := v/64, uint64(1)<<(v%64); seen[w]&bit == 0 {
+				seen[w] |= bit
+				distinct++
+			}
+		}
+		if p >= 0 && distinct != len(m.Streams) {
+			return fmt.Errorf("meta section: %d of the %d streams the index lists occur", distinct, len(m.Streams))
 		}
 	}
 	dst.Streams = streams

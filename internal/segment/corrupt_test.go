@@ -363,6 +363,7 @@ func TestForgedStructure(t *testing.T) {
 		"max time not attained": func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{9, 5, 7}, 0, 0, 1) },
 		"stream index too big":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 2, 1) },
 		"stream index huge":     func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 1<<40, 1) },
+		"listed stream absent":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 0) },
 		"stream index missing":  func(b *forged) { b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0) },
 		"time scale too big": func(b *forged) {
 			b.meta = forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1)

@@ -101,8 +101,8 @@
 //	                    Every time lies in the index's [minTime, maxTime],
 //	                    and both bounds occur.
 //	entries x uvarint   stream of each entry, as an index into the index's
-//	                    stream list for the block; absent when that list
-//	                    has one stream.
+//	                    stream list for the block (every listed stream
+//	                    occurs); absent when that list has one stream.
 //
 // # Versions
 //
