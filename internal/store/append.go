@@ -1,0 +1,317 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"haystack/internal/segment"
+)
+
+// LabeledEntry is an entry whose stream is named by its canonical labels
+// (ingest.Labels.String()), as an HTTP push delivers it.
+type LabeledEntry struct {
+	Labels string
+	Time   int64
+	Line   []byte
+}
+
+// WriterOptions tune a Writer.
+type WriterOptions struct {
+	Options
+	// OnCommit, if set, is called by the committer after each group
+	// commit's fsync succeeded, before the appenders are acknowledged,
+	// with every entry of the group (in commit order). The entries are
+	// valid only during the call. Live tail hangs off it.
+	OnCommit func([]LabeledEntry)
+	// OnSync, if set, is told how long each fsync took.
+	OnSync func(time.Duration)
+}
+
+// ErrWriterClosed is returned by Append after Close.
+var ErrWriterClosed = errors.New("store is closed")
+
+// maxGroupRecord splits one appender's entries into WAL records of at most
+// about this many bytes, well under maxRecord.
+const maxGroupRecord = 32 << 20
+
+// Writer is a Store shared by concurrent appenders, with group commit:
+// Append hands its entries to one committer goroutine, which takes every
+// batch that is waiting, writes each as WAL records, fsyncs once for all
+// of them and only then acknowledges them. A failed write or fsync fails
+// every batch of that group and the Writer for good (the store is marked
+// failed; nothing is retried, since after a failed fsync the kernel may
+// have dropped the dirty pages and a retry could report success for data
+// that is gone). The next Open recovers what the WAL holds.
+//
+// View gives searches the committed segments plus the in-memory head, so
+// pushed entries are searchable without reopening anything.
+type Writer struct {
+	opt  WriterOptions
+	reqs chan *appendReq // unbuffered: a send that succeeds is processed
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	cmu    sync.Mutex // held by a commit and by Flush: one WAL user at a time
+	mu     sync.Mutex // guards s's head, manifest and stream table, segs, failed
+	s      *Store
+	segs   map[string]*SegmentPart
+	failed error
+
+	syncFn func() error // the WAL fsync; tests replace it
+}
+
+type appendReq struct {
+	entries []LabeledEntry
+	done    chan error
+}
+
+// OpenWriter opens dir for concurrent appending (see Open for recovery).
+// Its Options.FsyncInterval is ignored: every group is fsynced before it
+// is acknowledged.
+func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
+	so := opt.Options
+	so.FsyncInterval = -1   // the committer syncs every group
+	so.FsyncBytes = 1 << 62 // never inside Store.Append
+	s, err := Open(dir, so)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		opt:  opt,
+		reqs: make(chan *appendReq),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+		s:    s,
+		segs: map[string]*SegmentPart{},
+	}
+	w.syncFn = s.Sync
+	go w.commitLoop()
+	return w, nil
+}
+
+// Append stores entries durably: it returns nil only once they are in the
+// WAL and the WAL is fsynced. An error means they may or may not be stored
+// (a crash-recovery prefix), and the Writer accepts nothing more. ctx
+// bounds only the wait for the committer to take the batch; once taken, it
+// is committed or failed as a whole with its group. entries are not
+// retained after Append returns.
+func (w *Writer) Append(ctx context.Context, entries []LabeledEntry) error {
+	if len(entries) == 0 {
+		return w.Err()
+	}
+	r := &appendReq{entries: entries, done: make(chan error, 1)}
+	select {
+	case w.reqs <- r:
+	case <-w.quit:
+		return ErrWriterClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-r.done
+}
+
+// Err is the Writer's sticky failure, if any.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+func (w *Writer) commitLoop() {
+	defer close(w.done)
+	var group []*appendReq
+	for {
+		select {
+		case r := <-w.reqs:
+			group = append(group[:0], r)
+		case <-w.quit:
+			return
+		}
+		// Take every batch that is already waiting: they share the fsync.
+	more:
+		for {
+			select {
+			case r := <-w.reqs:
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		err := w.commit(group)
+		for _, r := range group {
+			r.done <- err
+		}
+		clear(group)
+	}
+}
+
+func (w *Writer) commit(group []*appendReq) error {
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
+	w.mu.Lock()
+	err := w.failed
+	if err == nil {
+		for _, r := range group {
+			if err = w.appendLocked(r.entries); err != nil {
+				break
+			}
+		}
+	}
+	w.mu.Unlock()
+	if err == nil {
+		// Outside mu: searches need not wait for the disk. cmu keeps
+		// Flush off the WAL file meanwhile.
+		t := time.Now()
+		err = w.syncFn()
+		if w.opt.OnSync != nil {
+			w.opt.OnSync(time.Since(t))
+		}
+	}
+	if err != nil {
+		w.mu.Lock()
+		if w.failed == nil {
+			w.failed = fmt.Errorf("store failed, writes are refused until a restart: %w", err)
+			if w.s.err == nil {
+				w.s.err = w.failed // no flush may cover a WAL we could not sync
+			}
+		}
+		err = w.failed
+		w.mu.Unlock()
+		return err
+	}
+	if w.opt.OnCommit != nil {
+		var all []LabeledEntry
+		if len(group) == 1 {
+			all = group[0].entries
+		} else {
+			for _, r := range group {
+				all = append(all, r.entries...)
+			}
+		}
+		w.opt.OnCommit(all)
+	}
+	return nil
+}
+
+// appendLocked writes entries as WAL records of at most maxGroupRecord
+// bytes each and adds them to the head.
+func (w *Writer) appendLocked(entries []LabeledEntry) error {
+	var b Batch
+	size := 0
+	for i, e := range entries {
+		b.Entries = append(b.Entries, Entry{Time: e.Time, Stream: w.s.Stream(e.Labels), Line: e.Line})
+		size += len(e.Line) + 16
+		if size >= maxGroupRecord || i == len(entries)-1 {
+			if err := w.s.Append(&b); err != nil {
+				return err
+			}
+			b.Entries, size = b.Entries[:0], 0
+		}
+	}
+	return nil
+}
+
+// Flush writes the head into a segment (see Store.Flush).
+func (w *Writer) Flush() error {
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed != nil {
+		return w.failed
+	}
+	return w.s.Flush()
+}
+
+// Close stops accepting appends (Append returns ErrWriterClosed), lets the
+// committer finish the group in hand, flushes the head and releases the
+// directory.
+func (w *Writer) Close() error {
+	w.once.Do(func() { close(w.quit) })
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := w.s.Close()
+	for _, p := range w.segs {
+		p.r.Close()
+	}
+	w.segs = nil
+	return err
+}
+
+// View is a consistent read-only view of a Writer's store at one moment:
+// the committed segments, the head being flushed, if any, and the head.
+type View struct {
+	Parts   []Part
+	Streams []StreamDef // index = stream id
+}
+
+// Labels returns the canonical labels of stream id ("" if unknown).
+func (v *View) Labels(id uint32) string {
+	if int(id) < len(v.Streams) {
+		return v.Streams[id].Labels
+	}
+	return ""
+}
+
+// View returns the current view. Entries of a group being committed may
+// be visible a moment before the group's fsync completes.
+func (w *Writer) View() (*View, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.s
+	if w.segs == nil {
+		return nil, ErrWriterClosed
+	}
+	v := &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)]}
+	for _, sm := range s.man.Segments {
+		p, ok := w.segs[sm.Name]
+		if !ok {
+			name := filepath.Join(segDir, sm.Name)
+			r, err := segment.Open(filepath.Join(s.dir, name))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			p = &SegmentPart{name: name, r: r}
+			w.segs[sm.Name] = p
+		}
+		v.Parts = append(v.Parts, p)
+	}
+	if s.job != nil {
+		// Its blocks are no longer appended to: share them.
+		v.Parts = append(v.Parts, &HeadPart{blocks: s.job.blocks})
+	}
+	if len(s.head.blocks) > 0 {
+		// The last block still grows: copy the block headers, so the
+		// view sees a fixed prefix. Appends write beyond the copied
+		// lengths, and a full block's arrays are never written again.
+		blocks := make([]*headBlock, len(s.head.blocks))
+		for i, hb := range s.head.blocks {
+			c := *hb
+			c.meta.Streams = slices.Clone(hb.meta.Streams)
+			blocks[i] = &c
+		}
+		v.Parts = append(v.Parts, &HeadPart{blocks: blocks})
+	}
+	return v, nil
+}
+
+// WriterStats reports the committed segments and the head.
+type WriterStats struct {
+	Segments    int
+	HeadEntries int64
+	Streams     int
+}
+
+// Stats returns counts for metrics.
+func (w *Writer) Stats() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return WriterStats{Segments: len(w.s.man.Segments), HeadEntries: w.s.head.entries, Streams: len(w.s.streamDef)}
+}
