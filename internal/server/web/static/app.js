@@ -1,0 +1,863 @@
+// Haystack web UI. No framework and no build: this file is served as is.
+//
+// Safety rule for everything below: log data (lines, labels, error
+// messages, the query) reaches the DOM only through textContent,
+// createTextNode, attribute setters and .value, never through innerHTML.
+'use strict';
+(function () {
+  const PAGE = 500;         // rows per search request unless the URL says limit=
+  const TAIL_CAP = 1000;    // live tail keeps at most this many rows
+  const TRUNC = 1000;       // characters of a line shown before "expand"
+  const MAX_MARKS = 500;    // highlights per line, against pathological regexes
+  const FACET_VALUES = 20;  // values shown per label in the sidebar
+  const RANGES = { '15m': 'now-15m', '1h': 'now-1h', '24h': 'now-24h', '7d': 'now-7d' };
+  const DEFAULTS = { q: '', from: 'now-24h', to: 'now', fold: false, dir: 'backward', live: false, limit: PAGE };
+
+  const $ = (id) => document.getElementById(id);
+  const el = {
+    form: $('search'), q: $('q'), range: $('range'), custom: $('custom'), from: $('from'), to: $('to'),
+    fold: $('fold'), dir: $('dir'), live: $('live'), permalink: $('permalink'), facets: $('facet-list'),
+    hits: $('hits'), zoomout: $('zoomout'), hist: $('hist'), status: $('status'), rows: $('rows'),
+    more: $('more'), moreFoot: $('more-foot'),
+  };
+
+  // ---- URL state -------------------------------------------------------
+
+  function validTime(s) { return /^now(-\d+[smhdw])?$/.test(s) || /^\d{1,16}$/.test(s); }
+
+  function readURL() {
+    const p = new URLSearchParams(location.search);
+    const s = Object.assign({}, DEFAULTS);
+    s.q = p.get('q') || '';
+    const from = p.get('from'), to = p.get('to');
+    if (from && validTime(from)) s.from = from;
+    if (to && validTime(to)) s.to = to;
+    s.fold = p.get('case') === '1';
+    s.dir = p.get('dir') === 'forward' ? 'forward' : 'backward';
+    s.live = p.get('live') === '1';
+    const lim = parseInt(p.get('limit') || '', 10);
+    if (lim >= 1 && lim <= 5000) s.limit = lim;
+    return s;
+  }
+
+  function urlFor(s) {
+    const p = new URLSearchParams();
+    if (s.q) p.set('q', s.q);
+    if (s.from !== DEFAULTS.from) p.set('from', s.from);
+    if (s.to !== DEFAULTS.to) p.set('to', s.to);
+    if (s.fold) p.set('case', '1');
+    if (s.dir !== DEFAULTS.dir) p.set('dir', s.dir);
+    if (s.live) p.set('live', '1');
+    if (s.limit !== DEFAULTS.limit) p.set('limit', String(s.limit));
+    const qs = p.toString();
+    return qs ? '?' + qs : location.pathname;
+  }
+
+  const UNIT_MS = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 7 * 86400e3 };
+
+  // toMs resolves a URL time ("now", "now-1h", unix ms) against now.
+  function toMs(t, now) {
+    if (t === 'now') return now;
+    const m = /^now-(\d+)([smhdw])$/.exec(t);
+    if (m) return now - Number(m[1]) * UNIT_MS[m[2]];
+    return Number(t);
+  }
+
+  // ---- controls <-> state ---------------------------------------------
+
+  function showState(s) {
+    el.q.value = s.q;
+    el.fold.checked = s.fold;
+    el.dir.value = s.dir;
+    el.live.checked = s.live;
+    let preset = 'custom';
+    if (s.to === 'now') for (const k in RANGES) if (RANGES[k] === s.from) preset = k;
+    el.range.value = preset;
+    el.custom.hidden = preset !== 'custom';
+    if (preset === 'custom') {
+      const now = Date.now();
+      el.from.value = localInput(toMs(s.from, now));
+      el.to.value = localInput(toMs(s.to, now));
+    }
+    el.fold.disabled = isLogQL(s.q);
+    el.permalink.href = urlFor(s);
+  }
+
+  function stateFromControls() {
+    const s = Object.assign({}, state);
+    s.q = el.q.value;
+    s.fold = el.fold.checked;
+    s.dir = el.dir.value === 'forward' ? 'forward' : 'backward';
+    s.live = el.live.checked;
+    if (el.range.value in RANGES) {
+      s.from = RANGES[el.range.value];
+      s.to = 'now';
+    } else {
+      const f = Date.parse(el.from.value), t = Date.parse(el.to.value);
+      if (!isNaN(f)) s.from = String(f);
+      if (!isNaN(t)) s.to = String(t);
+    }
+    return s;
+  }
+
+  function pad(n, w) { return String(n).padStart(w || 2, '0'); }
+
+  function localInput(ms) {
+    const d = new Date(ms);
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + 'T' +
+      pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
+  }
+
+  function fmtTime(ms) {
+    const d = new Date(ms);
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+      pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + '.' + pad(d.getMilliseconds(), 3);
+  }
+
+  // ---- LogQL helpers ----------------------------------------------------
+
+  function isLogQL(q) { return q.trimStart().startsWith('{'); }
+
+  // readString reads a Go string literal ("..." or `...`) at s[i]:
+  // {value, end} or null when it is not one (or uses an escape we skip).
+  function readString(s, i) {
+    if (s[i] === '`') {
+      const j = s.indexOf('`', i + 1);
+      return j < 0 ? null : { value: s.slice(i + 1, j), end: j + 1 };
+    }
+    if (s[i] !== '"') return null;
+    let out = '';
+    for (let j = i + 1; j < s.length; j++) {
+      const c = s[j];
+      if (c === '"') return { value: out, end: j + 1 };
+      if (c === '\n') return null;
+      if (c !== '\\') { out += c; continue; }
+      const e = s[++j];
+      const simple = { n: '\n', t: '\t', r: '\r', a: '\x07', b: '\b', f: '\f', v: '\v', '\\': '\\', '"': '"', "'": "'" };
+      if (e in simple) { out += simple[e]; continue; }
+      const len = { x: 2, u: 4, U: 8 }[e];
+      if (!len) return null;
+      const hex = s.slice(j + 1, j + 1 + len);
+      if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== len) return null;
+      const cp = parseInt(hex, 16);
+      if (e === 'x' && cp > 0x7f) return null; // a raw byte, not a character
+      if (cp > 0x10ffff) return null;
+      out += String.fromCodePoint(cp);
+      j += len;
+    }
+    return null;
+  }
+
+  // selectorEnd returns the index just past the stream selector's '}', or -1.
+  function selectorEnd(q) {
+    let i = q.indexOf('{');
+    if (i < 0) return -1;
+    for (i++; i < q.length; i++) {
+      const c = q[i];
+      if (c === '"' || c === '`') {
+        const r = readString(q, i);
+        if (!r) return -1;
+        i = r.end - 1;
+      } else if (c === '}') return i + 1;
+    }
+    return -1;
+  }
+
+  // goRegexToJS turns an RE2 pattern into a JS RegExp, or null.
+  function goRegexToJS(src) {
+    let flags = 'g';
+    const m = /^\(\?([imsU]+)\)/.exec(src);
+    if (m) {
+      if (m[1].includes('U')) return null;
+      src = src.slice(m[0].length);
+      if (m[1].includes('i')) flags += 'i';
+      if (m[1].includes('s')) flags += 's';
+      if (m[1].includes('m')) flags += 'm';
+    }
+    src = src.replace(/\(\?P</g, '(?<').replace(/\\z/g, '$').replace(/\\A/g, '^');
+    for (const f of [flags + 'u', flags]) {
+      try { return new RegExp(src, f); } catch (e) { /* try without u */ }
+    }
+    return null;
+  }
+
+  function escapeRegExp(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); }
+
+  // highlighters returns the matchers whose matches get <mark>: the literal
+  // for plain text, the |= literals and |~ regexes of LogQL.
+  function highlighters(q, fold) {
+    if (!isLogQL(q)) {
+      if (!q) return [];
+      if (!fold) return [{ lit: q }];
+      try { return [{ re: new RegExp(escapeRegExp(q), 'giu') }]; } catch (e) { return [{ re: new RegExp(escapeRegExp(q), 'gi') }]; }
+    }
+    const out = [];
+    const end = selectorEnd(q);
+    if (end < 0) return out;
+    const s = q.slice(end);
+    for (let i = 0; i < s.length; i++) {
+      const c = s[i];
+      if (c === '"' || c === '`') {
+        const r = readString(s, i);
+        if (!r) return out;
+        i = r.end - 1;
+        continue;
+      }
+      const op = s.slice(i, i + 2);
+      if (op !== '|=' && op !== '|~' && op !== '!=' && op !== '!~') continue;
+      i += 2;
+      // One filter may list alternatives: |= "a" or "b".
+      for (;;) {
+        while (/\s/.test(s[i] || '')) i++;
+        const r = readString(s, i);
+        if (!r) { i--; break; }
+        if (op === '|=' && r.value) out.push({ lit: r.value });
+        if (op === '|~') { const re = goRegexToJS(r.value); if (re) out.push({ re }); }
+        i = r.end;
+        const m = /^\s+or\s+/.exec(s.slice(i));
+        if (!m) { i--; break; }
+        i += m[0].length;
+      }
+    }
+    return out;
+  }
+
+  // ranges returns the sorted, merged [start, end) spans of text to mark.
+  function ranges(text, hl) {
+    const rs = [];
+    for (const h of hl) {
+      if (h.lit !== undefined) {
+        for (let i = text.indexOf(h.lit); i >= 0 && rs.length < MAX_MARKS; i = text.indexOf(h.lit, i + h.lit.length)) {
+          rs.push([i, i + h.lit.length]);
+        }
+      } else {
+        h.re.lastIndex = 0;
+        let m;
+        while (rs.length < MAX_MARKS && (m = h.re.exec(text)) !== null) {
+          if (m[0].length === 0) { h.re.lastIndex++; continue; }
+          rs.push([m.index, m.index + m[0].length]);
+        }
+      }
+    }
+    rs.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const merged = [];
+    for (const r of rs) {
+      const last = merged[merged.length - 1];
+      // Overlapping spans merge; touching ones stay two marks, so that
+      // "timeouttimeout" shows both matches of "timeout".
+      if (last && r[0] < last[1]) last[1] = Math.max(last[1], r[1]);
+      else merged.push(r);
+    }
+    return merged;
+  }
+
+  // quoteGo writes s as a Go string literal (JSON's escapes are a subset).
+  function quoteGo(s) { return JSON.stringify(s); }
+
+  // withLabel returns q narrowed to label=value, or widened again when that
+  // matcher is already there (clicking a pressed facet removes it).
+  function withLabel(q, fold, label, value) {
+    const matcher = label + '=' + quoteGo(value);
+    if (!isLogQL(q)) {
+      const t = q;
+      if (!t) return '{' + matcher + '}';
+      const filter = fold ? '|~ ' + quoteGo('(?i)' + escapeRegExp(t)) : '|= ' + quoteGo(t);
+      return '{' + matcher + '} ' + filter;
+    }
+    const end = selectorEnd(q);
+    if (end < 0) return q;
+    const open = q.indexOf('{');
+    const inner = q.slice(open + 1, end - 1);
+    const parts = splitMatchers(inner);
+    const idx = parts.findIndex((p) => p.name === label && p.op === '=');
+    let kept;
+    if (idx >= 0 && parts[idx].value === value) kept = parts.filter((_, i) => i !== idx).map((p) => p.text);
+    else if (idx >= 0) kept = parts.map((p, i) => (i === idx ? matcher : p.text));
+    else kept = parts.map((p) => p.text).concat([matcher]);
+    const rest = q.slice(end);
+    if (kept.length === 0) {
+      // {} is not LogQL: fall back to the plain text it came from, if any.
+      const m = /^\s*\|=\s*/.exec(rest);
+      if (!rest.trim()) return '';
+      if (m) { const r = readString(rest, m[0].length); if (r && !rest.slice(r.end).trim()) return r.value; }
+    }
+    return q.slice(0, open) + '{' + kept.join(', ') + '}' + rest;
+  }
+
+  // splitMatchers splits a selector's inside into matchers.
+  function splitMatchers(inner) {
+    const out = [];
+    let i = 0;
+    while (i < inner.length) {
+      const m = /^[\s,]*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*/.exec(inner.slice(i));
+      if (!m) break;
+      const vs = i + m[0].length;
+      const r = readString(inner, vs);
+      if (!r) break;
+      out.push({ name: m[1], op: m[2], value: r.value, text: inner.slice(i, r.end).replace(/^[\s,]+/, '') });
+      i = r.end;
+    }
+    return out;
+  }
+
+  function activeMatchers(q) {
+    if (!isLogQL(q)) return [];
+    const end = selectorEnd(q);
+    if (end < 0) return [];
+    return splitMatchers(q.slice(q.indexOf('{') + 1, end - 1)).filter((p) => p.op === '=');
+  }
+
+  // ---- rendering rows ------------------------------------------------------
+
+  // Control characters become visible symbols: ESC shows as ␛ (U+241B), any
+  // other C0 as its Control Pictures glyph, DEL as ␡, bidi overrides as <U+202E>.
+  // Tab and newline stay as they are.
+  const CTL = /[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]/g;
+
+  function ctlGlyph(c) {
+    const n = c.charCodeAt(0);
+    if (n < 0x20) return String.fromCharCode(0x2400 + n);
+    if (n === 0x7f) return '\u2421';
+    return '<U+' + n.toString(16).toUpperCase() + '>';
+  }
+
+  function appendText(parent, s) {
+    CTL.lastIndex = 0;
+    let last = 0, m;
+    while ((m = CTL.exec(s)) !== null) {
+      if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
+      const span = document.createElement('span');
+      span.className = 'ctl';
+      span.title = 'control character 0x' + m[0].charCodeAt(0).toString(16).padStart(2, '0');
+      span.textContent = ctlGlyph(m[0]);
+      parent.appendChild(span);
+      last = m.index + 1;
+    }
+    if (last < s.length) parent.appendChild(document.createTextNode(s.slice(last)));
+  }
+
+  // fillLine renders text[0:limit] into node with the spans in rs marked.
+  function fillLine(node, text, rs, limit) {
+    node.textContent = '';
+    let pos = 0;
+    for (const [a, b0] of rs) {
+      if (a >= limit) break;
+      const b = Math.min(b0, limit);
+      if (a > pos) appendText(node, text.slice(pos, a));
+      const mark = document.createElement('mark');
+      appendText(mark, text.slice(a, b));
+      node.appendChild(mark);
+      pos = b;
+    }
+    if (pos < limit) appendText(node, text.slice(pos, limit));
+  }
+
+  function makeRow(e, hl) {
+    const row = document.createElement('div');
+    row.className = 'row';
+    row.dataset.ts = e.ts;
+    const ms = Number(BigInt(e.ts) / 1000000n);
+    const ts = document.createElement('time');
+    ts.className = 'ts';
+    ts.dateTime = e.time || new Date(ms).toISOString();
+    ts.title = e.time || '';
+    ts.textContent = fmtTime(ms);
+    row.appendChild(ts);
+    const labels = document.createElement('span');
+    labels.className = 'labels';
+    const names = Object.keys(e.labels || {}).sort();
+    for (const k of names) {
+      const l = document.createElement('span');
+      l.className = 'lbl';
+      appendText(l, k + '=' + e.labels[k]);
+      labels.appendChild(l);
+    }
+    row.appendChild(labels);
+    const line = document.createElement('span');
+    line.className = 'line';
+    const text = String(e.line);
+    const rs = ranges(text, hl);
+    if (text.length > TRUNC) {
+      fillLine(line, text, rs, TRUNC);
+      const more = document.createElement('button');
+      more.type = 'button';
+      more.className = 'expand';
+      more.textContent = '… +' + (text.length - TRUNC) + ' chars';
+      more.setAttribute('aria-label', 'Show the whole line (' + text.length + ' characters)');
+      more.addEventListener('click', () => fillLine(line, text, rs, text.length));
+      line.appendChild(more);
+    } else {
+      fillLine(line, text, rs, text.length);
+    }
+    row.appendChild(line);
+    return row;
+  }
+
+  // Rows arrive faster than the screen refreshes: queue them and paint the
+  // queue once per animation frame.
+  // Search rows go to the bottom, tail rows to the top; both are queued and
+  // painted once per frame.
+  let queue = [], tops = [], frame = 0, paintDone = null;
+
+  function enqueue(e, top) {
+    (top ? tops : queue).push(e);
+    if (!frame) frame = requestAnimationFrame(paint);
+  }
+
+  function paint() {
+    frame = 0;
+    if (!queue.length && !tops.length) return;
+    const hl = cur.hl;
+    if (queue.length) {
+      const frag = document.createDocumentFragment();
+      for (const e of queue) frag.appendChild(makeRow(e, hl));
+      el.rows.appendChild(frag);
+      queue = [];
+    }
+    if (tops.length) {
+      const frag = document.createDocumentFragment();
+      for (let i = tops.length - 1; i >= 0; i--) frag.appendChild(makeRow(tops[i], hl));
+      el.rows.insertBefore(frag, el.rows.firstChild);
+      tops = [];
+      while (el.rows.childElementCount > TAIL_CAP) el.rows.lastElementChild.remove();
+    }
+    if (window.__firstRowMs === undefined) {
+      window.__firstRowMs = performance.now();
+      performance.mark('haystack-first-row');
+    }
+    if (paintDone) { const f = paintDone; paintDone = null; f(); }
+    updateStatus();
+  }
+
+  // ---- the current search -----------------------------------------------------
+
+  let state = readURL();
+  // cur describes the run on screen: its abort controller, resolved range
+  // (ns, BigInt), counts, and paging cursor.
+  let cur = { gen: 0, hl: [] };
+  let tail = null;
+
+  function api(path, params) {
+    const p = new URLSearchParams();
+    for (const k in params) if (params[k] !== undefined && params[k] !== null && params[k] !== '') p.set(k, params[k]);
+    return 'api/' + path + '?' + p.toString();
+  }
+
+  function setStatus(text, isError) {
+    el.status.textContent = text;
+    el.status.classList.toggle('error', !!isError);
+  }
+
+  function updateStatus() {
+    const shown = el.rows.childElementCount + queue.length + tops.length;
+    el.status.dataset.state = cur.phase || '';
+    if (cur.phase === 'error') return;
+    if (tail) { setStatus('Live: ' + shown + ' rows' + (cur.tailNote || '')); return; }
+    if (cur.phase === 'running') setStatus('Searching… ' + shown);
+    else if (cur.phase === 'stopped') setStatus('Stopped at ' + shown + ' (Escape)');
+    else if (cur.phase === 'done' && cur.limited) setStatus('Stopped at ' + shown + ' — load more');
+    else if (cur.phase === 'done') setStatus(shown + (shown === 1 ? ' result' : ' results') + (cur.elapsed !== undefined ? ' · ' + cur.elapsed + ' ms' : ''));
+    const more = cur.phase === 'done' && cur.limited && !tail;
+    el.more.hidden = !more;
+    el.moreFoot.hidden = !more;
+  }
+
+  function baseParams(s) {
+    const p = { q: s.q };
+    if (s.fold && !isLogQL(s.q)) p.fold = '1';
+    return p;
+  }
+
+  // run starts a new search for s: results first, then hits, facets and
+  // labels in parallel, so the first rows are not queued behind them.
+  function run(s) {
+    stopAll();
+    state = s;
+    showState(s);
+    const now = Date.now();
+    const fromMs = toMs(s.from, now), toMsV = toMs(s.to, now);
+    cur = {
+      gen: cur.gen + 1, ac: new AbortController(), hl: highlighters(s.q, s.fold),
+      startNs: BigInt(Math.floor(fromMs)) * 1000000n, endNs: BigInt(Math.floor(toMsV)) * 1000000n + 999999n,
+      fromMs, toMs: toMsV, phase: 'running', limited: false,
+    };
+    el.rows.textContent = '';
+    queue = [];
+    tops = [];
+    updateStatus();
+    const p = Object.assign(baseParams(s), { start: String(cur.startNs), end: String(cur.endNs) });
+    searchPage(cur, cur.startNs, cur.endNs, 0);
+    loadHits(cur, p);
+    loadFacets(cur, p);
+    if (s.live) startTail(s);
+  }
+
+  // searchPage streams one page of results into the list. skip drops that
+  // many leading entries whose ts equals the paging boundary (see API.md).
+  async function searchPage(c, startNs, endNs, skip, boundary) {
+    const s = state;
+    const params = Object.assign(baseParams(s), {
+      start: String(startNs), end: String(endNs), limit: String(s.limit + skip), direction: s.dir,
+    });
+    c.phase = 'running';
+    c.limited = false;
+    updateStatus();
+    let count = 0, lastTs = null;
+    try {
+      const res = await fetch(api('v1/search', params), { signal: c.ac.signal });
+      if (!res.ok) throw new Error(await errorText(res));
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '', ended = false;
+      const handle = (text) => {
+        if (!text) return;
+        const o = JSON.parse(text);
+        if (o.error !== undefined) throw new Error(String(o.error));
+        if (o.done) {
+          ended = true;
+          c.limited = !!o.limited;
+          c.elapsed = o.elapsed_ms;
+          return;
+        }
+        if (skip > 0 && o.ts === boundary) { skip--; return; }
+        skip = 0;
+        lastTs = o.ts;
+        count++;
+        enqueue(o, false);
+      };
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (c !== cur) return;
+        if (done) break;
+        buf += value;
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          handle(line.trim());
+        }
+      }
+      handle(buf.trim());
+      if (!ended) throw new Error('connection lost before the end of the results');
+      if (c.limited && lastTs === null) c.limited = false;
+      await flushed();
+      if (c !== cur) return;
+      c.lastTs = lastTs;
+      // How many shown rows share the last timestamp: the next page skips them.
+      let same = 0;
+      for (let r = el.rows.lastElementChild; r && r.dataset.ts === lastTs; r = r.previousElementSibling) same++;
+      c.sameAtLast = same;
+      c.phase = 'done';
+      updateStatus();
+    } catch (err) {
+      if (c !== cur) return;
+      if (err.name === 'AbortError') { c.phase = 'stopped'; await flushed(); updateStatus(); return; }
+      c.phase = 'error';
+      updateStatus();
+      setStatus('Error: ' + err.message, true);
+    }
+  }
+
+  // flushed resolves once the queued rows are on screen.
+  function flushed() {
+    if (!queue.length) return Promise.resolve();
+    return new Promise((resolve) => { paintDone = resolve; if (!frame) frame = requestAnimationFrame(paint); });
+  }
+
+  function loadMore() {
+    const c = cur;
+    if (c.phase !== 'done' || !c.limited || c.lastTs === null || c.lastTs === undefined) return;
+    const t = BigInt(c.lastTs);
+    if (state.dir === 'forward') searchPage(c, t, c.endNs, c.sameAtLast, c.lastTs);
+    else searchPage(c, c.startNs, t, c.sameAtLast, c.lastTs);
+  }
+
+  async function errorText(res) {
+    const t = await res.text();
+    try { const o = JSON.parse(t); if (o && o.error) return String(o.error); } catch (e) { /* not JSON */ }
+    return (t.trim() || res.statusText || 'request failed') + ' (HTTP ' + res.status + ')';
+  }
+
+  async function getJSON(c, url) {
+    const res = await fetch(url, { signal: c.ac.signal });
+    if (!res.ok) throw new Error(await errorText(res));
+    return res.json();
+  }
+
+  // ---- histogram -------------------------------------------------------------
+
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  async function loadHits(c, p) {
+    el.hits.textContent = '';
+    el.hist.textContent = '';
+    try {
+      const h = await getJSON(c, api('v1/hits', p));
+      if (c !== cur) return;
+      if (!Array.isArray(h.buckets)) h.buckets = [];
+      c.histData = h;
+      el.hits.textContent = h.total + (h.total === 1 ? ' hit' : ' hits') + ' · ' + fmtTime(c.fromMs) + ' – ' + fmtTime(c.toMs);
+      drawHist(c);
+    } catch (err) {
+      if (c !== cur || err.name === 'AbortError') return;
+      el.hits.textContent = 'Histogram: ' + err.message;
+    }
+  }
+
+  function svgEl(name, attrs) {
+    const n = document.createElementNS(SVG, name);
+    for (const k in attrs) n.setAttribute(k, String(attrs[k]));
+    return n;
+  }
+
+  function drawHist(c) {
+    const h = c.histData;
+    if (!h) return;
+    const W = el.hist.clientWidth || 800, H = el.hist.clientHeight || 96, axis = 14;
+    const span = Math.max(1, c.toMs - c.fromMs);
+    const x = (ms) => ((ms - c.fromMs) / span) * W;
+    let max = 1;
+    for (const b of h.buckets) max = Math.max(max, b.count);
+    const svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img' });
+    svg.setAttribute('aria-label', 'Hits over time: ' + h.total + ' in ' + h.buckets.length + ' buckets');
+    const bw = Math.max(1, (h.step_ms / span) * W - 1);
+    for (const b of h.buckets) {
+      if (!b.count) continue;
+      const bh = Math.max(1, (b.count / max) * (H - axis - 4));
+      const r = svgEl('rect', { class: 'bar', x: x(b.t).toFixed(1), y: (H - axis - bh).toFixed(1), width: bw.toFixed(1), height: bh.toFixed(1) });
+      r.dataset.count = b.count;
+      r.dataset.t = b.t;
+      const title = svgEl('title', {});
+      title.textContent = fmtTime(b.t) + ': ' + b.count;
+      r.appendChild(title);
+      svg.appendChild(r);
+    }
+    svg.appendChild(svgEl('line', { class: 'base', x1: 0, x2: W, y1: H - axis, y2: H - axis }));
+    const ticks = Math.max(2, Math.floor(W / 160));
+    for (let i = 0; i <= ticks; i++) {
+      const t = svgEl('text', { class: 'axis', x: (i / ticks) * W, y: H - 2, 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' });
+      t.textContent = fmtTime(c.fromMs + (span * i) / ticks).slice(5, 16);
+      svg.appendChild(t);
+    }
+    const top = svgEl('text', { class: 'axis', x: 2, y: 10 });
+    top.textContent = String(max);
+    svg.appendChild(top);
+    c.sel = svgEl('rect', { class: 'sel', x: 0, y: 0, width: 0, height: H - axis });
+    svg.appendChild(c.sel);
+    el.hist.textContent = '';
+    el.hist.appendChild(svg);
+  }
+
+  // Dragging across the histogram zooms to the dragged span; a click zooms
+  // to the bucket under the pointer.
+  let drag = null;
+  el.hist.addEventListener('pointerdown', (ev) => {
+    if (!cur.histData || ev.button !== 0) return;
+    const r = el.hist.getBoundingClientRect();
+    drag = { left: r.left, width: r.width, x0: ev.clientX - r.left, x1: ev.clientX - r.left };
+    el.hist.setPointerCapture(ev.pointerId);
+    ev.preventDefault();
+  });
+  el.hist.addEventListener('pointermove', (ev) => {
+    if (!drag) return;
+    drag.x1 = Math.min(drag.width, Math.max(0, ev.clientX - drag.left));
+    if (cur.sel) {
+      cur.sel.setAttribute('x', String(Math.min(drag.x0, drag.x1)));
+      cur.sel.setAttribute('width', String(Math.abs(drag.x1 - drag.x0)));
+    }
+  });
+  el.hist.addEventListener('pointerup', (ev) => {
+    if (!drag) return;
+    const d = drag;
+    drag = null;
+    const c = cur, span = c.toMs - c.fromMs;
+    const at = (px) => Math.round(c.fromMs + (px / d.width) * span);
+    let from, to;
+    if (Math.abs(d.x1 - d.x0) >= 4) {
+      from = at(Math.min(d.x0, d.x1));
+      to = at(Math.max(d.x0, d.x1));
+    } else {
+      const t = at(d.x0), step = c.histData.step_ms;
+      from = Math.floor(t / step) * step;
+      to = from + step - 1;
+    }
+    if (to <= from) return;
+    navigate(Object.assign({}, state, { from: String(from), to: String(to) }));
+  });
+  el.hist.addEventListener('pointercancel', () => { drag = null; });
+
+  el.zoomout.addEventListener('click', () => {
+    const now = Date.now();
+    const f = toMs(state.from, now), t = toMs(state.to, now), span = 3 * Math.max(20e3, t - f);
+    const to = Math.min(now, (f + t) / 2 + span / 2);
+    navigate(Object.assign({}, state, { from: String(Math.round(to - span)), to: to === now ? 'now' : String(Math.round(to)) }));
+  });
+
+  let resizeTimer = 0;
+  new ResizeObserver(() => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => drawHist(cur), 100);
+  }).observe(el.hist);
+
+  // ---- facets ----------------------------------------------------------------
+
+  async function loadFacets(c, p) {
+    el.facets.textContent = '';
+    el.facets.setAttribute('aria-busy', 'true');
+    const names = getJSON(c, 'loki/api/v1/labels').catch(() => null);
+    try {
+      const f = await getJSON(c, api('v1/facets', p));
+      const ln = await names;
+      if (c !== cur) return;
+      drawFacets(f.labels || {}, ln && Array.isArray(ln.data) ? ln.data : null);
+    } catch (err) {
+      if (c !== cur || err.name === 'AbortError') return;
+      el.facets.textContent = err.message;
+    } finally {
+      if (c === cur) el.facets.removeAttribute('aria-busy');
+    }
+  }
+
+  function drawFacets(labels, names) {
+    const order = names ? names.slice() : [];
+    for (const k of Object.keys(labels).sort()) if (!order.includes(k)) order.push(k);
+    const active = activeMatchers(state.q);
+    const frag = document.createDocumentFragment();
+    for (const name of order) {
+      const box = document.createElement('section');
+      box.className = 'facet';
+      box.dataset.label = name;
+      const h = document.createElement('h3');
+      h.textContent = name;
+      box.appendChild(h);
+      const vals = Object.entries(labels[name] || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, FACET_VALUES);
+      if (!vals.length) {
+        const none = document.createElement('div');
+        none.className = 'none';
+        none.textContent = 'no matches';
+        box.appendChild(none);
+      }
+      const ul = document.createElement('ul');
+      for (const [v, n] of vals) {
+        const li = document.createElement('li');
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.dataset.label = name;
+        b.dataset.value = v;
+        const pressed = active.some((m) => m.name === name && m.value === v);
+        b.setAttribute('aria-pressed', String(pressed));
+        b.title = (pressed ? 'Remove ' : 'Filter by ') + name + '="' + v + '"';
+        const vs = document.createElement('span');
+        vs.className = 'v';
+        appendText(vs, v);
+        const ns = document.createElement('span');
+        ns.className = 'n';
+        ns.textContent = String(n);
+        b.append(vs, ns);
+        li.appendChild(b);
+        ul.appendChild(li);
+      }
+      box.appendChild(ul);
+      frag.appendChild(box);
+    }
+    el.facets.textContent = '';
+    el.facets.appendChild(frag);
+  }
+
+  el.facets.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button[data-label]');
+    if (!b) return;
+    const q = withLabel(state.q, state.fold, b.dataset.label, b.dataset.value);
+    navigate(Object.assign({}, state, { q, fold: isLogQL(q) ? false : state.fold }));
+  });
+
+  // ---- live tail -------------------------------------------------------------
+
+  function startTail(s) {
+    const p = baseParams(s);
+    tail = new EventSource(api('v1/tail', p));
+    cur.tailNote = '';
+    tail.onmessage = (ev) => {
+      let o;
+      try { o = JSON.parse(ev.data); } catch (e) { return; }
+      if (o.error !== undefined) {
+        stopTail();
+        cur.phase = 'error';
+        setStatus('Live tail: ' + o.error, true);
+        return;
+      }
+      cur.tailNote = '';
+      enqueue(o, true);
+    };
+    tail.onerror = () => { cur.tailNote = ' (reconnecting…)'; updateStatus(); };
+    updateStatus();
+  }
+
+  function stopTail() {
+    if (tail) { tail.close(); tail = null; }
+  }
+
+  function stopAll() {
+    stopTail();
+    if (cur.ac) cur.ac.abort();
+  }
+
+  // ---- navigation ------------------------------------------------------------
+
+  // navigate records s as a new history entry and runs it.
+  function navigate(s) {
+    const url = urlFor(s);
+    if (url !== location.search && !(url === location.pathname && !location.search)) history.pushState(null, '', url);
+    run(s);
+  }
+
+  el.form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    navigate(stateFromControls());
+  });
+  for (const c of [el.fold, el.dir, el.live, el.from, el.to]) c.addEventListener('change', () => navigate(stateFromControls()));
+  el.range.addEventListener('change', () => {
+    if (el.range.value === 'custom') {
+      // Show the inputs filled with the range on screen; the user edits them.
+      const now = Date.now();
+      el.from.value = localInput(toMs(state.from, now));
+      el.to.value = localInput(toMs(state.to, now));
+      el.custom.hidden = false;
+      el.from.focus();
+      return;
+    }
+    navigate(stateFromControls());
+  });
+  el.q.addEventListener('input', () => { el.fold.disabled = isLogQL(el.q.value); });
+  el.more.addEventListener('click', loadMore);
+  el.moreFoot.addEventListener('click', loadMore);
+  window.addEventListener('popstate', () => run(readURL()));
+
+  document.addEventListener('keydown', (ev) => {
+    const t = ev.target;
+    const typing = t instanceof HTMLInputElement || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement;
+    if (ev.key === '/' && !typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
+      ev.preventDefault();
+      el.q.focus();
+      el.q.select();
+    } else if (ev.key === 'Escape') {
+      if (cur.phase === 'running' || tail) {
+        ev.preventDefault();
+        if (tail) {
+          stopTail();
+          navigateQuiet(Object.assign({}, state, { live: false }));
+        }
+        if (cur.ac) cur.ac.abort();
+        updateStatus();
+      }
+    }
+  });
+
+  // navigateQuiet updates the URL for a state change that needs no new search.
+  function navigateQuiet(s) {
+    state = s;
+    history.replaceState(null, '', urlFor(s));
+    showState(s);
+  }
+
+  run(state);
+})();
