@@ -97,6 +97,11 @@ func init() {
 				// inside the frame would only slow decoding down.
 				zstd.WithEncoderCRC(false),
 				zstd.WithSingleSegment(true),
+				// Entropy-code literals even in a section without matches:
+				// meta sections (small varints) have few matches but a
+				// skewed byte distribution; on generated logs this stores
+				// them in 3.7 bytes per entry instead of 4.8.
+				zstd.WithAllLitEntropyCompression(true),
 			)
 			if err != nil {
 				panic("segment: zstd encoder options: " + err.Error())
