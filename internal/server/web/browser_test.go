@@ -2,8 +2,10 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -261,6 +263,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("keyboard", env.testKeyboard)
 	t.Run("escape stops", env.testEscape)
 	t.Run("live tail", env.testTail)
+	t.Run("query helpers", env.testHelpers)
 	t.Run("screenshot", env.testScreenshot)
 }
 
@@ -764,5 +767,114 @@ func repoRoot() (string, error) {
 			return "", fmt.Errorf("no go.mod above the test's directory")
 		}
 		dir = parent
+	}
+}
+
+// helperCase is what the page's query helpers made of one string.
+type helperCase struct {
+	Plain   string   `json:"plain"`   // withLabel(s, fold=false, app, v)
+	Fold    string   `json:"fold"`    // withLabel(s, fold=true, app, v)
+	Removed string   `json:"removed"` // withLabel(Plain, false, app, v): the facet clicked again
+	Lits    []string `json:"lits"`    // the |= literals highlighters finds in Plain
+}
+
+// testHelpers checks the page's LogQL quoting against Go's strconv and
+// regexp (what the server parses with), over random strings full of quotes,
+// backslashes, control characters and non-ASCII text; and its match ranges
+// against a strings.Index scan.
+func (env *browserEnv) testHelpers(t *testing.T) {
+	ctx := env.tab(t)
+	env.open(t, ctx, "/?q=longline")
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", " ", `"`, `\`, "`", "\n", "\t", "\x00", "\x1b", "\x7f", "{", "}", "|=", "~", "'", "or", "é", "ß", "İ", "😀", "\u2028", "(?i)", ".", "*", "$"}
+	inputs := []string{"a", `"`, `\`, `\\"`, "`x`", "x\ny", "(?i)", "a.b*", " lead", "trail ", "😀😀", `|= "x"`}
+	for range 300 {
+		var b strings.Builder
+		for range rng.IntN(10) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		inputs = append(inputs, b.String())
+	}
+	var kept []string
+	for _, s := range inputs {
+		// A string that starts with { is LogQL, not plain text.
+		if s != "" && !strings.HasPrefix(strings.TrimLeft(s, " \t\n\u2028"), "{") {
+			kept = append(kept, s)
+		}
+	}
+	in, _ := json.Marshal(kept)
+	label := `v "q" \ é`
+	lab, _ := json.Marshal(label)
+	got := eval[[]helperCase](t, ctx, `(() => { const H = window.__haystack, L = `+string(lab)+`; return `+string(in)+`.map(s => {
+		const plain = H.withLabel(s, false, 'app', L);
+		return {plain, fold: H.withLabel(s, true, 'app', L), removed: H.withLabel(plain, false, 'app', L),
+			lits: H.highlighters(plain, false).filter(h => h.lit !== undefined).map(h => h.lit)};
+	}); })()`)
+	if len(got) != len(kept) {
+		t.Fatalf("%d answers for %d strings", len(got), len(kept))
+	}
+	for i, s := range kept {
+		g := got[i]
+		m, err := parseQuery(g.Plain, false)
+		if err != nil || m.labels["app"] != label || len(m.labels) != 1 || !slices.Equal(m.lits, []string{s}) {
+			t.Errorf("%q: facet query %q parses to %+v, %v", s, g.Plain, m, err)
+			continue
+		}
+		if !slices.Equal(g.Lits, []string{s}) {
+			t.Errorf("%q: highlighted literals of %q are %q", s, g.Plain, g.Lits)
+		}
+		if g.Removed != s {
+			t.Errorf("%q: removing the facet again gives %q", s, g.Removed)
+		}
+		m, err = parseQuery(g.Fold, false)
+		if err != nil || len(m.res) != 1 || m.labels["app"] != label {
+			t.Errorf("%q: case-folded facet query %q: %+v, %v", s, g.Fold, m, err)
+			continue
+		}
+		if f := m.res[0].FindString(s); f != s {
+			t.Errorf("%q: regex of %q finds %q in the literal itself", s, g.Fold, f)
+		}
+		if up := strings.ToUpper(s); len(up) == len(s) && !m.res[0].MatchString(up) {
+			t.Errorf("%q: regex of %q misses the upper-case %q", s, g.Fold, up)
+		}
+	}
+
+	// Match ranges: the page's marks are a left-to-right scan for
+	// non-overlapping occurrences, like strings.Index (ASCII here, so byte
+	// and UTF-16 offsets agree).
+	type rangeCase struct {
+		Line, Needle string
+		Fold         bool
+	}
+	var cases []rangeCase
+	for range 300 {
+		var line, needle strings.Builder
+		for range rng.IntN(20) {
+			line.WriteByte("aAbB"[rng.IntN(4)])
+		}
+		for range 1 + rng.IntN(3) {
+			needle.WriteByte("aAb"[rng.IntN(3)])
+		}
+		cases = append(cases, rangeCase{line.String(), needle.String(), rng.IntN(2) == 0})
+	}
+	cj, _ := json.Marshal(cases)
+	ranges := eval[[][][2]int](t, ctx, `(() => { const H = window.__haystack; return `+string(cj)+`.map(c => H.ranges(c.Line, H.highlighters(c.Needle, c.Fold))); })()`)
+	for i, c := range cases {
+		line, needle := c.Line, c.Needle
+		if c.Fold {
+			line, needle = strings.ToLower(line), strings.ToLower(needle)
+		}
+		var want [][2]int
+		for off := 0; ; {
+			j := strings.Index(line[off:], needle)
+			if j < 0 {
+				break
+			}
+			want = append(want, [2]int{off + j, off + j + len(needle)})
+			off += j + len(needle)
+		}
+		if fmt.Sprint(ranges[i]) != fmt.Sprint(want) {
+			t.Errorf("ranges(%q, %q, fold %v) = %v, want %v", c.Line, c.Needle, c.Fold, ranges[i], want)
+		}
 	}
 }

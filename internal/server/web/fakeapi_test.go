@@ -197,12 +197,6 @@ func (f *fakeAPI) last(name string) url.Values {
 	return r[len(r)-1]
 }
 
-func (f *fakeAPI) count(name string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.reqs[name])
-}
-
 func jsonError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
