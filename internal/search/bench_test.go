@@ -36,11 +36,10 @@ func BenchmarkScanBlock(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := needle.New([]byte(tc.pat))
-			q := &Query{}
 			var hits []int32
 			b.SetBytes(int64(len(blk.Data)))
 			for b.Loop() {
-				hits = scanBlock(blk, s, q, true, -1, hits[:0])
+				hits = scanBlock(blk, s, nil, hits[:0])
 			}
 		})
 	}

@@ -1,206 +1,546 @@
-// Package search runs a literal substring search over a store snapshot.
+// Package search runs queries over a store snapshot: a literal substring
+// (Query.Pattern, grep -F) or a compiled LogQL plan (Query.Plan, see
+// package query), in either time order, with grep-style context entries,
+// limits, counts and a histogram of hits over time.
+//
+// # Execution
 //
 // The executor works block by block. Blocks whose time range misses the
-// query's are skipped from the block index alone. A kept block is decoded
-// and the needle kernel runs over its whole Data buffer, not line by line:
-// a hit is mapped to the entry that contains it through the block's
-// offsets (a binary search from the current entry), a hit that runs past
-// its entry's end is rejected (entries may contain '\n', so the buffer has
-// no separators to stop it), and the scan resumes at the next entry's start,
-// since an entry matches at most once.
+// query's are skipped from the block index alone, and so are blocks whose
+// index lists no stream the plan's selector accepts (stream labels come
+// from Query.Labels; entries of unselected streams never match). A kept
+// block is decoded and the needle kernel runs over its whole Data buffer,
+// not line by line: a hit is mapped to the entry that contains it through
+// the block's offsets (a binary search from the current entry), a hit that
+// runs past its entry's end is rejected (entries may contain '\n', so the
+// buffer has no separators to stop it), and the scan resumes at the next
+// entry's start, since an entry matches at most once.
+//
+// For a plan, the needles that drive the scan come from Plan.Required,
+// the AND/OR tree of literals every matching line contains: of an AND,
+// the single literal that is longest (a proxy for rarest) drives, and the
+// others are checked per candidate entry; an OR (|= "a" or "b", a regex
+// such as "error|fail", the k/s partners of a (?i) literal) scans the
+// block once per needle and merges the candidate entries in order.
+// Candidates are then confirmed with Plan.MatchEntry, which runs the
+// other filters, the regexes and the json/logfmt and label stages. A plan
+// with no positive literal (only negative filters, or a regex with no
+// required literal) runs Plan.MatchEntry on every entry. A plan that is
+// one plain literal needs no confirmation. The measurements behind these
+// choices are in docs/BENCHMARKS.md ("Queries (issue 5)").
 //
 // Blocks are decoded and scanned by a bounded pool of workers (one per
 // core by default) and their results reassembled in order, so output order
 // is the store's order whatever the parallelism. At most 2×workers decoded
-// blocks are in flight, which bounds memory. The scan stops
-// early at the limit or when the context is cancelled. Merging S streams
-// (below) needs one current block per stream, so it holds at most
-// max(2×workers, S) decoded blocks.
+// blocks are in flight, which bounds memory. The scan stops early at the
+// limit or when the context is cancelled. Merging S streams (below) needs
+// one current block per stream, so it holds at most max(2×workers, S)
+// decoded blocks.
 //
 // # Order
 //
-// Oldest first: each stream in ingestion order, streams merged by time.
-// Within a stream, ingestion order is the order of parts (segments, then
-// the head) and of blocks and entries within them, so one stream is a
-// single ordered run. Several streams are scanned as one run each and
-// merged by entry time, ties going to the stream with the lower id (the
-// one ingested first): a stable merge. Counting needs no order and always
-// uses a single run.
+// Oldest first (the default): each stream in ingestion order, streams
+// merged by time. Within a stream, ingestion order is the order of parts
+// (segments, then the head) and of blocks and entries within them, so one
+// stream is a single ordered run. Several streams are scanned as one run
+// each and merged by entry time, ties going to the stream with the lower
+// id (the one ingested first): a stable merge. Newest first is exactly the
+// reverse: blocks from last to first, entries backwards, merged by time
+// descending with ties to the higher stream id. Counting and histograms
+// need no order and use a single run.
+//
+// # Context
+//
+// Query.Before and Query.After ask for context entries around each match,
+// as grep -B and -A: entries of the SAME stream just before and after it
+// in that stream's ingestion order (and in the time range). A group of
+// matches and context is contiguous in its stream; overlapping groups are
+// merged and every entry is delivered once. Match.GroupStart marks the
+// first entry of a group, where grep prints "--" (a printer skips it for
+// the first entry it prints). In Newest order, groups come out reversed, so
+// the output is the Oldest output backwards. With a limit, the trailing
+// After context of the last match is still delivered, whatever it holds,
+// as grep -m does.
 package search
 
 import (
 	"container/heap"
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"sort"
 	"sync"
 
+	"haystack/internal/ingest"
+	"haystack/internal/query"
 	"haystack/internal/segment"
 	"haystack/internal/store"
 	"haystack/needle"
 )
 
-// Query is a literal search.
+// Order is the order results are delivered in.
+type Order int
+
+const (
+	Oldest Order = iota // each stream in ingestion order, merged by time ascending
+	Newest              // the exact reverse of Oldest
+)
+
+// Query says what to search for and how to deliver it.
 type Query struct {
-	Pattern []byte // literal; empty matches every entry
-	Fold    bool   // ASCII case-insensitive
+	// Pattern is a literal (grep -F); empty matches every entry. Fold
+	// makes it ASCII case-insensitive. Both are ignored when Plan is set.
+	Pattern []byte
+	Fold    bool
+
+	// Plan is a compiled LogQL query (query.Compile). It needs Labels.
+	Plan *query.Plan
+	// Labels returns a stream's canonical label string ({a="x"}, as
+	// store.Snapshot.Labels does), for the plan's stream selector and
+	// label filters.
+	Labels func(stream uint32) string
+
 	// Entries with Since <= time < Until match. Zero values mean no bound.
 	Since, Until int64
 	Limit        int64 // stop after this many matches; 0 means no limit
 	Count        bool  // only count: Run's emit is not called
-	Workers      int   // 0 means GOMAXPROCS
+	Order        Order
+	// Before and After are the numbers of context entries wanted before
+	// and after each match (grep -B and -A), in the stream's ingestion
+	// order. They are ignored when counting.
+	Before, After int
+	Workers       int // 0 means GOMAXPROCS
 }
 
-// Match is a matching entry. Line is valid only during the emit call.
+// Match is a delivered entry. Line is valid only during the emit call.
 type Match struct {
 	Time   int64
 	Stream uint32
 	Line   []byte
+	// Context is set on a context entry (Query.Before/After), which is
+	// not a match and not counted.
+	Context bool
+	// GroupStart is set, when context was asked for, on the first entry of
+	// a group: the previous entry delivered from this stream, if any, is
+	// not its neighbour.
+	GroupStart bool
 }
 
-// Run searches parts (in ingestion order) and calls emit for each match in
-// order, unless q.Count. It returns the number of matches. A damaged block
-// is reported to onErr (the error names the file and block) and skipped;
-// the search goes on. An error from emit or the context stops the search
-// and is returned.
+// Run searches parts (in ingestion order) and calls emit for each match
+// (and context entry) in order, unless q.Count. It returns the number of
+// matches. A damaged block is reported to onErr (the error names the file
+// and block) and skipped; the search goes on. An error from emit or the
+// context stops the search and is returned.
 func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) error, onErr func(error)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	e, err := newExec(parts, q)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // runs before wg.Wait: stop the workers first
+	for range e.workers {
+		wg.Go(func() { e.worker(ctx) })
+	}
+
+	if e.q.Count || len(e.present) <= 1 {
+		r := e.start(ctx, &wg, e.tasks, 2*e.workers, -1)
+		if e.q.Count {
+			return e.drain(ctx, r, onErr)
+		}
+		return e.merge(ctx, []*run{r}, emit, onErr)
+	}
+	// Each run needs its current block decoded to take part in the merge,
+	// so merging S streams holds max(2×workers, S) decoded blocks.
+	window := max(1, 2*e.workers/len(e.present))
+	var runs []*run
+	for _, s := range e.present {
+		var st []task
+		for _, t := range e.tasks {
+			if _, ok := slices.BinarySearch(parts[t.part].BlockMeta(t.block).Streams, s); ok {
+				t.stream = int64(s)
+				st = append(st, t)
+			}
+		}
+		runs = append(runs, e.start(ctx, &wg, st, window, int64(s)))
+	}
+	return e.merge(ctx, runs, emit, onErr)
+}
+
+// Buckets are N consecutive time buckets of Width nanoseconds from Start:
+// bucket i holds Start+i*Width <= time < Start+(i+1)*Width.
+type Buckets struct {
+	Start, Width int64
+	N            int
+}
+
+// Hist counts the matches of q in each bucket (entries outside all
+// buckets are not counted); q.Limit, q.Count, q.Order and context are
+// ignored. Damaged blocks go to onErr, as in Run.
+func Hist(ctx context.Context, parts []store.Part, q Query, b Buckets, onErr func(error)) ([]int64, error) {
+	if b.N <= 0 || b.Width <= 0 {
+		return nil, errors.New("search: histogram needs N > 0 buckets of positive width")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	q.Count, q.Limit, q.Order, q.Before, q.After = true, 0, Oldest, 0, 0
+	e, err := newExec(parts, q)
+	if err != nil {
+		return nil, err
+	}
+	e.hist = &b
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for range e.workers {
+		wg.Go(func() { e.worker(ctx) })
+	}
+	r := e.start(ctx, &wg, e.tasks, 2*e.workers, -1)
+	counts := make([]int64, b.N)
+	for {
+		t, err := r.next(ctx)
+		if err != nil {
+			return counts, err
+		}
+		if t == nil {
+			return counts, nil
+		}
+		if t.res.err != nil {
+			onErr(t.res.err)
+			continue
+		}
+		for i, c := range t.res.buckets {
+			counts[i] += c
+		}
+	}
+}
+
+// TimeRange returns the smallest and largest entry time q can match,
+// from the block index alone (no block is read): the bounds of the blocks
+// in q's time range that hold a selected stream, clipped to the range.
+// ok is false when no block qualifies.
+func TimeRange(parts []store.Part, q Query) (lo, hi int64, ok bool) {
+	e, err := newExec(parts, q)
+	if err != nil {
+		return 0, 0, false
+	}
+	lo, hi = math.MaxInt64, math.MinInt64
+	for _, t := range e.tasks {
+		m := parts[t.part].BlockMeta(t.block)
+		lo, hi = min(lo, max(m.MinTime, e.q.Since)), max(hi, min(m.MaxTime, e.q.Until-1))
+	}
+	return lo, hi, len(e.tasks) > 0
+}
+
+// bucketWidths are the histogram widths ChooseBuckets rounds to.
+var bucketWidths = []int64{
+	1e9, 5e9, 10e9, 30e9, 60e9, 5 * 60e9, 10 * 60e9, 30 * 60e9,
+	3600e9, 3 * 3600e9, 6 * 3600e9, 12 * 3600e9, 86400e9, 7 * 86400e9, 30 * 86400e9,
+}
+
+// ChooseBuckets picks buckets covering lo..hi (inclusive, nanoseconds):
+// the smallest width of 1s, 5s, 10s, 30s, 1m, 5m, 10m, 30m, 1h, 3h, 6h,
+// 12h, 1d, 7d, 30d (then whole multiples of 30d) that needs at most max
+// buckets, with Start aligned to a multiple of the width (UTC). With max
+// 60 that gives between 12 and 60 buckets for ranges over a minute.
+func ChooseBuckets(lo, hi int64, maxN int) Buckets {
+	if hi < lo {
+		hi = lo
+	}
+	maxN = max(maxN, 1)
+	start := func(w int64) int64 {
+		s := lo / w * w
+		if s > lo { // negative times round down too
+			s -= w
+		}
+		return s
+	}
+	n := func(w int64) int64 { return (hi-start(w))/w + 1 }
+	w := bucketWidths[len(bucketWidths)-1]
+	for _, c := range bucketWidths {
+		if n(c) <= int64(maxN) {
+			w = c
+			break
+		}
+	}
+	for n(w) > int64(maxN) {
+		w += bucketWidths[len(bucketWidths)-1]
+	}
+	return Buckets{Start: start(w), Width: w, N: int(n(w))}
+}
+
+type exec struct {
+	q       Query
+	parts   []store.Part
+	workers int
+	rev     bool // Newest: iterate backwards
+
+	needles []*needle.Searcher // drive the scan; none: every entry is a candidate
+	confirm bool               // run Plan.MatchEntry on candidates
+	none    bool               // nothing can match
+
+	sel     []bool          // by stream id: selected; nil selects all
+	labels  [][]query.Label // by stream id, for MatchEntry
+	present []uint32        // selected streams in kept blocks, ascending
+	tasks   []task          // kept blocks, in iteration order
+	hist    *Buckets
+
+	work chan *task
+}
+
+func newExec(parts []store.Part, q Query) (*exec, error) {
 	if q.Until == 0 {
 		q.Until = math.MaxInt64
 	}
 	if q.Since == 0 {
 		q.Since = math.MinInt64
 	}
+	if q.Before < 0 || q.After < 0 || q.Limit < 0 {
+		return nil, errors.New("search: negative context or limit")
+	}
 	workers := q.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	e := &exec{q: q, parts: parts, work: make(chan *task, workers)}
-	if q.Fold {
-		e.s = needle.NewFold(q.Pattern)
-	} else {
-		e.s = needle.New(q.Pattern)
+	e := &exec{q: q, parts: parts, workers: workers, rev: q.Order == Newest, work: make(chan *task, workers)}
+	if err := e.prepare(); err != nil {
+		return nil, err
 	}
 
 	// The blocks the time range keeps, and the streams in them.
-	var tasks []task
-	streamSet := map[uint32]bool{}
+	var maxID uint32
+	for _, p := range parts {
+		for bi := range p.NumBlocks() {
+			for _, s := range p.BlockMeta(bi).Streams {
+				maxID = max(maxID, s)
+			}
+		}
+	}
+	if q.Plan != nil {
+		if q.Labels == nil {
+			return nil, errors.New("search: a plan needs Query.Labels")
+		}
+		e.sel = make([]bool, maxID+1)
+		e.labels = make([][]query.Label, maxID+1)
+		done := make([]bool, maxID+1)
+		for _, p := range parts {
+			for bi := range p.NumBlocks() {
+				for _, s := range p.BlockMeta(bi).Streams {
+					if done[s] {
+						continue
+					}
+					done[s] = true
+					ls, err := ingest.ParseLabels(q.Labels(s))
+					if err != nil {
+						return nil, fmt.Errorf("search: labels of stream %d: %w", s, err)
+					}
+					ql := make([]query.Label, len(ls))
+					for i, l := range ls {
+						ql[i] = query.Label(l)
+					}
+					e.labels[s] = ql
+					e.sel[s] = q.Plan.MatchStream(ql)
+				}
+			}
+		}
+	}
+	if e.none {
+		return e, nil
+	}
+	seen := map[uint32]bool{}
 	for pi, p := range parts {
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			if m.Entries == 0 || m.MaxTime < q.Since || m.MinTime >= q.Until {
 				continue
 			}
-			tasks = append(tasks, task{part: pi, block: bi, stream: -1})
+			any := false
 			for _, s := range m.Streams {
-				streamSet[s] = true
+				if e.sel == nil || e.sel[s] {
+					any = true
+					seen[s] = true
+				}
+			}
+			if any {
+				e.tasks = append(e.tasks, task{part: pi, block: bi, stream: -1})
 			}
 		}
 	}
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // runs before wg.Wait: stop the workers first
-	for range workers {
-		wg.Go(func() { e.worker(ctx) })
+	for s := range seen {
+		e.present = append(e.present, s)
 	}
-
-	if q.Count || len(streamSet) <= 1 {
-		r := e.start(ctx, &wg, tasks, 2*workers)
-		return e.drain(ctx, r, emit, onErr)
+	slices.Sort(e.present)
+	if e.rev {
+		slices.Reverse(e.tasks)
 	}
-
-	streams := make([]uint32, 0, len(streamSet))
-	for s := range streamSet {
-		streams = append(streams, s)
-	}
-	slices.Sort(streams)
-	// Each run needs its current block decoded to take part in the merge,
-	// so merging S streams holds max(2×workers, S) decoded blocks.
-	window := max(1, 2*workers/len(streams))
-	h := &runHeap{}
-	for _, s := range streams {
-		var st []task
-		for _, t := range tasks {
-			if _, ok := slices.BinarySearch(parts[t.part].BlockMeta(t.block).Streams, s); ok {
-				t.stream = int64(s)
-				st = append(st, t)
-			}
-		}
-		r := e.start(ctx, &wg, st, window)
-		ok, err := r.advance(ctx, onErr)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			h.rs = append(h.rs, r)
-		}
-	}
-	heap.Init(h)
-	var n int64
-	for h.Len() > 0 {
-		r := h.rs[0]
-		if err := emit(r.match()); err != nil {
-			return n, err
-		}
-		n++
-		if q.Limit > 0 && n >= q.Limit {
-			return n, nil
-		}
-		ok, err := r.advance(ctx, onErr)
-		if err != nil {
-			return n, err
-		}
-		if ok {
-			heap.Fix(h, 0)
-		} else {
-			heap.Pop(h)
-		}
-	}
-	return n, nil
+	return e, nil
 }
 
-type exec struct {
-	q     Query
-	parts []store.Part
-	s     *needle.Searcher
-	work  chan *task
+// prepare chooses the needles that drive the scan and whether candidates
+// need confirming.
+func (e *exec) prepare() error {
+	p := e.q.Plan
+	if p == nil {
+		if len(e.q.Pattern) > 0 {
+			if e.q.Fold {
+				e.needles = []*needle.Searcher{needle.NewFold(e.q.Pattern)}
+			} else {
+				e.needles = []*needle.Searcher{needle.New(e.q.Pattern)}
+			}
+		}
+		return nil
+	}
+	if p.Required != nil && p.Required.Op == query.OpNone {
+		e.none = true
+		return nil
+	}
+	lits, ok := driver(p.Required)
+	if ok {
+		for _, l := range lits {
+			if l.Fold {
+				e.needles = append(e.needles, needle.NewFold([]byte(l.Text)))
+			} else {
+				e.needles = append(e.needles, needle.New([]byte(l.Text)))
+			}
+		}
+	}
+	e.confirm = !trivial(p, lits)
+	return nil
+}
+
+// trivial reports whether a plan's matches are exactly the entries
+// containing its driving needles: nothing to confirm.
+func trivial(p *query.Plan, lits []query.Lit) bool {
+	for _, st := range p.Query.Stages {
+		if _, ok := st.(*query.LineFilter); !ok {
+			return false // parsers and label filters
+		}
+	}
+	switch len(p.Filters) {
+	case 0:
+		return true
+	case 1:
+		f := p.Filters[0]
+		if f.Kind != query.Contains || len(f.Alts) != 1 || f.Alts[0].Regexp != nil || len(lits) != 1 {
+			return false
+		}
+		return f.Alts[0].Needle == lits[0] && p.Required.Op == query.OpLit && p.Required.Lit == lits[0]
+	}
+	return false
+}
+
+// driver picks the literals to scan for from a required-literal tree: a
+// set such that every matching line contains at least one of them. It
+// prefers fewer needles, then longer ones (the shortest of the set
+// counts). ok is false when no such set exists (OpAll somewhere on every
+// path) or a literal is empty.
+func driver(e *query.Expr) ([]query.Lit, bool) {
+	if e == nil {
+		return nil, false
+	}
+	switch e.Op {
+	case query.OpLit:
+		if e.Lit.Text == "" {
+			return nil, false
+		}
+		return []query.Lit{e.Lit}, true
+	case query.OpAnd:
+		var best []query.Lit
+		found := false
+		for _, s := range e.Sub {
+			l, ok := driver(s)
+			if ok && (!found || better(l, best)) {
+				best, found = l, true
+			}
+		}
+		return best, found
+	case query.OpOr:
+		var all []query.Lit
+		for _, s := range e.Sub {
+			l, ok := driver(s)
+			if !ok {
+				return nil, false
+			}
+			for _, x := range l {
+				if !slices.Contains(all, x) {
+					all = append(all, x)
+				}
+			}
+		}
+		return all, len(all) > 0
+	}
+	return nil, false
+}
+
+// better reports whether needle set a should drive rather than b.
+func better(a, b []query.Lit) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	short := func(ls []query.Lit) (n int, fold bool) {
+		n = math.MaxInt
+		for _, l := range ls {
+			if len(l.Text) < n {
+				n, fold = len(l.Text), l.Fold
+			}
+		}
+		return n, fold
+	}
+	na, fa := short(a)
+	nb, fb := short(b)
+	if na != nb {
+		return na > nb
+	}
+	return !fa && fb // exact is a little cheaper than folded
 }
 
 type task struct {
 	part, block int
-	stream      int64 // -1: every stream
+	stream      int64 // -1: every selected stream
 	done        chan struct{}
 	res         result
 }
 
 type result struct {
-	blk   *segment.Block // nil when counting
-	hits  []int32        // matching entries, ascending
-	count int64
-	err   error
+	blk     *segment.Block // nil when counting
+	hits    []int32        // matching entries, ascending
+	count   int64
+	buckets []int64 // histogram counts
+	err     error
 }
 
 func (e *exec) worker(ctx context.Context) {
+	var sc scratch
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case t := <-e.work:
-			e.do(t)
+			e.do(t, &sc)
 			close(t.done)
 		}
 	}
 }
 
-func (e *exec) do(t *task) {
+// scratch is a worker's reusable memory.
+type scratch struct{ a, b, c []int32 }
+
+func (e *exec) do(t *task, sc *scratch) {
 	p := e.parts[t.part]
 	m := p.BlockMeta(t.block)
 	timeOK := m.MinTime >= e.q.Since && m.MaxTime < e.q.Until
-	if e.q.Count && e.s.Len() == 0 && timeOK && t.stream < 0 {
+	allSel := true
+	if e.sel != nil {
+		for _, s := range m.Streams {
+			allSel = allSel && e.sel[s]
+		}
+	}
+	if e.q.Count && e.hist == nil && len(e.needles) == 0 && !e.confirm && timeOK && allSel && t.stream < 0 {
 		// Every entry matches: the (checksummed) block index has the count.
 		t.res.count = int64(m.Entries)
 		return
@@ -215,8 +555,17 @@ func (e *exec) do(t *task) {
 	if stream >= 0 && len(m.Streams) == 1 {
 		stream = -1 // the whole block is that stream
 	}
-	t.res.hits = scanBlock(b, e.s, &e.q, timeOK, stream, t.res.hits[:0])
+	f := filter{e: e, b: b, timeOK: timeOK, stream: stream, sel: stream < 0 && !allSel}
+	t.res.hits = e.scan(&f, sc, t.res.hits[:0])
 	t.res.count = int64(len(t.res.hits))
+	if h := e.hist; h != nil {
+		t.res.buckets = make([]int64, h.N)
+		for _, k := range t.res.hits {
+			if d := b.Times[k] - h.Start; d >= 0 && d/h.Width < int64(h.N) {
+				t.res.buckets[d/h.Width]++
+			}
+		}
+	}
 	if e.q.Count {
 		segment.PutBlock(b)
 		t.res.hits = nil
@@ -225,21 +574,92 @@ func (e *exec) do(t *task) {
 	t.res.blk = b
 }
 
-// scanBlock appends to hits the entries of b that match: they contain the
-// needle, are in the time range (checked only when !timeOK) and belong to
-// stream (when >= 0).
-func scanBlock(b *segment.Block, s *needle.Searcher, q *Query, timeOK bool, stream int64, hits []int32) []int32 {
-	keep := func(k int) bool {
-		if !timeOK && (b.Times[k] < q.Since || b.Times[k] >= q.Until) {
+// filter decides whether a candidate entry of a block matches.
+type filter struct {
+	e      *exec
+	b      *segment.Block
+	timeOK bool  // the whole block is in the time range
+	stream int64 // >= 0: only this stream
+	sel    bool  // check e.sel
+}
+
+func (f *filter) keep(k int) bool {
+	b := f.b
+	if !f.timeOK && (b.Times[k] < f.e.q.Since || b.Times[k] >= f.e.q.Until) {
+		return false
+	}
+	if f.stream >= 0 {
+		if int64(b.Streams[k]) != f.stream {
 			return false
 		}
-		return stream < 0 || int64(b.Streams[k]) == stream
+	} else if f.sel && !f.e.sel[b.Streams[k]] {
+		return false
 	}
+	if f.e.confirm {
+		s := b.Streams[k]
+		return f.e.q.Plan.MatchEntry(f.e.labels[s], b.Line(k))
+	}
+	return true
+}
+
+// scan appends to hits the matching entries of f.b, ascending.
+func (e *exec) scan(f *filter, sc *scratch, hits []int32) []int32 {
+	switch len(e.needles) {
+	case 0:
+		for k := range f.b.Len() {
+			if f.keep(k) {
+				hits = append(hits, int32(k))
+			}
+		}
+		return hits
+	case 1:
+		return scanBlock(f.b, e.needles[0], f.keep, hits)
+	}
+	// Several needles, any of which a match contains: one pass each,
+	// candidates merged in order.
+	sc.a = scanBlock(f.b, e.needles[0], nil, sc.a[:0])
+	for _, s := range e.needles[1:] {
+		sc.b = scanBlock(f.b, s, nil, sc.b[:0])
+		sc.c = union(sc.c[:0], sc.a, sc.b)
+		sc.a, sc.c = sc.c, sc.a
+	}
+	for _, k := range sc.a {
+		if f.keep(int(k)) {
+			hits = append(hits, k)
+		}
+	}
+	return hits
+}
+
+// union appends the sorted union of ascending a and b to dst.
+func union(dst, a, b []int32) []int32 {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			dst = append(dst, a[i])
+			i++
+		case a[i] > b[j]:
+			dst = append(dst, b[j])
+			j++
+		default:
+			dst = append(dst, a[i])
+			i++
+			j++
+		}
+	}
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...)
+}
+
+// scanBlock appends to hits the entries of b that contain the needle (s
+// not empty) and that keep accepts (nil accepts all), ascending.
+func scanBlock(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits []int32) []int32 {
 	n := len(b.Times)
 	m := s.Len()
 	if m == 0 {
 		for k := range n {
-			if keep(k) {
+			if keep == nil || keep(k) {
 				hits = append(hits, int32(k))
 			}
 		}
@@ -263,7 +683,7 @@ func scanBlock(b *segment.Block, s *needle.Searcher, q *Query, timeOK bool, stre
 			k += sort.Search(n-k, func(j int) bool { return int(offs[k+j+1]) > i })
 		}
 		end := int(offs[k+1])
-		if i+m <= end && keep(k) {
+		if i+m <= end && (keep == nil || keep(k)) {
 			hits = append(hits, int32(k))
 		}
 		// Whether it matched, spanned into the next entry or was filtered
@@ -279,17 +699,22 @@ type run struct {
 	pending chan *task
 	cur     *task
 	hit     int // index into cur.res.hits
-	order   int // tie-break in merges: lower first
+	order   int // tie-break in merges: lower first (Oldest)
+	stream  int64
 	e       *exec
 	m       Match
+	cx      *ctxState // nil without context
 }
 
 // start begins dispatching tasks with at most window in flight (dispatched
 // and not yet consumed), returning the run that delivers them in order.
-func (e *exec) start(ctx context.Context, wg *sync.WaitGroup, tasks []task, window int) *run {
-	r := &run{pending: make(chan *task, window), e: e}
-	if len(tasks) > 0 {
-		r.order = int(tasks[0].stream)
+func (e *exec) start(ctx context.Context, wg *sync.WaitGroup, tasks []task, window int, stream int64) *run {
+	r := &run{pending: make(chan *task, window), e: e, stream: stream, order: int(stream)}
+	if !e.q.Count && (e.q.Before > 0 || e.q.After > 0) {
+		r.cx = &ctxState{before: e.q.Before, after: e.q.After, lastOut: math.MinInt64}
+		if e.rev {
+			r.cx.before, r.cx.after = r.cx.after, r.cx.before
+		}
 	}
 	wg.Go(func() {
 		defer close(r.pending)
@@ -332,8 +757,8 @@ func (r *run) next(ctx context.Context) (*task, error) {
 	}
 }
 
-// drain consumes a single run: the count-only and one-stream case.
-func (e *exec) drain(ctx context.Context, r *run, emit func(*Match) error, onErr func(error)) (int64, error) {
+// drain sums a counting run.
+func (e *exec) drain(ctx context.Context, r *run, onErr func(error)) (int64, error) {
 	var n int64
 	limit := e.q.Limit
 	for {
@@ -345,39 +770,85 @@ func (e *exec) drain(ctx context.Context, r *run, emit func(*Match) error, onErr
 			onErr(t.res.err)
 			continue
 		}
-		if e.q.Count {
-			n += t.res.count
-			if limit > 0 && n >= limit {
-				return limit, nil
-			}
-			continue
+		n += t.res.count
+		if limit > 0 && n >= limit {
+			return limit, nil
 		}
-		b := t.res.blk
-		for _, k := range t.res.hits {
-			if err := emit(&Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(int(k))}); err != nil {
-				return n, err
-			}
-			n++
-			if limit > 0 && n >= limit {
-				return n, nil
-			}
-		}
-		segment.PutBlock(b)
-		t.res = result{}
 	}
 }
 
-// advance moves the run to its next hit; false at the end.
+// merge delivers the runs' entries merged by time (one run: in order).
+func (e *exec) merge(ctx context.Context, runs []*run, emit func(*Match) error, onErr func(error)) (int64, error) {
+	h := &runHeap{rev: e.rev}
+	for _, r := range runs {
+		ok, err := r.advance(ctx, onErr)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			h.rs = append(h.rs, r)
+		}
+	}
+	heap.Init(h)
+	var n int64
+	for h.Len() > 0 {
+		r := h.rs[0]
+		if err := emit(&r.m); err != nil {
+			return n, err
+		}
+		if !r.m.Context {
+			n++
+			if e.q.Limit > 0 && n >= e.q.Limit {
+				return n, r.trail(ctx, emit, onErr)
+			}
+		}
+		ok, err := r.advance(ctx, onErr)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			heap.Fix(h, 0)
+		} else {
+			heap.Pop(h)
+		}
+	}
+	return n, nil
+}
+
+// trail delivers the After context of the run's last match, once the limit
+// is reached: the next entries of its stream, matching or not.
+func (r *run) trail(ctx context.Context, emit func(*Match) error, onErr func(error)) error {
+	if r.cx == nil {
+		return nil
+	}
+	r.cx.trailing = true
+	for {
+		ok, err := r.advance(ctx, onErr)
+		if err != nil || !ok {
+			return err
+		}
+		if err := emit(&r.m); err != nil {
+			return err
+		}
+	}
+}
+
+// advance moves the run to its next entry; false at the end.
 func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
+	if r.cx != nil {
+		return r.advanceCtx(ctx, onErr)
+	}
 	if r.cur != nil {
-		r.hit++
-		if r.hit < len(r.cur.res.hits) {
+		if r.e.rev {
+			r.hit--
+		} else {
+			r.hit++
+		}
+		if r.hit >= 0 && r.hit < len(r.cur.res.hits) {
 			r.fill()
 			return true, nil
 		}
-		segment.PutBlock(r.cur.res.blk)
-		r.cur.res = result{}
-		r.cur = nil
+		r.release()
 	}
 	for {
 		t, err := r.next(ctx)
@@ -396,9 +867,18 @@ func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
 			continue
 		}
 		r.cur, r.hit = t, 0
+		if r.e.rev {
+			r.hit = len(t.res.hits) - 1
+		}
 		r.fill()
 		return true, nil
 	}
+}
+
+func (r *run) release() {
+	segment.PutBlock(r.cur.res.blk)
+	r.cur.res = result{}
+	r.cur = nil
 }
 
 func (r *run) fill() {
@@ -406,14 +886,180 @@ func (r *run) fill() {
 	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
 }
 
-func (r *run) match() *Match { return &r.m }
+// ctxState walks a run's stream entry by entry to deliver context. Its
+// sequence numbers count the stream's entries (in the time range) in
+// iteration order; before and after are in iteration order too (swapped
+// for Newest).
+type ctxState struct {
+	before, after int
+	ents          []int32 // the current block's entries of the stream, in iteration order
+	j             int     // next index into ents
+	hits          []int32 // the current block's matches, ascending
+	hp            int     // next hit to reach, in iteration order
+	base          int64   // sequence number of ents[0]
+	seq           int64   // sequence number of ents[j-1]; the first entry is 1
+	lastOut       int64   // sequence number of the last delivered entry
+	afterLeft     int     // After context still owed
+	trailing      bool    // limit reached: only the After context is left
+	carry         []carried
+	spare         []carried
+	queue         []Match
+	qi            int
+}
 
-// runHeap orders runs by their current match's time, then by stream.
-type runHeap struct{ rs []*run }
+// carried is a copy of an entry of an earlier block, for Before context.
+type carried struct {
+	seq  int64
+	m    Match
+	line []byte
+}
+
+func (r *run) advanceCtx(ctx context.Context, onErr func(error)) (bool, error) {
+	c := r.cx
+	for {
+		if c.qi < len(c.queue) {
+			r.m = c.queue[c.qi]
+			c.qi++
+			return true, nil
+		}
+		c.queue, c.qi = c.queue[:0], 0
+		if c.trailing && c.afterLeft == 0 {
+			return false, nil
+		}
+		if r.cur == nil || c.j >= len(c.ents) {
+			if r.cur != nil {
+				c.saveCarry(r.cur.res.blk)
+				r.release()
+			}
+			t, err := r.next(ctx)
+			if err != nil || t == nil {
+				return false, err
+			}
+			if t.res.err != nil {
+				onErr(t.res.err)
+				continue
+			}
+			r.cur = t
+			c.load(r, t)
+			continue
+		}
+		b := r.cur.res.blk
+		k := c.ents[c.j]
+		c.j++
+		c.seq++
+		if !c.trailing && c.isHit(k, r.e.rev) {
+			for x := max(c.seq-int64(c.before), c.lastOut+1, 1); x < c.seq; x++ {
+				if x >= c.base {
+					c.push(x, entryMatch(b, int(c.ents[x-c.base]), true))
+				} else {
+					c.push(x, c.carry[x-c.carry[0].seq].m)
+				}
+			}
+			c.push(c.seq, entryMatch(b, int(k), false))
+			c.afterLeft = c.after
+			continue
+		}
+		if c.afterLeft > 0 {
+			c.afterLeft--
+			c.push(c.seq, entryMatch(b, int(k), true))
+		}
+	}
+}
+
+func entryMatch(b *segment.Block, k int, context bool) Match {
+	return Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k), Context: context}
+}
+
+func (c *ctxState) push(seq int64, m Match) {
+	m.GroupStart = seq != c.lastOut+1
+	c.lastOut = seq
+	c.queue = append(c.queue, m)
+}
+
+// load starts on a task's block: the entries of the run's stream in the
+// time range, in iteration order.
+func (c *ctxState) load(r *run, t *task) {
+	e, b := r.e, t.res.blk
+	c.ents = c.ents[:0]
+	for k := range b.Len() {
+		if b.Times[k] < e.q.Since || b.Times[k] >= e.q.Until {
+			continue
+		}
+		s := b.Streams[k]
+		if r.stream >= 0 && int64(s) != r.stream || r.stream < 0 && e.sel != nil && !e.sel[s] {
+			continue
+		}
+		c.ents = append(c.ents, int32(k))
+	}
+	c.hits = t.res.hits
+	c.hp = 0
+	if e.rev {
+		slices.Reverse(c.ents)
+		c.hp = len(c.hits) - 1
+	}
+	c.j = 0
+	c.base = c.seq + 1
+}
+
+// isHit reports whether entry k, the next in iteration order, matched.
+func (c *ctxState) isHit(k int32, rev bool) bool {
+	if rev {
+		for c.hp >= 0 && c.hits[c.hp] > k {
+			c.hp--
+		}
+		return c.hp >= 0 && c.hits[c.hp] == k
+	}
+	for c.hp < len(c.hits) && c.hits[c.hp] < k {
+		c.hp++
+	}
+	return c.hp < len(c.hits) && c.hits[c.hp] == k
+}
+
+// saveCarry keeps copies of the last `before` entries seen (the block's
+// tail, preceded by older carried entries if the block had fewer), for the
+// Before context of a match at the start of the next block.
+func (c *ctxState) saveCarry(b *segment.Block) {
+	if c.before == 0 {
+		return
+	}
+	next := c.spare[:0]
+	fromBlock := min(len(c.ents), c.before)
+	if keep := c.before - fromBlock; keep > 0 && len(c.carry) > 0 {
+		old := c.carry[max(0, len(c.carry)-keep):]
+		for _, o := range old {
+			next = appendCarried(next, o.seq, o.m)
+		}
+	}
+	for i := len(c.ents) - fromBlock; i < len(c.ents); i++ {
+		next = appendCarried(next, c.base+int64(i), entryMatch(b, int(c.ents[i]), true))
+	}
+	c.spare, c.carry = c.carry, next
+}
+
+// appendCarried appends a copy of m, reusing the slot's line buffer.
+func appendCarried(dst []carried, seq int64, m Match) []carried {
+	var buf []byte
+	if len(dst) < cap(dst) {
+		buf = dst[:len(dst)+1][len(dst)].line
+	}
+	buf = append(buf[:0], m.Line...)
+	m.Line = buf
+	return append(dst, carried{seq: seq, m: m, line: buf})
+}
+
+// runHeap orders runs by their current entry's time, then by stream;
+// descending for Newest.
+type runHeap struct {
+	rs  []*run
+	rev bool
+}
 
 func (h *runHeap) Len() int { return len(h.rs) }
 func (h *runHeap) Less(i, j int) bool {
 	a, b := h.rs[i], h.rs[j]
+	if h.rev {
+		a, b = b, a
+	}
 	if a.m.Time != b.m.Time {
 		return a.m.Time < b.m.Time
 	}
