@@ -22,6 +22,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -263,6 +264,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("keyboard", env.testKeyboard)
 	t.Run("escape stops", env.testEscape)
 	t.Run("live tail", env.testTail)
+	t.Run("bad query", env.testBadQuery)
 	t.Run("query helpers", env.testHelpers)
 	t.Run("screenshot", env.testScreenshot)
 }
@@ -276,8 +278,21 @@ func (env *browserEnv) testSearch(t *testing.T) {
 	if first < 0 || mark < 0 {
 		t.Fatalf("first row time not recorded: __firstRowMs=%v mark=%v", first, mark)
 	}
-	nav := eval[map[string]float64](t, ctx, `(() => { const n = performance.getEntriesByType('navigation')[0]; return {responseEnd: n.responseEnd, dcl: n.domContentLoadedEventEnd}; })()`)
-	t.Logf("first row painted %.1f ms after navigation start (HTML received at %.1f ms, DOMContentLoaded %.1f ms)", first, nav["responseEnd"], nav["dcl"])
+	// Where the time goes, from the page's own clock (ms since navigation start).
+	tm := eval[map[string]float64](t, ctx, `(() => {
+		const n = performance.getEntriesByType('navigation')[0], r = {html: n.responseEnd, dcl: n.domContentLoadedEventEnd};
+		for (const e of performance.getEntriesByType('resource')) {
+			const k = e.name.includes('/static/app.js') ? 'js' : e.name.includes('/api/v1/search') ? 'search' : e.name.includes('/api/v1/hits') ? 'hits' : e.name.includes('/api/v1/facets') ? 'facets' : '';
+			if (k && !(k + 'Start' in r)) { r[k + 'Start'] = e.startTime; r[k + 'First'] = e.responseStart; }
+		}
+		return r;
+	})()`)
+	t.Logf("first row painted %.1f ms after navigation start: HTML in at %.1f ms, app.js requested %.1f, DOMContentLoaded %.1f, search requested %.1f, first byte %.1f; hits requested %.1f, facets %.1f",
+		first, tm["html"], tm["jsStart"], tm["dcl"], tm["searchStart"], tm["searchFirst"], tm["hitsStart"], tm["facetsStart"])
+	// The search goes out first; the histogram and the facets follow it.
+	if !(tm["searchStart"] > 0 && tm["searchStart"] <= tm["hitsStart"] && tm["searchStart"] <= tm["facetsStart"]) {
+		t.Errorf("request order: search at %v ms, hits %v, facets %v", tm["searchStart"], tm["hitsStart"], tm["facetsStart"])
+	}
 
 	req := env.api.last("search")
 	if req.Get("q") != "timeout" || req.Get("fold") != "" || req.Get("direction") != "backward" || req.Get("limit") != "500" {
@@ -737,6 +752,29 @@ func (env *browserEnv) testScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	saveArtifact(t, "ui-screenshot.png", png)
+
+	// The hostile lines in the dark theme.
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.open(t, ctx, "/?q=hostile")
+	if bg := eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(22, 23, 26)" {
+		t.Fatalf("dark theme: body background %s", bg)
+	}
+	png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveArtifact(t, "ui-screenshot-dark.png", png)
+}
+
+// saveArtifact writes a file to artifacts/ at the repository root (git-ignored).
+func saveArtifact(t *testing.T, name string, b []byte) {
+	t.Helper()
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -745,11 +783,11 @@ func (env *browserEnv) testScreenshot(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "ui-screenshot.png")
-	if err := os.WriteFile(out, png, 0o644); err != nil {
+	out := filepath.Join(dir, name)
+	if err := os.WriteFile(out, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s (%d bytes)", out, len(png))
+	t.Logf("screenshot: %s (%d bytes)", out, len(b))
 }
 
 // repoRoot is the directory of go.mod above the package.
@@ -876,5 +914,26 @@ func (env *browserEnv) testHelpers(t *testing.T) {
 		if fmt.Sprint(ranges[i]) != fmt.Sprint(want) {
 			t.Errorf("ranges(%q, %q, fold %v) = %v, want %v", c.Line, c.Needle, c.Fold, ranges[i], want)
 		}
+	}
+}
+
+func (env *browserEnv) testBadQuery(t *testing.T) {
+	ctx := env.tab(t)
+	q := `{app="<img src=x onerror=window.__xss=4>"`
+	do(t, ctx, chromedp.Navigate(env.srv.URL+"/?q="+url.QueryEscape(q)))
+	waitJS(t, ctx, `document.getElementById('status').dataset.state === 'error' && document.getElementById('hits').textContent !== '' && !document.getElementById('facet-list').hasAttribute('aria-busy')`)
+	status := eval[string](t, ctx, `document.getElementById('status').textContent`)
+	if want := "Error: bad query " + q + ": "; !strings.HasPrefix(status, want) {
+		t.Fatalf("status %q, want it to start with %q", status, want)
+	}
+	if hits := eval[string](t, ctx, `document.getElementById('hits').textContent`); !strings.HasPrefix(hits, "Histogram: bad query "+q) {
+		t.Fatalf("histogram message %q", hits)
+	}
+	time.Sleep(100 * time.Millisecond) // give an injected handler time to fire
+	if n := eval[int](t, ctx, `document.querySelectorAll('#status *, #hits *, #facet-list *, #rows *').length`); n != 0 {
+		t.Fatalf("%d elements made from the error messages", n)
+	}
+	if v := eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
+		t.Fatalf("window.__xss is %s: a payload in an error message ran", v)
 	}
 }

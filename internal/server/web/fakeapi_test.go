@@ -207,7 +207,8 @@ func jsonError(w http.ResponseWriter, err error) {
 func params(v url.Values) (*matcher, int64, int64, error) {
 	m, err := parseQuery(v.Get("q"), v.Get("fold") == "1")
 	if err != nil {
-		return nil, 0, 0, err
+		// The raw query in the message, as a careless server would echo it.
+		return nil, 0, 0, fmt.Errorf("bad query %s: %w", v.Get("q"), err)
 	}
 	start, end := int64(0), int64(1)<<62
 	if s := v.Get("start"); s != "" {
