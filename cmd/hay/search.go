@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"haystack/internal/ingest"
+	"haystack/internal/query"
 	"haystack/internal/search"
 	"haystack/internal/store"
 )
@@ -22,39 +24,102 @@ import (
 func init() {
 	register(&command{
 		name:    "search",
-		summary: "print stored entries containing a literal PATTERN, like grep -F",
+		summary: "print stored entries matching a literal PATTERN (like grep -F) or a LogQL --query",
 		run:     runSearch,
 	})
 }
 
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ", ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+const searchHelp = `Usage: hay search [flags] [--] [PATTERN]
+
+Prints the stored entries that match, oldest first: each stream in the order
+it was ingested, streams merged by time. Exits 0 when something matched, 1
+when nothing did, 2 on bad arguments or a bad query.
+
+What to match (one of):
+  PATTERN            a literal string, exactly as grep -F: for one ingested
+                     file the output is that of LC_ALL=C grep -a -F on it
+                     (-i: ASCII case only, as grep in the C locale).
+  --query LOGQL      a LogQL log query: a stream selector, then line filters
+                     (|= != |~ !~, with "or"), | json, | logfmt and label
+                     filters. Cannot be mixed with PATTERN, -e, -v, -E or -i
+                     (write (?i) in a regex instead).
+  -e P, -E RE, -v P  grep-style filters compiled to the same plan as a query:
+                     an entry matches if it contains any -e literal or any -E
+                     regex (RE2 syntax), and none of the -v literals. -v alone
+                     keeps every entry without them; PATTERN may be combined
+                     with -v (but not with -e/-E). With -i they are all
+                     case-insensitive as (?i) (Unicode folding).
+
+Examples:
+  hay search timeout
+  hay search -i -c 'connection reset'
+  hay search --query '{source="api.log"} |= "error" != "healthcheck"'
+  hay search --query '{app=~"api|web"} |~ "(?i)time ?out" | logfmt | status >= 500'
+  hay search -e ERROR -e FATAL -v heartbeat --since 1h --order newest --limit 20
+  hay search -E 'user=[0-9]+ denied' -C 2
+  hay search --hist --query '{source="sshd.log"} |= "Failed password"'
+
+Flags:
+`
+
 func runSearch(args []string) error {
 	fs := flag.NewFlagSet("search", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: hay search [flags] [--] PATTERN")
-		fmt.Fprintln(fs.Output(), "\nPrints the stored entries that contain PATTERN (a literal string), oldest")
-		fmt.Fprintln(fs.Output(), "first; for one ingested file the output is that of LC_ALL=C grep -a -F.")
-		fmt.Fprintln(fs.Output(), "Exits 1 when nothing matched.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fmt.Fprint(fs.Output(), searchHelp)
 		fs.PrintDefaults()
 	}
 	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
-	fold := fs.Bool("i", false, "ignore ASCII case")
+	qsrc := fs.String("query", "", "a LogQL log `query`, e.g. '{source=\"a.log\"} |= \"x\"'")
+	var inc, exc, res stringList
+	fs.Var(&inc, "e", "match entries containing the literal `P` (repeatable: any of them)")
+	fs.Var(&exc, "v", "drop entries containing the literal `P` (repeatable: any of them)")
+	fs.Var(&res, "E", "match entries matching the regex `RE` (RE2; repeatable, ORed with -e)")
+	fold := fs.Bool("i", false, "ignore case (PATTERN: ASCII only, like grep -F -i in the C locale)")
 	count := fs.Bool("c", false, "print only the number of matching entries")
+	after := fs.Int("A", 0, "print `N` entries of the same stream after each match")
+	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")
+	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
+	order := fs.String("order", "oldest", "`oldest` first or newest first (newest: the exact reverse)")
 	since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 1h for now-1h)")
 	until := fs.String("until", "", "only entries before `T` (RFC 3339 or a duration)")
-	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line")
-	if err := fs.Parse(args); err != nil {
+	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
+	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context)")
+	if err := fs.Parse(grepNumArgs(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want exactly one PATTERN, got %d arguments", errUsage, fs.NArg())
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: want at most one PATTERN, got %d arguments", errUsage, fs.NArg())
 	}
 	now := time.Now()
-	q := search.Query{Pattern: []byte(fs.Arg(0)), Fold: *fold, Limit: *limit, Count: *count}
+	q := search.Query{Limit: *limit, Count: *count, Before: *before, After: *after}
+	if !set["A"] {
+		q.After = *ctxN
+	}
+	if !set["B"] {
+		q.Before = *ctxN
+	}
+	if q.Before < 0 || q.After < 0 || *ctxN < 0 {
+		return fmt.Errorf("%w: -A, -B and -C must be >= 0", errUsage)
+	}
+	switch *order {
+	case "oldest":
+	case "newest":
+		q.Order = search.Newest
+	default:
+		return fmt.Errorf("%w: --order must be oldest or newest, not %q", errUsage, *order)
+	}
 	var err error
 	if q.Since, err = parseTimeArg(*since, now); err != nil {
 		return fmt.Errorf("%w: --since: %v", errUsage, err)
@@ -65,14 +130,52 @@ func runSearch(args []string) error {
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be >= 0", errUsage)
 	}
+	grepStyle := len(inc)+len(exc)+len(res) > 0
+	switch {
+	case set["query"]:
+		if grepStyle || *fold || fs.NArg() > 0 {
+			return fmt.Errorf("%w: --query cannot be mixed with PATTERN, -e, -v, -E or -i", errUsage)
+		}
+		pq, err := query.Parse(*qsrc)
+		if err == nil {
+			q.Plan, err = query.Compile(pq)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s", errUsage, queryError(*qsrc, err))
+		}
+	case grepStyle:
+		if fs.NArg() > 0 {
+			if len(inc)+len(res) > 0 {
+				return fmt.Errorf("%w: give PATTERN or -e/-E, not both", errUsage)
+			}
+			inc = append(inc, fs.Arg(0))
+		}
+		gq, err := query.FromGrep(query.GrepOptions{Patterns: inc, Exclude: exc, Regex: res, Fold: *fold})
+		if err == nil {
+			q.Plan, err = query.Compile(gq)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	case fs.NArg() == 1:
+		// The literal path: byte for byte grep -F, ASCII -i.
+		q.Pattern, q.Fold = []byte(fs.Arg(0)), *fold
+	default:
+		return fmt.Errorf("%w: want a PATTERN, --query, or -e/-E/-v", errUsage)
+	}
 
 	snap, err := store.OpenSnapshot(*data)
 	if err != nil {
 		return err
 	}
 	defer snap.Close()
+	q.Labels = snap.Labels
 	damaged := 0
 	for _, err := range snap.Damaged {
+		fmt.Fprintf(os.Stderr, "hay search: %v (skipped)\n", err)
+		damaged++
+	}
+	onErr := func(err error) {
 		fmt.Fprintf(os.Stderr, "hay search: %v (skipped)\n", err)
 		damaged++
 	}
@@ -80,13 +183,15 @@ func runSearch(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	out := bufio.NewWriterSize(os.Stdout, 256<<10)
-	p := printer{w: out, tty: isTerminal(os.Stdout), snap: snap, json: *asJSON}
-	n, err := search.Run(ctx, snap.Parts, q, p.print, func(err error) {
-		fmt.Fprintf(os.Stderr, "hay search: %v (skipped)\n", err)
-		damaged++
-	})
-	if err == nil && *count {
-		fmt.Fprintln(out, n)
+	var n int64
+	if *hist {
+		n, err = printHist(ctx, out, snap, q, *asJSON, onErr)
+	} else {
+		p := printer{w: out, tty: isTerminal(os.Stdout), snap: snap, json: *asJSON, context: q.Before > 0 || q.After > 0}
+		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
+		if err == nil && *count {
+			fmt.Fprintln(out, n)
+		}
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
@@ -100,6 +205,96 @@ func runSearch(args []string) error {
 		return errNoMatch
 	}
 	return nil
+}
+
+// grepNumArgs rewrites grep's attached context counts (-A3, -C10) to the
+// flag package's -A=3 form, up to "--".
+func grepNumArgs(args []string) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && strings.IndexByte("ABC", a[1]) >= 0 {
+			if _, err := strconv.Atoi(a[2:]); err == nil {
+				out[i] = a[:2] + "=" + a[2:]
+			}
+		}
+	}
+	return out
+}
+
+// queryError describes a bad query: the message, then the query's line
+// with a caret under the position (*query.ParseError).
+func queryError(src string, err error) string {
+	var pe *query.ParseError
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
+	pos := min(max(pe.Pos, 0), len(src))
+	start := strings.LastIndexByte(src[:pos], '\n') + 1
+	end := len(src)
+	if i := strings.IndexByte(src[pos:], '\n'); i >= 0 {
+		end = pos + i
+	}
+	// One space per rune before the position keeps the caret under it;
+	// tabs stay tabs.
+	var pad strings.Builder
+	for _, r := range src[start:pos] {
+		if r == '\t' {
+			pad.WriteByte('\t')
+		} else {
+			pad.WriteByte(' ')
+		}
+	}
+	return fmt.Sprintf("bad query at byte %d: %s\n  %s\n  %s^", pe.Pos, pe.Msg, src[start:end], pad.String())
+}
+
+// printHist prints the histogram of q's matches: one line per bucket with
+// its start time (UTC), count and a bar, scaled to 80 columns; or with
+// asJSON one object per bucket. It returns the total.
+func printHist(ctx context.Context, w *bufio.Writer, snap *store.Snapshot, q search.Query, asJSON bool, onErr func(error)) (int64, error) {
+	lo, hi, ok := search.TimeRange(snap.Parts, q)
+	if !ok {
+		return 0, nil
+	}
+	b := search.ChooseBuckets(lo, hi, 60)
+	counts, err := search.Hist(ctx, snap.Parts, q, b, onErr)
+	if err != nil {
+		return 0, err
+	}
+	layout := "2006-01-02 15:04:05"
+	switch {
+	case b.Width%86400e9 == 0:
+		layout = "2006-01-02"
+	case b.Width%60e9 == 0:
+		layout = "2006-01-02 15:04"
+	}
+	var total, most int64
+	for _, c := range counts {
+		total += c
+		most = max(most, c)
+	}
+	if asJSON {
+		for i, c := range counts {
+			t := time.Unix(0, b.Start+int64(i)*b.Width).UTC().Format(time.RFC3339Nano)
+			fmt.Fprintf(w, "{\"start\":%q,\"width_seconds\":%g,\"count\":%d}\n", t, float64(b.Width)/1e9, c)
+		}
+		return total, nil
+	}
+	cw := len(strconv.FormatInt(most, 10))
+	barW := max(10, 80-len(layout)-cw-2)
+	for i, c := range counts {
+		t := time.Unix(0, b.Start+int64(i)*b.Width).UTC().Format(layout)
+		bar := 0
+		if most > 0 {
+			bar = int((c*int64(barW) + most - 1) / most) // round up: any hit shows
+		}
+		fmt.Fprintf(w, "%s %*d %s\n", t, cw, c, strings.Repeat("█", bar))
+	}
+	fmt.Fprintf(w, "total %d in %d buckets of %v (UTC)\n", total, len(counts), time.Duration(b.Width))
+	return total, nil
 }
 
 // parseTimeArg reads --since/--until: "" is no bound, a duration d means
@@ -119,15 +314,24 @@ func parseTimeArg(s string, now time.Time) (int64, error) {
 }
 
 type printer struct {
-	w      *bufio.Writer
-	tty    bool
-	json   bool
-	snap   *store.Snapshot
-	labels map[uint32][]byte // stream -> JSON object of its labels
-	buf    []byte
+	w       *bufio.Writer
+	tty     bool
+	json    bool
+	context bool // print "--" between context groups, as grep
+	printed bool
+	last    uint32 // stream of the last entry printed
+	snap    *store.Snapshot
+	labels  map[uint32][]byte // stream -> JSON object of its labels
+	buf     []byte
 }
 
 func (p *printer) print(m *search.Match) error {
+	if p.context && !p.json {
+		if p.printed && (m.GroupStart || m.Stream != p.last) {
+			p.w.WriteString("--\n")
+		}
+		p.printed, p.last = true, m.Stream
+	}
 	if p.json {
 		return p.printJSON(m)
 	}
@@ -166,6 +370,9 @@ func (p *printer) printJSON(m *search.Match) error {
 	// terminal too.
 	lb, _ := json.Marshal(string(m.Line))
 	b = append(b, lb...)
+	if m.Context {
+		b = append(b, `,"context":true`...)
+	}
 	b = append(b, "}\n"...)
 	p.buf = b
 	_, err := p.w.Write(b)
