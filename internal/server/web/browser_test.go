@@ -635,6 +635,22 @@ func (env *browserEnv) testLoadMore(t *testing.T) {
 	if s := eval[string](t, ctx, `document.getElementById('status').textContent`); !strings.HasPrefix(s, "120 results") {
 		t.Fatalf("status %q", s)
 	}
+
+	// Oldest first pages forward from the last row's time.
+	env.open(t, ctx, "/?q=tick&dir=forward&limit=50")
+	all = url.Values{}
+	for k, v := range env.api.last("search") {
+		all[k] = v
+	}
+	if all.Get("direction") != "forward" {
+		t.Fatalf("search request %v", all)
+	}
+	all.Set("limit", "100000")
+	want, _, _ = env.api.search(all)
+	checkRows(t, rows(t, ctx), want[:50])
+	act(t, ctx, chromedp.Click(chromedp.ID("more")))
+	act(t, ctx, chromedp.Click(chromedp.ID("more")))
+	checkRows(t, rows(t, ctx), want)
 }
 
 func (env *browserEnv) testDragZoom(t *testing.T) {

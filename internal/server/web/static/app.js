@@ -357,7 +357,8 @@
     const row = document.createElement('div');
     row.className = 'row';
     row.dataset.ts = e.ts;
-    const ms = Number(BigInt(e.ts) / 1000000n);
+    let ms;
+    try { ms = Number(BigInt(e.ts) / 1000000n); } catch (err) { ms = Date.parse(e.time); }
     const ts = document.createElement('time');
     ts.className = 'ts';
     ts.dateTime = e.time || new Date(ms).toISOString();
