@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"haystack/internal/server"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "serve the Loki-compatible push/query API, the native API and the web UI",
+		run:     runServe,
+	})
+}
+
+// byteSizeFlag is a flag.Value for sizes like 64MiB.
+type byteSizeFlag struct{ n *int64 }
+
+func (f byteSizeFlag) String() string {
+	if f.n == nil {
+		return ""
+	}
+	return fmt.Sprint(*f.n)
+}
+
+func (f byteSizeFlag) Set(s string) error {
+	v, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*f.n = v
+	return nil
+}
+
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: hay serve [flags]")
+		fmt.Fprintln(fs.Output())
+		fmt.Fprintln(fs.Output(), "Serves Loki's push and query API (POST /loki/api/v1/push, GET /loki/api/v1/query_range, ...),")
+		fmt.Fprintln(fs.Output(), "the native API (/api/v1/search, /hits, /facets, /tail), /metrics and the web UI at /.")
+		fmt.Fprintln(fs.Output(), "A push is acknowledged only after its entries are fsynced. SIGTERM or SIGINT stops")
+		fmt.Fprintln(fs.Output(), "accepting, finishes in-flight requests, flushes and exits 0.")
+		fmt.Fprintln(fs.Output())
+		fs.PrintDefaults()
+	}
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory; each tenant's store is DIR/<tenant> (default $HAY_DATA, else ./hay-data)")
+	listen := fs.String("listen", "127.0.0.1:3100", "listen `address`")
+	authFile := fs.String("auth-file", "", "credentials `file`: lines \"token <secret> [tenant]\" or \"basic <user> <password> [tenant]\"")
+	maxBody := int64(64 << 20)
+	fs.Var(byteSizeFlag{&maxBody}, "max-body", "largest push body as sent (decompressed: 4x this) (default 64MiB)")
+	maxLine := int64(256 << 10)
+	fs.Var(byteSizeFlag{&maxLine}, "max-line", "largest line (default 256KiB)")
+	linePolicy := fs.String("line-policy", "reject", "a line over --max-line: reject (the push, naming the entry) or truncate (with a marker)")
+	queryTimeout := fs.Duration("query-timeout", 30*time.Second, "a query running longer gets 504")
+	maxQueries := fs.Int("max-concurrent-queries", 2*runtime.GOMAXPROCS(0), "queries at once; more get 429 with Retry-After")
+	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
+	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
+	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
+	headBytes := int64(0)
+	fs.Var(byteSizeFlag{&headBytes}, "head-bytes", "head size at which a tenant's head is flushed into a segment (default 32MiB)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *linePolicy != "reject" && *linePolicy != "truncate" {
+		return fmt.Errorf("%w: --line-policy must be reject or truncate", errUsage)
+	}
+	if maxLine < 64 || maxLine > 16<<20 {
+		return fmt.Errorf("%w: --max-line must be between 64 bytes and 16MiB", errUsage)
+	}
+	cfg := server.Config{
+		DataDir:              *data,
+		MaxBody:              maxBody,
+		MaxLine:              int(maxLine),
+		TruncateLines:        *linePolicy == "truncate",
+		QueryTimeout:         *queryTimeout,
+		MaxConcurrentQueries: *maxQueries,
+		RejectOlderThan:      *older,
+		RejectNewerThan:      *newer,
+		MaxLabels:            *maxLabels,
+		Logger:               slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}
+	cfg.Store.HeadBytes = headBytes
+	if *authFile != "" {
+		f, err := os.Open(*authFile)
+		if err != nil {
+			return err
+		}
+		cfg.Auth, err = server.ParseAuth(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *authFile, err)
+		}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.OpenExisting(); err != nil {
+		srv.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute, // a 64 MiB body at >= 0.5 MB/s
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	hs.RegisterOnShutdown(srv.StopTails)
+	fmt.Fprintf(os.Stderr, "hay serve: listening on http://%s (data %s)\n", ln.Addr(), *data)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		srv.Close()
+		return err
+	case s := <-sig:
+		fmt.Fprintf(os.Stderr, "hay serve: %v: finishing in-flight requests and flushing\n", s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	serr := hs.Shutdown(ctx)
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("flush at shutdown: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("shutdown: %w", serr)
+	}
+	fmt.Fprintln(os.Stderr, "hay serve: stopped")
+	return nil
+}

@@ -1,0 +1,67 @@
+// Package server is `hay serve`: Haystack's HTTP API. It speaks Loki's
+// documented push and query API (so Promtail, Alloy, Fluent Bit, Vector
+// and Grafana work against it unchanged), the native API of
+// web/API.md that the embedded web UI uses, and /metrics.
+//
+// # Durability
+//
+// A push is answered 204 only after its entries are in the tenant's
+// write-ahead log and the log is fsynced (store.Writer: concurrent pushes
+// share one fsync). Every push is decoded and validated whole before
+// anything is stored, so a 4xx means nothing of it was stored; a 5xx
+// means the store failed (a write or fsync error), its entries may or may
+// not be there, and the tenant's store refuses writes until a restart.
+//
+// # Endpoints
+//
+//	GET  /ready, /health                      200 when serving
+//	GET  /metrics                             Prometheus metrics
+//	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); gzip Content-Encoding for both
+//	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"..."} (ts optional: now)
+//	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
+//	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
+//	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats
+//	GET  /loki/api/v1/tail                    WebSocket live tail
+//	GET  /api/v1/search, /api/v1/hits, /api/v1/facets, /api/v1/tail   see web/API.md
+//	GET  /, /static/...                       the web UI
+//
+// Times (start, end, time) are Unix nanoseconds (integers), Unix seconds
+// with a fraction, or RFC 3339. Loki's query_range reads start <= ts < end;
+// the native API reads start <= ts <= end (API.md).
+//
+// Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
+// log query, sum/count/min/max/avg [by|without (...)] over those, and
+// constant arithmetic such as Grafana's health check vector(1)+vector(1).
+// A window (t-range, t] with no entries gives no point, as in Loki.
+//
+// # Limits
+//
+// Each is answered with a 4xx whose JSON body {"error": "..."} says why,
+// and counted in hay_rejected_total{reason}: body over --max-body (413),
+// decompressed body over 4 × --max-body (413; gzip is read through a
+// limit, snappy's declared length is checked before decoding), malformed
+// JSON/protobuf/jsonl (400, naming stream and entry), a line over
+// --max-line (400 naming the entry, or cut to the limit with the marker
+// "…[truncated]" under --line-policy=truncate), timestamps outside
+// [now - --reject-older-than, now + --reject-newer-than] (400), more than
+// --max-labels labels (400), a query over --query-timeout (504), more than
+// --max-concurrent-queries queries at once (429 with Retry-After: 1).
+//
+// # Tenants and auth
+//
+// X-Scope-OrgID names the tenant ([A-Za-z0-9_.-]{1,64}, not . or ..;
+// default "fake" as in Loki). Each tenant's data is the store
+// DATA/<tenant>, so no query can reach another tenant's entries. With
+// --auth-file (see Auth) every request except /ready, /health, /metrics
+// and the UI's static files needs a bearer token or basic credentials; a
+// credential bound to a tenant can use only that tenant.
+//
+// # Search
+//
+// Queries read a store.View (segments plus the in-memory head), so pushed
+// entries are visible at once. The executor here is a plain block scan
+// with the LogQL plan's MatchStream and pipeline (internal/search is being
+// extended for LogQL plans; until its API settles this package keeps its
+// own adapter). Results are ordered by time (newest first for backward),
+// ties by stream labels, then by position in the store.
+package server

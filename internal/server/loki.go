@@ -1,0 +1,614 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"haystack/internal/ingest"
+	"haystack/internal/query"
+	"haystack/internal/store"
+)
+
+// lokiStream is one stream of a "streams" result.
+type lokiStream struct {
+	Stream map[string]string `json:"stream"`
+	Values [][2]string       `json:"values"`
+}
+
+// labelMap parses canonical labels into a map (never nil, so JSON says {}).
+func labelMap(canon string) map[string]string {
+	m := map[string]string{}
+	ls, _ := ingest.ParseLabels(canon)
+	for _, l := range ls {
+		m[l.Name] = l.Value
+	}
+	return m
+}
+
+type lokiResponse struct {
+	Status string   `json:"status"`
+	Data   lokiData `json:"data"`
+}
+
+type lokiData struct {
+	ResultType string `json:"resultType"`
+	Result     any    `json:"result"`
+	Stats      any    `json:"stats"`
+}
+
+func lokiStats(lines, bytes int64, took time.Duration) any {
+	sec := took.Seconds()
+	if sec <= 0 {
+		sec = 1e-9
+	}
+	return map[string]any{"summary": map[string]any{
+		"bytesProcessedPerSecond": int64(float64(bytes) / sec),
+		"linesProcessedPerSecond": int64(float64(lines) / sec),
+		"totalBytesProcessed":     bytes,
+		"totalLinesProcessed":     lines,
+		"execTime":                sec,
+	}}
+}
+
+// isLogQuery tells a log query ({...} ...) from a metric expression.
+func isLogQuery(q string) bool { return strings.HasPrefix(strings.TrimSpace(q), "{") }
+
+// lokiQueryRange serves /loki/api/v1/query_range. Entries with
+// start <= ts < end are read, as Loki documents; end defaults to now and
+// start to an hour before end.
+func (s *Server) lokiQueryRange(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	t0 := time.Now()
+	p := r.URL.Query()
+	now := s.cfg.Now().UnixNano()
+	end, err := parseTime("end", p.Get("end"), now)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	start, err := parseTime("start", p.Get("start"), end-int64(time.Hour))
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	if end < start {
+		s.queryErr(w, badRequest("bad_param", "end (%d) is before start (%d)", end, start))
+		return
+	}
+	q := p.Get("query")
+	if isLogQuery(q) {
+		s.lokiLog(w, r, ts, q, start, end-1, t0)
+		return
+	}
+	step := time.Duration(max(1, (end-start)/int64(time.Second)/250)) * time.Second
+	if v := p.Get("step"); v != "" {
+		if step, err = parseDurationParam("step", v); err != nil {
+			s.queryErr(w, err)
+			return
+		}
+	}
+	if (end-start)/int64(step) > 11000 {
+		s.queryErr(w, badRequest("bad_param", "more than 11000 points per series: raise step"))
+		return
+	}
+	s.lokiMetric(w, r, ts, q, start, end, step, false, t0)
+}
+
+// lokiQuery serves /loki/api/v1/query: a metric query at one instant
+// (time, default now), or a log query over the hour before it.
+func (s *Server) lokiQuery(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	t0 := time.Now()
+	p := r.URL.Query()
+	at, err := parseTime("time", p.Get("time"), s.cfg.Now().UnixNano())
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	q := p.Get("query")
+	if isLogQuery(q) {
+		s.lokiLog(w, r, ts, q, at-int64(time.Hour), at, t0)
+		return
+	}
+	s.lokiMetric(w, r, ts, q, at, at, time.Second, true, t0)
+}
+
+func (s *Server) lokiLog(w http.ResponseWriter, r *http.Request, ts *tenantStore, q string, start, end int64, t0 time.Time) {
+	p := r.URL.Query()
+	limit, err := parseLimit(p.Get("limit"), 100, s.cfg.MaxQueryLimit)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	backward, err := parseDirection(p.Get("direction"))
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	sel, err := parseSelection(q, false)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	sel.start, sel.end = start, end
+	hits, _, err := collect(r.Context(), ts, sel, limit, backward)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "streams", Result: groupStreams(hits), Stats: lokiStats(int64(len(hits)), 0, time.Since(t0))}})
+}
+
+// groupStreams groups ordered hits by labels, streams in order of first
+// appearance, entries in the hits' order.
+func groupStreams(hits []hit) []*lokiStream {
+	out := []*lokiStream{}
+	idx := map[string]*lokiStream{}
+	for i := range hits {
+		h := &hits[i]
+		st := idx[h.Labels]
+		if st == nil {
+			st = &lokiStream{Stream: labelMap(h.Labels)}
+			idx[h.Labels] = st
+			out = append(out, st)
+		}
+		st.Values = append(st.Values, [2]string{strconv.FormatInt(h.Time, 10), string(h.Line)})
+	}
+	return out
+}
+
+// series is one metric series: labels and points at step times.
+type series struct {
+	labels ingest.Labels
+	ts     []int64
+	vs     []float64
+}
+
+func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantStore, q string, start, end int64, step time.Duration, instant bool, t0 time.Time) {
+	e, err := parseMetric(q)
+	if err != nil {
+		s.queryErr(w, badRequest("bad_query", "%v", err))
+		return
+	}
+	out, err := evalMetric(r.Context(), ts, e, start, end, int64(step))
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	sec := func(t int64) json.Number {
+		return json.Number(strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64))
+	}
+	val := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	lm := func(ls ingest.Labels) map[string]string {
+		m := map[string]string{}
+		for _, l := range ls {
+			m[l.Name] = l.Value
+		}
+		return m
+	}
+	if instant {
+		res := []any{}
+		for _, se := range out {
+			if len(se.ts) > 0 {
+				res = append(res, map[string]any{"metric": lm(se.labels), "value": []any{sec(se.ts[0]), val(se.vs[0])}})
+			}
+		}
+		writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "vector", Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
+		return
+	}
+	res := []any{}
+	for _, se := range out {
+		if len(se.ts) == 0 {
+			continue
+		}
+		vals := make([][]any, len(se.ts))
+		for i := range se.ts {
+			vals[i] = []any{sec(se.ts[i]), val(se.vs[i])}
+		}
+		res = append(res, map[string]any{"metric": lm(se.labels), "values": vals})
+	}
+	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "matrix", Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
+}
+
+// evalMetric evaluates e at start, start+step, ... <= end.
+func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
+	var steps []int64
+	for t := start; t <= end; t += step {
+		steps = append(steps, t)
+		if t > math.MaxInt64-step {
+			break
+		}
+	}
+	switch e.kind {
+	case "const":
+		se := &series{ts: steps, vs: make([]float64, len(steps))}
+		for i := range se.vs {
+			se.vs[i] = e.val
+		}
+		return []*series{se}, nil
+	case "range":
+		return evalRange(ctx, ts, e, start, end, steps)
+	case "agg":
+		in, err := evalMetric(ctx, ts, e.inner, start, end, step)
+		if err != nil {
+			return nil, err
+		}
+		return aggregate(e, in), nil
+	}
+	return nil, fmt.Errorf("unsupported expression")
+}
+
+func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64, steps []int64) ([]*series, error) {
+	if !isLogQuery(e.log) {
+		return nil, badRequest("bad_query", "%s wants a log query {...}, got %q", e.fn, e.log)
+	}
+	sel, err := parseSelection(e.log, false)
+	if err != nil {
+		return nil, err
+	}
+	rng := int64(e.rng)
+	sel.start, sel.end = start-rng+1, end
+	type acc struct {
+		labels string
+		times  []int64
+		sizes  []int64
+	}
+	groups := map[string]*acc{}
+	if ts != nil {
+		v, err := ts.w.View()
+		if err != nil {
+			return nil, err
+		}
+		err = scan(ctx, v, sel, func(h *hit) bool {
+			a := groups[h.Labels]
+			if a == nil {
+				a = &acc{labels: h.Labels}
+				groups[h.Labels] = a
+			}
+			a.times = append(a.times, h.Time)
+			a.sizes = append(a.sizes, int64(len(h.Line)))
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []*series
+	for _, k := range keys {
+		a := groups[k]
+		idx := make([]int, len(a.times))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(i, j int) bool { return a.times[idx[i]] < a.times[idx[j]] })
+		times := make([]int64, len(idx))
+		prefix := make([]int64, len(idx)+1)
+		for i, j := range idx {
+			times[i] = a.times[j]
+			prefix[i+1] = prefix[i] + a.sizes[j]
+		}
+		labs, _ := ingest.ParseLabels(a.labels)
+		se := &series{labels: labs}
+		for _, t := range steps {
+			// Entries in (t-rng, t].
+			lo := sort.Search(len(times), func(i int) bool { return times[i] > t-rng })
+			hi := sort.Search(len(times), func(i int) bool { return times[i] > t })
+			n := hi - lo
+			if n == 0 {
+				continue
+			}
+			var v float64
+			switch e.fn {
+			case "count_over_time":
+				v = float64(n)
+			case "rate":
+				v = float64(n) / e.rng.Seconds()
+			case "bytes_over_time":
+				v = float64(prefix[hi] - prefix[lo])
+			case "bytes_rate":
+				v = float64(prefix[hi]-prefix[lo]) / e.rng.Seconds()
+			}
+			se.ts = append(se.ts, t)
+			se.vs = append(se.vs, v)
+		}
+		out = append(out, se)
+	}
+	return out, nil
+}
+
+func aggregate(e *mexpr, in []*series) []*series {
+	type point struct {
+		sum, min, max float64
+		n             int
+	}
+	type group struct {
+		labels ingest.Labels
+		pts    map[int64]*point
+	}
+	groups := map[string]*group{}
+	for _, se := range in {
+		var ls ingest.Labels
+		for _, l := range se.labels {
+			keep := slices.Contains(e.by, l.Name)
+			if e.without {
+				keep = !keep
+			}
+			if keep {
+				ls = append(ls, l)
+			}
+		}
+		k := ls.String()
+		g := groups[k]
+		if g == nil {
+			g = &group{labels: ls, pts: map[int64]*point{}}
+			groups[k] = g
+		}
+		for i, t := range se.ts {
+			v := se.vs[i]
+			p := g.pts[t]
+			if p == nil {
+				p = &point{min: v, max: v}
+				g.pts[t] = p
+			}
+			p.sum += v
+			p.min = min(p.min, v)
+			p.max = max(p.max, v)
+			p.n++
+		}
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []*series
+	for _, k := range keys {
+		g := groups[k]
+		se := &series{labels: g.labels}
+		for t := range g.pts {
+			se.ts = append(se.ts, t)
+		}
+		slices.Sort(se.ts)
+		for _, t := range se.ts {
+			p := g.pts[t]
+			var v float64
+			switch e.fn {
+			case "sum":
+				v = p.sum
+			case "count":
+				v = float64(p.n)
+			case "min":
+				v = p.min
+			case "max":
+				v = p.max
+			case "avg":
+				v = p.sum / float64(p.n)
+			}
+			se.vs = append(se.vs, v)
+		}
+		out = append(out, se)
+	}
+	return out
+}
+
+// rangeParams reads start and end for the metadata endpoints (default:
+// the last 6 hours, as Loki).
+func (s *Server) rangeParams(r *http.Request) (int64, int64, error) {
+	p := r.URL.Query()
+	end, err := parseTime("end", p.Get("end"), s.cfg.Now().UnixNano())
+	if err != nil {
+		return 0, 0, err
+	}
+	start, err := parseTime("start", p.Get("start"), end-int64(6*time.Hour))
+	return start, end, err
+}
+
+// streamsIn lists the labels of the streams that have blocks overlapping
+// [start, end] and that the selector q (if any) admits. The block index
+// answers it without decoding blocks, so it may include a stream whose
+// entries in its blocks lie just outside the range.
+func streamsIn(ts *tenantStore, q string, start, end int64) ([]ingest.Labels, error) {
+	if ts == nil {
+		return nil, nil
+	}
+	var plan *query.Plan
+	if strings.TrimSpace(q) != "" {
+		sel, err := parseSelection(q, false)
+		if err != nil {
+			return nil, err
+		}
+		if sel.plan == nil {
+			return nil, badRequest("bad_query", "%q is not a stream selector", q)
+		}
+		plan = sel.plan
+	}
+	v, err := ts.w.View()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint32]bool{}
+	var out []ingest.Labels
+	for _, p := range v.Parts {
+		for bi := range p.NumBlocks() {
+			m := p.BlockMeta(bi)
+			if m.Entries == 0 || m.MaxTime < start || m.MinTime > end {
+				continue
+			}
+			for _, id := range m.Streams {
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				ls, err := ingest.ParseLabels(v.Labels(id))
+				if err != nil {
+					continue
+				}
+				if plan != nil && !query.MatchStreamOf(plan, ls) {
+					continue
+				}
+				out = append(out, ls)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) lokiLabels(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	start, end, err := s.rangeParams(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	streams, err := streamsIn(ts, r.URL.Query().Get("query"), start, end)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	names := []string{}
+	for _, ls := range streams {
+		for _, l := range ls {
+			names = append(names, l.Name)
+		}
+	}
+	slices.Sort(names)
+	writeJSON(w, map[string]any{"status": "success", "data": slices.Compact(names)})
+}
+
+func (s *Server) lokiLabelValues(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	name := r.PathValue("name")
+	start, end, err := s.rangeParams(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	streams, err := streamsIn(ts, r.URL.Query().Get("query"), start, end)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	vals := []string{}
+	for _, ls := range streams {
+		if v := ls.Get(name); v != "" {
+			vals = append(vals, v)
+		}
+	}
+	slices.Sort(vals)
+	writeJSON(w, map[string]any{"status": "success", "data": slices.Compact(vals)})
+}
+
+// lokiSeries serves /loki/api/v1/series: the label sets of the streams
+// matching any match[] selector (all streams when none is given).
+func (s *Server) lokiSeries(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	if err := r.ParseForm(); err != nil {
+		s.queryErr(w, badRequest("bad_param", "%v", err))
+		return
+	}
+	start, end, err := s.rangeParams(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	matches := r.Form["match[]"]
+	if len(matches) == 0 {
+		matches = r.Form["match"]
+	}
+	if len(matches) == 0 {
+		matches = []string{""}
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range matches {
+		streams, err := streamsIn(ts, m, start, end)
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		for _, ls := range streams {
+			k := ls.String()
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	data := []map[string]string{}
+	for _, k := range keys {
+		data = append(data, labelMap(k))
+	}
+	writeJSON(w, map[string]any{"status": "success", "data": data})
+}
+
+// lokiIndexStats serves /loki/api/v1/index/stats: streams, chunks
+// (blocks), entries and bytes of the entries matching the selector in
+// [start, end].
+func (s *Server) lokiIndexStats(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	start, end, err := s.rangeParams(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	q := r.URL.Query().Get("query")
+	var st struct {
+		Streams int   `json:"streams"`
+		Chunks  int   `json:"chunks"`
+		Entries int64 `json:"entries"`
+		Bytes   int64 `json:"bytes"`
+	}
+	if ts != nil && strings.TrimSpace(q) != "" {
+		sel, err := parseSelection(q, false)
+		if err != nil || sel.plan == nil {
+			s.queryErr(w, badRequest("bad_query", "query must be a stream selector"))
+			return
+		}
+		sel.start, sel.end = start, end
+		v, err := ts.w.View()
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		streams := map[uint32]bool{}
+		blocks := map[[2]int64]bool{}
+		pi := map[store.Part]int64{}
+		for i, p := range v.Parts {
+			pi[p] = int64(i)
+		}
+		err = scan(r.Context(), v, sel, func(h *hit) bool {
+			streams[h.Stream] = true
+			st.Entries++
+			st.Bytes += int64(len(h.Line))
+			return true
+		})
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		for _, p := range v.Parts {
+			for bi := range p.NumBlocks() {
+				m := p.BlockMeta(bi)
+				if m.MaxTime < start || m.MinTime > end {
+					continue
+				}
+				for _, id := range m.Streams {
+					if streams[id] {
+						blocks[[2]int64{pi[p], int64(bi)}] = true
+						break
+					}
+				}
+			}
+		}
+		st.Streams, st.Chunks = len(streams), len(blocks)
+	}
+	writeJSON(w, st)
+}

@@ -1,0 +1,243 @@
+package server
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"haystack/internal/ingest"
+	"haystack/needle"
+)
+
+// The native API of internal/server/web/API.md: the web UI's contract.
+
+func containsFold(line, pat []byte) bool { return needle.IndexFold(line, pat) >= 0 }
+
+type nativeLine struct {
+	TS     string            `json:"ts"`
+	Time   string            `json:"time"`
+	Labels map[string]string `json:"labels"`
+	Line   string            `json:"line"`
+}
+
+func nativeEntry(t int64, labels string, line []byte) nativeLine {
+	return nativeLine{
+		TS:     strconv.FormatInt(t, 10),
+		Time:   time.Unix(0, t).UTC().Format(time.RFC3339Nano),
+		Labels: labelMap(labels),
+		Line:   string(line),
+	}
+}
+
+// nativeSelection reads q, fold, start and end (both inclusive; absent
+// start is the beginning of the store, absent end is now).
+func (s *Server) nativeSelection(r *http.Request) (*selection, error) {
+	p := r.URL.Query()
+	sel, err := parseSelection(p.Get("q"), p.Get("fold") == "1")
+	if err != nil {
+		return nil, err
+	}
+	if sel.start, err = parseTime("start", p.Get("start"), math.MinInt64); err != nil {
+		return nil, err
+	}
+	if sel.end, err = parseTime("end", p.Get("end"), s.cfg.Now().UnixNano()); err != nil {
+		return nil, err
+	}
+	if sel.start > sel.end {
+		return nil, badRequest("bad_param", "start (%d) is after end (%d)", sel.start, sel.end)
+	}
+	return sel, nil
+}
+
+// nativeSearch serves /api/v1/search as NDJSON. The newest (or, forward,
+// oldest) limit entries are found first and then streamed with a flush
+// every 64 lines; the request context cancels the scan.
+func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	t0 := time.Now()
+	sel, err := s.nativeSelection(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	p := r.URL.Query()
+	limit, err := parseLimit(p.Get("limit"), 500, s.cfg.MaxQueryLimit)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	backward, err := parseDirection(p.Get("direction"))
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	hits, more, err := collect(r.Context(), ts, sel, limit, backward)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for i := range hits {
+		if err := enc.Encode(nativeEntry(hits[i].Time, hits[i].Labels, hits[i].Line)); err != nil {
+			return
+		}
+		if i%64 == 63 {
+			rc.Flush()
+		}
+	}
+	enc.Encode(map[string]any{"done": true, "count": len(hits), "limited": more, "elapsed_ms": time.Since(t0).Milliseconds()})
+}
+
+// niceSteps are the bucket widths /api/v1/hits chooses from, in seconds.
+var niceSteps = []int64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000, 31536000}
+
+// nativeHits serves /api/v1/hits: a histogram of the matching entries.
+func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	sel, err := s.nativeSelection(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	type bucket struct {
+		T     int64 `json:"t"`
+		Count int64 `json:"count"`
+	}
+	counts := map[int64]int64{}
+	var total int64
+	var times []int64
+	if ts != nil {
+		v, err := ts.w.View()
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		err = scan(r.Context(), v, sel, func(h *hit) bool {
+			times = append(times, h.Time)
+			return true
+		})
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+	}
+	lo, hi := sel.start, sel.end
+	if lo == math.MinInt64 {
+		lo = hi
+		for _, t := range times {
+			lo = min(lo, t)
+		}
+	}
+	var stepMS int64
+	if v := r.URL.Query().Get("step"); v != "" {
+		d, err := parseDurationParam("step", v)
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		stepMS = max(1, d.Milliseconds())
+	} else {
+		span := (hi - lo) / 1e9
+		stepMS = niceSteps[len(niceSteps)-1] * 1000
+		for _, st := range niceSteps {
+			if span/st <= 150 {
+				stepMS = st * 1000
+				break
+			}
+		}
+	}
+	for _, t := range times {
+		ms := floorDiv(t, 1e6)
+		counts[floorDiv(ms, stepMS)*stepMS]++
+		total++
+	}
+	buckets := []bucket{}
+	for t, n := range counts {
+		buckets = append(buckets, bucket{t, n})
+	}
+	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.T, b.T) })
+	writeJSON(w, map[string]any{"step_ms": stepMS, "buckets": buckets, "total": total})
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// maxFacetValues caps the values sent per label (the largest counts).
+const maxFacetValues = 100
+
+// nativeFacets serves /api/v1/facets: per label name, the matching
+// entries per value.
+func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	sel, err := s.nativeSelection(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	byStream := map[string]int64{}
+	if ts != nil {
+		v, err := ts.w.View()
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		err = scan(r.Context(), v, sel, func(h *hit) bool {
+			byStream[h.Labels]++
+			return true
+		})
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+	}
+	facets := map[string]map[string]int64{}
+	for k, n := range byStream {
+		ls, _ := ingest.ParseLabels(k)
+		for _, l := range ls {
+			m := facets[l.Name]
+			if m == nil {
+				m = map[string]int64{}
+				facets[l.Name] = m
+			}
+			m[l.Value] += n
+		}
+	}
+	for name, m := range facets {
+		if len(m) <= maxFacetValues {
+			continue
+		}
+		type vc struct {
+			v string
+			n int64
+		}
+		var all []vc
+		for v, n := range m {
+			all = append(all, vc{v, n})
+		}
+		slices.SortFunc(all, func(a, b vc) int {
+			if a.n != b.n {
+				return cmp.Compare(b.n, a.n)
+			}
+			return cmp.Compare(a.v, b.v)
+		})
+		keep := map[string]int64{}
+		for _, x := range all[:maxFacetValues] {
+			keep[x.v] = x.n
+		}
+		facets[name] = keep
+	}
+	writeJSON(w, map[string]any{"labels": facets})
+}
+
+var _ = fmt.Sprint

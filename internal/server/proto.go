@@ -1,0 +1,215 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Loki's push.proto, decoded by hand (field numbers from the public
+// definition; no generated code):
+//
+//	PushRequest      { repeated StreamAdapter streams = 1; }
+//	StreamAdapter    { string labels = 1; repeated EntryAdapter entries = 2; uint64 hash = 3; }
+//	EntryAdapter     { google.protobuf.Timestamp timestamp = 1; string line = 2;
+//	                   repeated LabelPairAdapter structuredMetadata = 3; }
+//	LabelPairAdapter { string name = 1; string value = 2; }
+//	Timestamp        { int64 seconds = 1; int32 nanos = 2; }
+//
+// Unknown fields are skipped, as protobuf requires. Structured metadata is
+// accepted and dropped (Haystack stores lines and stream labels only).
+
+const (
+	wireVarint = 0
+	wireI64    = 1
+	wireLen    = 2
+	wireI32    = 5
+)
+
+var errProtoTruncated = errors.New("truncated protobuf")
+
+// protoField reads one field header and value from b. For wireLen fields
+// val is the payload; for varint/fixed fields num holds the value.
+func protoField(b []byte) (field int, typ int, num uint64, val []byte, rest []byte, err error) {
+	key, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, 0, nil, nil, errProtoTruncated
+	}
+	b = b[n:]
+	if key>>3 == 0 || key>>3 > math.MaxInt32 {
+		return 0, 0, 0, nil, nil, fmt.Errorf("invalid protobuf field number %d", key>>3)
+	}
+	field, typ = int(key>>3), int(key&7)
+	switch typ {
+	case wireVarint:
+		num, n = binary.Uvarint(b)
+		if n <= 0 {
+			return 0, 0, 0, nil, nil, errProtoTruncated
+		}
+		return field, typ, num, nil, b[n:], nil
+	case wireI64:
+		if len(b) < 8 {
+			return 0, 0, 0, nil, nil, errProtoTruncated
+		}
+		return field, typ, binary.LittleEndian.Uint64(b), nil, b[8:], nil
+	case wireI32:
+		if len(b) < 4 {
+			return 0, 0, 0, nil, nil, errProtoTruncated
+		}
+		return field, typ, uint64(binary.LittleEndian.Uint32(b)), nil, b[4:], nil
+	case wireLen:
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return 0, 0, 0, nil, nil, errProtoTruncated
+		}
+		b = b[n:]
+		return field, typ, 0, b[:l], b[l:], nil
+	}
+	return 0, 0, 0, nil, nil, fmt.Errorf("unsupported protobuf wire type %d", typ)
+}
+
+// decodePushProto decodes an uncompressed PushRequest. Line slices alias b.
+func decodePushProto(b []byte) ([]pushStream, error) {
+	var out []pushStream
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return out, err
+		}
+		b = rest
+		if f != 1 {
+			continue
+		}
+		if t != wireLen {
+			return out, fmt.Errorf("stream %d: wrong wire type %d", len(out), t)
+		}
+		s, err := decodeStreamProto(v)
+		if err != nil {
+			return out, fmt.Errorf("stream %d: %w", len(out), err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func decodeStreamProto(b []byte) (pushStream, error) {
+	var s pushStream
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return s, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			s.labels = string(v)
+		case f == 2 && t == wireLen:
+			e, err := decodeEntryProto(v)
+			if err != nil {
+				return s, fmt.Errorf("entry %d: %w", len(s.entries), err)
+			}
+			s.entries = append(s.entries, e)
+		case f == 1 || f == 2:
+			return s, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return s, nil
+}
+
+func decodeEntryProto(b []byte) (pushEntry, error) {
+	var e pushEntry
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return e, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			ts, err := decodeTimestampProto(v)
+			if err != nil {
+				return e, fmt.Errorf("timestamp: %w", err)
+			}
+			e.ts = ts
+		case f == 2 && t == wireLen:
+			e.line = v
+		case f == 1 || f == 2:
+			return e, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return e, nil
+}
+
+func decodeTimestampProto(b []byte) (int64, error) {
+	var sec, nanos int64
+	for len(b) > 0 {
+		f, t, num, _, rest, err := protoField(b)
+		if err != nil {
+			return 0, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireVarint:
+			sec = int64(num)
+		case f == 2 && t == wireVarint:
+			nanos = int64(int32(num))
+		}
+	}
+	if nanos < 0 || nanos >= 1e9 {
+		return 0, fmt.Errorf("nanos %d out of range", nanos)
+	}
+	if sec > math.MaxInt64/int64(1e9)-1 || sec < math.MinInt64/int64(1e9)+1 {
+		return 0, fmt.Errorf("seconds %d out of range", sec)
+	}
+	return sec*1e9 + nanos, nil
+}
+
+// PushStream is one stream of a push request for EncodePushProto.
+type PushStream struct {
+	Labels  string // Loki form: {a="b"}
+	Entries []PushEntry
+}
+
+// PushEntry is one entry for EncodePushProto.
+type PushEntry struct {
+	Time int64 // Unix ns
+	Line string
+}
+
+// EncodePushProto encodes a PushRequest (uncompressed; Loki clients send it
+// snappy-compressed). Tests and `hay bench push` use it.
+func EncodePushProto(streams []PushStream) []byte {
+	var out, sb, eb, tb []byte
+	for _, s := range streams {
+		sb = sb[:0]
+		sb = appendBytesField(sb, 1, []byte(s.Labels))
+		for _, e := range s.Entries {
+			tb = tb[:0]
+			sec, ns := e.Time/1e9, e.Time%1e9
+			if ns < 0 {
+				sec, ns = sec-1, ns+1e9
+			}
+			if sec != 0 {
+				tb = binary.AppendUvarint(tb, 1<<3|wireVarint)
+				tb = binary.AppendUvarint(tb, uint64(sec))
+			}
+			if ns != 0 {
+				tb = binary.AppendUvarint(tb, 2<<3|wireVarint)
+				tb = binary.AppendUvarint(tb, uint64(ns))
+			}
+			eb = eb[:0]
+			eb = appendBytesField(eb, 1, tb)
+			eb = appendBytesField(eb, 2, []byte(e.Line))
+			sb = appendBytesField(sb, 2, eb)
+		}
+		out = appendBytesField(out, 1, sb)
+	}
+	return out
+}
+
+func appendBytesField(dst []byte, field int, v []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(field)<<3|wireLen)
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
+}

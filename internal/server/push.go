@@ -1,0 +1,419 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/snappy"
+
+	"haystack/internal/ingest"
+	"haystack/internal/store"
+)
+
+// pushStream is one decoded stream of a push, before validation: labels
+// either as Loki's text form (protobuf, jsonl) or as a map (JSON).
+type pushStream struct {
+	labels  string
+	lmap    map[string]string
+	entries []pushEntry
+}
+
+type pushEntry struct {
+	ts   int64
+	line []byte
+}
+
+// httpError is an error with the status it is answered with.
+type httpError struct {
+	status int
+	reason string // metric label for rejections
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(reason, format string, args ...any) *httpError {
+	return &httpError{status: http.StatusBadRequest, reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// readBody reads a request body within the configured caps: MaxBody bytes
+// as sent, and MaxDecompressed bytes after gzip (Content-Encoding) or
+// snappy (protobuf) decompression, so a small compression bomb cannot make
+// the server allocate without bound.
+func (s *Server) readBody(r *http.Request, snappyBlock bool) ([]byte, error) {
+	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody)
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &httpError{http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body exceeds the limit of %d bytes; nothing was stored", s.cfg.MaxBody)}
+		}
+		return nil, badRequest("read_error", "reading request body: %v; nothing was stored", err)
+	}
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, badRequest("bad_gzip", "gzip body: %v; nothing was stored", err)
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, s.cfg.MaxDecompressed+1))
+		if err != nil {
+			return nil, badRequest("bad_gzip", "gzip body: %v; nothing was stored", err)
+		}
+		if int64(len(out)) > s.cfg.MaxDecompressed {
+			return nil, &httpError{http.StatusRequestEntityTooLarge, "decompressed_too_large", fmt.Sprintf("decompressed body exceeds the limit of %d bytes; nothing was stored", s.cfg.MaxDecompressed)}
+		}
+		raw = out
+	default:
+		return nil, &httpError{http.StatusUnsupportedMediaType, "bad_encoding", fmt.Sprintf("unsupported Content-Encoding %q (gzip or none); nothing was stored", enc)}
+	}
+	if snappyBlock {
+		n, err := snappy.DecodedLen(raw)
+		if err != nil {
+			return nil, badRequest("bad_snappy", "snappy body: %v; nothing was stored", err)
+		}
+		if int64(n) > s.cfg.MaxDecompressed {
+			return nil, &httpError{http.StatusRequestEntityTooLarge, "decompressed_too_large", fmt.Sprintf("decompressed body (%d bytes) exceeds the limit of %d bytes; nothing was stored", n, s.cfg.MaxDecompressed)}
+		}
+		out, err := snappy.Decode(nil, raw)
+		if err != nil {
+			return nil, badRequest("bad_snappy", "snappy body: %v; nothing was stored", err)
+		}
+		raw = out
+	}
+	return raw, nil
+}
+
+// decodePushJSON decodes Loki's JSON push body:
+//
+//	{"streams":[{"stream":{"app":"x"},"values":[["<unix ns>","<line>"], ["<unix ns>","<line>",{...}]]}]}
+//
+// The optional third element (structured metadata) is accepted and dropped.
+func decodePushJSON(b []byte) ([]pushStream, error) {
+	var req struct {
+		Streams []struct {
+			Stream map[string]string   `json:"stream"`
+			Values [][]json.RawMessage `json:"values"`
+		} `json:"streams"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(&req); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("invalid JSON: data after the top-level object")
+	}
+	out := make([]pushStream, 0, len(req.Streams))
+	for i, st := range req.Streams {
+		ps := pushStream{lmap: st.Stream}
+		if st.Stream == nil {
+			return nil, fmt.Errorf("stream %d: missing \"stream\" labels", i)
+		}
+		for j, v := range st.Values {
+			if len(v) < 2 || len(v) > 3 {
+				return nil, fmt.Errorf("stream %d, entry %d: a value is [\"<unix ns>\", \"<line>\"] with optional metadata, got %d elements", i, j, len(v))
+			}
+			var tss, line string
+			if err := json.Unmarshal(v[0], &tss); err != nil {
+				return nil, fmt.Errorf("stream %d, entry %d: timestamp must be a string of Unix nanoseconds", i, j)
+			}
+			ts, err := strconv.ParseInt(tss, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("stream %d, entry %d: timestamp %q: not Unix nanoseconds", i, j, tss)
+			}
+			if err := json.Unmarshal(v[1], &line); err != nil {
+				return nil, fmt.Errorf("stream %d, entry %d: line must be a string", i, j)
+			}
+			ps.entries = append(ps.entries, pushEntry{ts: ts, line: []byte(line)})
+		}
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// decodePushJSONL decodes Haystack's JSON-lines push body. Each non-blank
+// line is one object:
+//
+//	{"labels":{"app":"x"},"ts":"1764467400123456789","line":"text"}
+//
+// labels is an object or Loki's text form ("{app=\"x\"}"); "stream" is
+// accepted as its synonym. ts (or "time") is optional: a string or number
+// of Unix nanoseconds, or an RFC 3339 string; absent means the time of
+// arrival (now). line is required. Consecutive lines with the same labels
+// form one stream.
+func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
+	var out []pushStream
+	n := 0
+	for len(b) > 0 {
+		var ln []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			ln, b = b[:i], b[i+1:]
+		} else {
+			ln, b = b, nil
+		}
+		n++
+		ln = bytes.TrimSpace(ln)
+		if len(ln) == 0 {
+			continue
+		}
+		var obj struct {
+			Labels json.RawMessage `json:"labels"`
+			Stream json.RawMessage `json:"stream"`
+			TS     json.RawMessage `json:"ts"`
+			Time   json.RawMessage `json:"time"`
+			Line   *string         `json:"line"`
+		}
+		if err := json.Unmarshal(ln, &obj); err != nil {
+			return nil, fmt.Errorf("line %d: invalid JSON: %w", n, err)
+		}
+		if obj.Line == nil {
+			return nil, fmt.Errorf("line %d: missing \"line\"", n)
+		}
+		lab := obj.Labels
+		if lab == nil {
+			lab = obj.Stream
+		}
+		var ps pushStream
+		switch {
+		case len(lab) == 0 || string(lab) == "null":
+			return nil, fmt.Errorf("line %d: missing \"labels\"", n)
+		case lab[0] == '"':
+			if err := json.Unmarshal(lab, &ps.labels); err != nil {
+				return nil, fmt.Errorf("line %d: labels: %w", n, err)
+			}
+		default:
+			if err := json.Unmarshal(lab, &ps.lmap); err != nil {
+				return nil, fmt.Errorf("line %d: labels must be an object of strings or a label string", n)
+			}
+		}
+		ts := now
+		raw := obj.TS
+		if raw == nil {
+			raw = obj.Time
+		}
+		if len(raw) > 0 && string(raw) != "null" {
+			t, err := parseJSONLTime(raw)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+			ts = t
+		}
+		e := pushEntry{ts: ts, line: []byte(*obj.Line)}
+		if k := len(out) - 1; k >= 0 && out[k].labels == ps.labels && mapsEqual(out[k].lmap, ps.lmap) {
+			out[k].entries = append(out[k].entries, e)
+			continue
+		}
+		ps.entries = []pushEntry{e}
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func parseJSONLTime(raw json.RawMessage) (int64, error) {
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, fmt.Errorf("ts: %w", err)
+		}
+		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return v, nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return 0, fmt.Errorf("ts %q: neither Unix nanoseconds nor RFC 3339", s)
+		}
+		return t.UnixNano(), nil
+	}
+	v, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("ts %s: not an integer of Unix nanoseconds", raw)
+	}
+	return v, nil
+}
+
+// truncMarker ends a line cut to --max-line under --line-policy=truncate.
+const truncMarker = "…[truncated]"
+
+// validate checks every stream and entry against the limits and turns the
+// push into store entries. Any violation rejects the whole request, so a
+// 4xx always means nothing was stored.
+func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int64, error) {
+	now := s.cfg.Now().UnixNano()
+	var out []store.LabeledEntry
+	var bytesIn int64
+	for i, st := range streams {
+		labs, err := s.streamLabels(st)
+		if err != nil {
+			return nil, 0, badRequest("bad_labels", "stream %d: %v; nothing was stored", i, err)
+		}
+		if len(labs) > s.cfg.MaxLabels {
+			return nil, 0, badRequest("too_many_labels", "stream %d %s: %d labels, more than the limit of %d; nothing was stored", i, labs, len(labs), s.cfg.MaxLabels)
+		}
+		key := labs.String()
+		for j, e := range st.entries {
+			if s.cfg.RejectOlderThan > 0 && e.ts < now-int64(s.cfg.RejectOlderThan) {
+				return nil, 0, badRequest("too_old", "stream %d %s, entry %d: timestamp %s is older than %s; nothing was stored", i, key, j, time.Unix(0, e.ts).UTC().Format(time.RFC3339Nano), s.cfg.RejectOlderThan)
+			}
+			if s.cfg.RejectNewerThan > 0 && e.ts > now+int64(s.cfg.RejectNewerThan) {
+				return nil, 0, badRequest("too_new", "stream %d %s, entry %d: timestamp %s is more than %s in the future; nothing was stored", i, key, j, time.Unix(0, e.ts).UTC().Format(time.RFC3339Nano), s.cfg.RejectNewerThan)
+			}
+			line := e.line
+			if len(line) > s.cfg.MaxLine {
+				if !s.cfg.TruncateLines {
+					return nil, 0, badRequest("line_too_long", "stream %d %s, entry %d: line of %d bytes exceeds the limit of %d; nothing was stored", i, key, j, len(line), s.cfg.MaxLine)
+				}
+				cut := max(0, s.cfg.MaxLine-len(truncMarker))
+				for cut > 0 && !utf8.RuneStart(line[cut]) {
+					cut-- // do not split a UTF-8 sequence
+				}
+				line = append(line[:cut:cut], truncMarker...)
+				s.met.rejected.WithLabelValues("line_truncated").Inc()
+			}
+			bytesIn += int64(len(line))
+			out = append(out, store.LabeledEntry{Labels: key, Time: e.ts, Line: line})
+		}
+	}
+	return out, bytesIn, nil
+}
+
+func (s *Server) streamLabels(st pushStream) (ingest.Labels, error) {
+	var labs ingest.Labels
+	if st.lmap != nil {
+		for k, v := range st.lmap {
+			if !validLabelName(k) {
+				return nil, fmt.Errorf("invalid label name %q", k)
+			}
+			if v == "" {
+				continue // an empty value means no such label
+			}
+			labs = append(labs, ingest.Label{Name: k, Value: v})
+		}
+		slices.SortFunc(labs, func(a, b ingest.Label) int { return strings.Compare(a.Name, b.Name) })
+	} else {
+		t := strings.TrimSpace(st.labels)
+		if !strings.HasPrefix(t, "{") {
+			return nil, fmt.Errorf("labels %q: want Loki's form {name=\"value\", ...}", st.labels)
+		}
+		var err error
+		if labs, err = ingest.ParseLabels(t); err != nil {
+			return nil, fmt.Errorf("labels %q: %w", st.labels, err)
+		}
+	}
+	if len(labs) == 0 {
+		return nil, errors.New("at least one label is required")
+	}
+	return labs, nil
+}
+
+func validLabelName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// handlePush serves the Loki push endpoint (JSON or protobuf+snappy) and
+// the JSON-lines endpoint.
+func (s *Server) handlePush(format string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeError(w, http.StatusMethodNotAllowed, "use POST")
+			return
+		}
+		tenant, ok := s.tenant(w, r)
+		if !ok {
+			return
+		}
+		f := format
+		if f == "loki" {
+			ct := strings.ToLower(r.Header.Get("Content-Type"))
+			if strings.HasPrefix(ct, "application/x-protobuf") {
+				f = "protobuf"
+			} else {
+				f = "json"
+			}
+		}
+		err := s.push(r, tenant, f)
+		s.met.pushDur.WithLabelValues(f).Observe(time.Since(start).Seconds())
+		if err != nil {
+			var he *httpError
+			if errors.As(err, &he) {
+				s.met.rejected.WithLabelValues(he.reason).Inc()
+				writeError(w, he.status, he.msg)
+				return
+			}
+			s.log.Error("push failed", "tenant", tenant, "err", err)
+			writeError(w, http.StatusInternalServerError, "storing the push failed: "+err.Error()+"; its entries may or may not be stored")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) push(r *http.Request, tenant, format string) error {
+	body, err := s.readBody(r, format == "protobuf")
+	if err != nil {
+		return err
+	}
+	var streams []pushStream
+	switch format {
+	case "protobuf":
+		streams, err = decodePushProto(body)
+	case "json":
+		streams, err = decodePushJSON(body)
+	default:
+		streams, err = decodePushJSONL(body, s.cfg.Now().UnixNano())
+	}
+	if err != nil {
+		return badRequest("malformed", "malformed %s push: %v; nothing was stored", format, err)
+	}
+	entries, nbytes, err := s.validate(streams)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	ts, err := s.openTenant(tenant, true)
+	if err != nil {
+		return err
+	}
+	if err := ts.w.Append(r.Context(), entries); err != nil {
+		return err
+	}
+	s.met.lines.Add(float64(len(entries)))
+	s.met.bytes.Add(float64(nbytes))
+	return nil
+}

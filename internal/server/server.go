@@ -1,0 +1,235 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"haystack/internal/server/web"
+	"haystack/internal/store"
+)
+
+// Config is the server's configuration; New fills zero fields with the
+// defaults documented on each.
+type Config struct {
+	DataDir string // root; each tenant's store is DataDir/<tenant>
+	// MaxBody caps a push body as sent (64 MiB); MaxDecompressed caps it
+	// after gzip or snappy (4 × MaxBody).
+	MaxBody, MaxDecompressed int64
+	MaxLine                  int  // bytes of one line (256 KiB)
+	TruncateLines            bool // cut long lines with a marker instead of rejecting the push
+	QueryTimeout             time.Duration
+	MaxConcurrentQueries     int // 429 beyond it (2 × GOMAXPROCS)
+	// Pushed entries older than RejectOlderThan or newer than now +
+	// RejectNewerThan are rejected; 0 disables each check.
+	RejectOlderThan, RejectNewerThan time.Duration
+	MaxLabels                        int // labels a stream may have (15)
+	Auth                             *Auth
+	Store                            store.Options
+	Logger                           *slog.Logger
+	Now                              func() time.Time
+	// MaxQueryLimit caps the limit parameter of log queries (5000).
+	MaxQueryLimit int
+}
+
+// Server is the HTTP API. Create it with New, serve Handler, and Close it
+// after the HTTP server has shut down.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	met *metrics
+	sem chan struct{} // query slots
+
+	mu      sync.Mutex
+	tenants map[string]*tenantStore
+	closed  bool
+
+	handler http.Handler
+}
+
+// tenantStore is one tenant's store and live-tail fan-out.
+type tenantStore struct {
+	name string
+	w    *store.Writer
+	hub  *hub
+}
+
+// DefaultTenant is the tenant of requests without X-Scope-OrgID when auth
+// is off, as in Loki.
+const DefaultTenant = "fake"
+
+// New creates the server; it opens tenants' stores lazily.
+func New(cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: no data directory")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 64 << 20
+	}
+	if cfg.MaxDecompressed <= 0 {
+		cfg.MaxDecompressed = 4 * cfg.MaxBody
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 256 << 10
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 30 * time.Second
+	}
+	if cfg.MaxConcurrentQueries <= 0 {
+		cfg.MaxConcurrentQueries = 8
+	}
+	if cfg.MaxLabels <= 0 {
+		cfg.MaxLabels = 15
+	}
+	if cfg.MaxQueryLimit <= 0 {
+		cfg.MaxQueryLimit = 5000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		sem:     make(chan struct{}, cfg.MaxConcurrentQueries),
+		tenants: map[string]*tenantStore{},
+	}
+	s.met = newMetrics(s)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the whole API plus the web UI.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ready") })
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /metrics", s.met.handler())
+
+	mux.Handle("/loki/api/v1/push", s.auth(s.handlePush("loki")))
+	mux.Handle("/api/v1/push/jsonl", s.auth(s.handlePush("jsonl")))
+
+	q := func(name string, h func(http.ResponseWriter, *http.Request, *tenantStore)) http.Handler {
+		return s.auth(s.query(name, h))
+	}
+	mux.Handle("/loki/api/v1/query_range", q("query_range", s.lokiQueryRange))
+	mux.Handle("/loki/api/v1/query", q("query", s.lokiQuery))
+	mux.Handle("/loki/api/v1/labels", q("labels", s.lokiLabels))
+	mux.Handle("/loki/api/v1/label/{name}/values", q("label_values", s.lokiLabelValues))
+	mux.Handle("/loki/api/v1/series", q("series", s.lokiSeries))
+	mux.Handle("/loki/api/v1/index/stats", q("index_stats", s.lokiIndexStats))
+	mux.Handle("GET /loki/api/v1/tail", s.auth(http.HandlerFunc(s.lokiTail)))
+
+	mux.Handle("GET /api/v1/search", q("search", s.nativeSearch))
+	mux.Handle("GET /api/v1/hits", q("hits", s.nativeHits))
+	mux.Handle("GET /api/v1/facets", q("facets", s.nativeFacets))
+	mux.Handle("GET /api/v1/tail", s.auth(http.HandlerFunc(s.nativeTail)))
+
+	mux.Handle("/", web.Handler())
+	return mux
+}
+
+// writeError answers with status and {"error": msg}; Loki clients show
+// the body of a failed push to the user.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// openTenant returns the tenant's store, opening it on first use. Without
+// create, a tenant that has no directory yet returns nil, nil: it has no
+// data, and a query must not create directories.
+func (s *Server) openTenant(name string, create bool) (*tenantStore, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, &httpError{http.StatusServiceUnavailable, "shutting_down", "server is shutting down"}
+	}
+	if ts, ok := s.tenants[name]; ok {
+		return ts, nil
+	}
+	dir := filepath.Join(s.cfg.DataDir, name)
+	if !create {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	ts := &tenantStore{name: name, hub: newHub()}
+	w, err := store.OpenWriter(dir, store.WriterOptions{
+		Options:  s.cfg.Store,
+		OnCommit: ts.hub.publish,
+		OnSync:   func(d time.Duration) { s.met.fsync.Observe(d.Seconds()) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open tenant %s: %w", name, err)
+	}
+	ts.w = w
+	s.tenants[name] = ts
+	return ts, nil
+}
+
+// OpenExisting opens the store of every tenant directory under DataDir,
+// so recovery happens at start-up rather than on the first request.
+func (s *Server) OpenExisting() error {
+	ents, err := os.ReadDir(s.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() && validTenant(e.Name()) {
+			if _, err := s.openTenant(e.Name(), true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops the tails, flushes every tenant's head into a segment and
+// releases the stores. Call it after http.Server.Shutdown, so no push is
+// in flight.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	ts := s.tenants
+	s.tenants = map[string]*tenantStore{}
+	s.mu.Unlock()
+	var first error
+	for name, t := range ts {
+		t.hub.close()
+		if err := t.w.Close(); err != nil && first == nil {
+			first = fmt.Errorf("tenant %s: %w", name, err)
+		}
+	}
+	return first
+}
+
+// StopTails ends every live tail (they would otherwise keep a graceful
+// shutdown waiting). Register it with http.Server.RegisterOnShutdown.
+func (s *Server) StopTails() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tenants {
+		t.hub.close()
+	}
+}
