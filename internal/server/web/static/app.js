@@ -11,6 +11,7 @@
   const TRUNC = 1000;       // characters of a line shown before "expand"
   const MAX_MARKS = 500;    // highlights per line, against pathological regexes
   const FACET_VALUES = 20;  // values shown per label in the sidebar
+  const SIDE_DELAY = 250;   // ms the histogram and facets wait for the search to answer
   const RANGES = { '15m': 'now-15m', '1h': 'now-1h', '24h': 'now-24h', '7d': 'now-7d' };
   const DEFAULTS = { q: '', from: 'now-24h', to: 'now', fold: false, dir: 'backward', live: false, limit: PAGE };
 
@@ -487,10 +488,24 @@
     queue = [];
     tops = [];
     updateStatus();
-    const p = Object.assign(baseParams(s), { start: String(cur.startNs), end: String(cur.endNs) });
-    searchPage(cur, cur.startNs, cur.endNs, 0);
-    loadHits(cur, p);
-    loadFacets(cur, p);
+    el.hits.textContent = '';
+    el.hist.textContent = '';
+    el.facets.textContent = '';
+    el.facets.setAttribute('aria-busy', 'true');
+    // The histogram and the facets scan the same data as the search: on a
+    // small machine three scans at once slow the first rows down. So they
+    // start when the search's answer begins (or after SIDE_DELAY ms at the
+    // latest), and then run in parallel with the rest of the stream.
+    const c = cur, p = Object.assign(baseParams(s), { start: String(c.startNs), end: String(c.endNs) });
+    let sideStarted = false;
+    c.startSide = () => {
+      if (sideStarted || c !== cur) return;
+      sideStarted = true;
+      loadHits(c, p);
+      loadFacets(c, p);
+    };
+    setTimeout(c.startSide, SIDE_DELAY);
+    searchPage(c, c.startNs, c.endNs, 0).finally(c.startSide);
     if (s.live) startTail(s);
   }
 
@@ -507,6 +522,7 @@
     let count = 0, lastTs = null;
     try {
       const res = await fetch(api('v1/search', params), { signal: c.ac.signal });
+      c.startSide();
       if (!res.ok) throw new Error(await errorText(res));
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = '', ended = false;
@@ -590,8 +606,6 @@
   const SVG = 'http://www.w3.org/2000/svg';
 
   async function loadHits(c, p) {
-    el.hits.textContent = '';
-    el.hist.textContent = '';
     try {
       const h = await getJSON(c, api('v1/hits', p));
       if (c !== cur) return;
@@ -703,8 +717,6 @@
   // ---- facets ----------------------------------------------------------------
 
   async function loadFacets(c, p) {
-    el.facets.textContent = '';
-    el.facets.setAttribute('aria-busy', 'true');
     const names = getJSON(c, 'loki/api/v1/labels').catch(() => null);
     try {
       const f = await getJSON(c, api('v1/facets', p));
