@@ -848,7 +848,7 @@
 
   document.addEventListener('keydown', (ev) => {
     const t = ev.target;
-    const typing = t instanceof HTMLInputElement || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement;
+    const typing = (t instanceof HTMLInputElement && t.type !== 'checkbox') || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement;
     if (ev.key === '/' && !typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
       ev.preventDefault();
       el.q.focus();
