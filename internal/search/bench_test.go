@@ -2,9 +2,11 @@ package search
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
+	"haystack/internal/query"
 	"haystack/internal/segment"
 	"haystack/needle"
 )
@@ -43,4 +45,52 @@ func BenchmarkScanBlock(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPlanBlock measures a plan's per-block work (no decoding): the
+// driving needle scan plus per-candidate confirmation, against the
+// alternatives the executor could have used.
+func BenchmarkPlanBlock(b *testing.B) {
+	blk := benchBlock(2000)
+	labels := [][]query.Label{{{Name: "a", Value: "b"}}}
+	bench := func(b *testing.B, src string, perEntry bool) {
+		p := mustPlan(b, `{a="b"} `+src)
+		e := &exec{q: Query{Plan: p, Since: math.MinInt64, Until: math.MaxInt64}, labels: labels}
+		if err := e.prepare(); err != nil {
+			b.Fatal(err)
+		}
+		if perEntry {
+			e.drivers, e.excl, e.stages = nil, nil, true // Plan.MatchEntry on every entry
+		}
+		f := filter{e: e, b: blk, timeOK: true, stream: -1}
+		var sc scratch
+		var hits []int32
+		b.SetBytes(int64(len(blk.Data)))
+		for b.Loop() {
+			hits = e.scan(&f, &sc, hits[:0])
+		}
+	}
+	for _, tc := range []struct{ name, q string }{
+		{"literal", `|= "items/4242"`},
+		{"fold", `|~ "(?i)ITEMS/4242"`},
+		{"and3", `|= "level=info" |= "items/42" |= "in 1"`},
+		{"or2-rare", `|= "items/4242" or "user=4242"`},
+		{"or2-frequent", `|= "items/4" or "user=4"`},
+		{"regex", `|~ "items/42[0-9]+ in"`},
+		{"negative", `!= "items/4"`},
+	} {
+		b.Run(tc.name, func(b *testing.B) { bench(b, tc.q, false) })
+		b.Run(tc.name+"/per-entry", func(b *testing.B) { bench(b, tc.q, true) })
+	}
+	// Three separate whole-block scans, as three `hay search -c` would do.
+	b.Run("and3/separate-scans", func(b *testing.B) {
+		ss := []*needle.Searcher{needle.New([]byte("level=info")), needle.New([]byte("items/42")), needle.New([]byte("in 1"))}
+		var hits []int32
+		b.SetBytes(int64(len(blk.Data)))
+		for b.Loop() {
+			for _, s := range ss {
+				hits = scanBlock(blk, s, nil, hits[:0])
+			}
+		}
+	})
 }

@@ -72,6 +72,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"haystack/internal/ingest"
@@ -280,8 +281,14 @@ type exec struct {
 	workers int
 	rev     bool // Newest: iterate backwards
 
-	needles []*needle.Searcher // drive the scan; none: every entry is a candidate
-	confirm bool               // run Plan.MatchEntry on candidates
+	// drivers are needle sets that can drive the scan, best guess first:
+	// every match contains a needle of each set. A block is scanned with
+	// the set whose needles are rarest in a sample of it. None: every
+	// entry is a candidate.
+	drivers []driverSet
+	free    []*query.Filter    // filters to check per candidate when no driver is used
+	excl    []*needle.Searcher // negative literals: entries holding one are dropped by a block scan
+	stages  bool               // the plan has parser or label stages: confirm with MatchEntry
 	none    bool               // nothing can match
 
 	sel     []bool          // by stream id: selected; nil selects all
@@ -381,17 +388,35 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	return e, nil
 }
 
-// prepare chooses the needles that drive the scan and whether candidates
-// need confirming.
+// driverSet is one way to drive a block scan.
+type driverSet struct {
+	needles []*needle.Searcher
+	checks  []*query.Filter // the filters candidates must still pass (no stages)
+}
+
+// confirm reports whether candidates found with driver set d (nil: no
+// driver) need checking beyond time and stream.
+func (e *exec) confirm(d *driverSet) bool {
+	if e.stages {
+		return true
+	}
+	if d == nil {
+		return len(e.free) > 0
+	}
+	return len(d.checks) > 0
+}
+
+// prepare chooses the needles that drive the scan and what candidates
+// must still pass.
 func (e *exec) prepare() error {
 	p := e.q.Plan
 	if p == nil {
 		if len(e.q.Pattern) > 0 {
+			s := needle.New(e.q.Pattern)
 			if e.q.Fold {
-				e.needles = []*needle.Searcher{needle.NewFold(e.q.Pattern)}
-			} else {
-				e.needles = []*needle.Searcher{needle.New(e.q.Pattern)}
+				s = needle.NewFold(e.q.Pattern)
 			}
+			e.drivers = []driverSet{{needles: []*needle.Searcher{s}}}
 		}
 		return nil
 	}
@@ -399,39 +424,93 @@ func (e *exec) prepare() error {
 		e.none = true
 		return nil
 	}
-	lits, ok := driver(p.Required)
-	if ok {
-		for _, l := range lits {
-			if l.Fold {
-				e.needles = append(e.needles, needle.NewFold([]byte(l.Text)))
-			} else {
-				e.needles = append(e.needles, needle.New([]byte(l.Text)))
-			}
+	for _, st := range p.Query.Stages {
+		if _, ok := st.(*query.LineFilter); !ok {
+			e.stages = true // parsers and label filters
 		}
 	}
-	e.confirm = !trivial(p, lits)
+	// Without stages, candidates are checked with the line filters alone,
+	// minus those the scan already decided: negative literal filters run
+	// as block scans that exclude entries, and a driver's own filter.
+	var rest []*query.Filter
+	for _, f := range p.Filters {
+		if !e.stages && (f.Kind == query.NotContains || f.Kind == query.NotContainsAny) && plainAlts(f) {
+			for _, a := range f.Alts {
+				e.excl = append(e.excl, searcher(a.Needle))
+			}
+			continue
+		}
+		rest = append(rest, f)
+	}
+	e.free = rest
+	var sets [][]query.Lit
+	if r := p.Required; r != nil && r.Op == query.OpAnd {
+		for _, sub := range r.Sub {
+			if l, ok := driver(sub); ok {
+				sets = append(sets, l)
+			}
+		}
+	} else if l, ok := driver(r); ok {
+		sets = append(sets, l)
+	}
+	sort.SliceStable(sets, func(i, j int) bool { return better(sets[i], sets[j]) })
+	if len(sets) > maxDrivers {
+		sets = sets[:maxDrivers]
+	}
+	for _, lits := range sets {
+		d := driverSet{}
+		for _, l := range lits {
+			d.needles = append(d.needles, searcher(l))
+		}
+		for _, f := range rest {
+			if !implied(f, lits) {
+				d.checks = append(d.checks, f)
+			}
+		}
+		e.drivers = append(e.drivers, d)
+	}
 	return nil
 }
 
-// trivial reports whether a plan's matches are exactly the entries
-// containing its driving needles: nothing to confirm.
-func trivial(p *query.Plan, lits []query.Lit) bool {
-	for _, st := range p.Query.Stages {
-		if _, ok := st.(*query.LineFilter); !ok {
-			return false // parsers and label filters
-		}
+// maxDrivers bounds the needle sets sampled per block.
+const maxDrivers = 4
+
+func searcher(l query.Lit) *needle.Searcher {
+	if l.Fold {
+		return needle.NewFold([]byte(l.Text))
 	}
-	switch len(p.Filters) {
-	case 0:
-		return true
-	case 1:
-		f := p.Filters[0]
-		if f.Kind != query.Contains || len(f.Alts) != 1 || f.Alts[0].Regexp != nil || len(lits) != 1 {
+	return needle.New([]byte(l.Text))
+}
+
+// plainAlts reports whether a filter's alternatives are all literals that
+// the needle kernel decides alone: no regex, and no (?i) literal with k or
+// s, whose Unicode partners (KELVIN SIGN, LONG S) the filter also accepts.
+func plainAlts(f *query.Filter) bool {
+	for _, a := range f.Alts {
+		if a.Regexp != nil || a.Needle.Fold && strings.ContainsAny(a.Needle.Text, "ks") {
 			return false
 		}
-		return f.Alts[0].Needle == lits[0] && p.Required.Op == query.OpLit && p.Required.Lit == lits[0]
 	}
-	return false
+	return true
+}
+
+// implied reports whether every entry found by scanning for lits (it
+// contains one of them) passes f: f is a positive literal filter whose
+// alternatives include all of lits.
+func implied(f *query.Filter, lits []query.Lit) bool {
+	if f.Negate || !plainAlts(f) {
+		return false
+	}
+	for _, l := range lits {
+		found := false
+		for _, a := range f.Alts {
+			found = found || a.Needle == l
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // driver picks the literals to scan for from a required-literal tree: a
@@ -528,7 +607,7 @@ func (e *exec) worker(ctx context.Context) {
 }
 
 // scratch is a worker's reusable memory.
-type scratch struct{ a, b, c []int32 }
+type scratch struct{ a, b, c, x []int32 }
 
 func (e *exec) do(t *task, sc *scratch) {
 	p := e.parts[t.part]
@@ -540,7 +619,7 @@ func (e *exec) do(t *task, sc *scratch) {
 			allSel = allSel && e.sel[s]
 		}
 	}
-	if e.q.Count && e.hist == nil && len(e.needles) == 0 && !e.confirm && timeOK && allSel && t.stream < 0 {
+	if e.q.Count && e.hist == nil && len(e.drivers) == 0 && len(e.excl) == 0 && !e.confirm(nil) && timeOK && allSel && t.stream < 0 {
 		// Every entry matches: the (checksummed) block index has the count.
 		t.res.count = int64(m.Entries)
 		return
@@ -576,11 +655,15 @@ func (e *exec) do(t *task, sc *scratch) {
 
 // filter decides whether a candidate entry of a block matches.
 type filter struct {
-	e      *exec
-	b      *segment.Block
-	timeOK bool  // the whole block is in the time range
-	stream int64 // >= 0: only this stream
-	sel    bool  // check e.sel
+	e       *exec
+	b       *segment.Block
+	timeOK  bool  // the whole block is in the time range
+	stream  int64 // >= 0: only this stream
+	sel     bool  // check e.sel
+	ex      []int32
+	xi      int  // candidates come ascending: next index into ex
+	confirm bool // check checks, or the whole plan when e.stages
+	checks  []*query.Filter
 }
 
 func (f *filter) keep(k int) bool {
@@ -595,40 +678,86 @@ func (f *filter) keep(k int) bool {
 	} else if f.sel && !f.e.sel[b.Streams[k]] {
 		return false
 	}
-	if f.e.confirm {
-		s := b.Streams[k]
-		return f.e.q.Plan.MatchEntry(f.e.labels[s], b.Line(k))
+	if f.ex != nil {
+		for f.xi < len(f.ex) && int(f.ex[f.xi]) < k {
+			f.xi++
+		}
+		if f.xi < len(f.ex) && int(f.ex[f.xi]) == k {
+			return false
+		}
+	}
+	if !f.confirm {
+		return true
+	}
+	line := b.Line(k)
+	if f.e.stages {
+		return f.e.q.Plan.MatchEntry(f.e.labels[b.Streams[k]], line)
+	}
+	for _, c := range f.checks {
+		if !c.Pass(line) {
+			return false
+		}
 	}
 	return true
 }
 
+// sampleBytes is how much of a block is sampled to choose the driver.
+const sampleBytes = 32 << 10
+
 // scan appends to hits the matching entries of f.b, ascending.
 func (e *exec) scan(f *filter, sc *scratch, hits []int32) []int32 {
-	switch len(e.needles) {
-	case 0:
+	if len(e.excl) > 0 {
+		sc.x = append(sc.x[:0], anyOf(f.b, e.excl, sc)...)
+		f.ex, f.xi = sc.x, 0
+	}
+	if len(e.drivers) == 0 {
+		f.confirm, f.checks = e.confirm(nil), e.free
 		for k := range f.b.Len() {
 			if f.keep(k) {
 				hits = append(hits, int32(k))
 			}
 		}
 		return hits
-	case 1:
-		return scanBlock(f.b, e.needles[0], f.keep, hits)
 	}
-	// Several needles, any of which a match contains: one pass each,
-	// candidates merged in order.
-	sc.a = scanBlock(f.b, e.needles[0], nil, sc.a[:0])
-	for _, s := range e.needles[1:] {
-		sc.b = scanBlock(f.b, s, nil, sc.b[:0])
-		sc.c = union(sc.c[:0], sc.a, sc.b)
-		sc.a, sc.c = sc.c, sc.a
+	d := &e.drivers[0]
+	if len(e.drivers) > 1 {
+		// The needles rarest in a sample of the block drive; a needle in
+		// every line makes a poor driver however long it is.
+		sample := f.b.Data[:min(len(f.b.Data), sampleBytes)]
+		best := -1
+		for i := range e.drivers {
+			n := 0
+			for _, s := range e.drivers[i].needles {
+				n += s.Count(sample)
+			}
+			if best < 0 || n < best {
+				d, best = &e.drivers[i], n
+			}
+		}
 	}
-	for _, k := range sc.a {
+	f.confirm, f.checks = e.confirm(d), d.checks
+	if len(d.needles) == 1 {
+		return scanBlock(f.b, d.needles[0], f.keep, hits)
+	}
+	for _, k := range anyOf(f.b, d.needles, sc) {
 		if f.keep(int(k)) {
 			hits = append(hits, k)
 		}
 	}
 	return hits
+}
+
+// anyOf returns the entries of b holding any of the needles, ascending:
+// one pass per needle, merged (measured faster than testing each entry
+// for every needle, see BenchmarkPlanBlock). The result aliases sc.
+func anyOf(b *segment.Block, needles []*needle.Searcher, sc *scratch) []int32 {
+	sc.a = scanBlock(b, needles[0], nil, sc.a[:0])
+	for _, s := range needles[1:] {
+		sc.b = scanBlock(b, s, nil, sc.b[:0])
+		sc.c = union(sc.c[:0], sc.a, sc.b)
+		sc.a, sc.c = sc.c, sc.a
+	}
+	return sc.a
 }
 
 // union appends the sorted union of ascending a and b to dst.
