@@ -12,6 +12,7 @@ import (
 // parses its own flags, like a top-level command.
 var benchCommands = []*command{
 	{name: "kernels", summary: "substring kernels vs the textbook methods over generated log lines (issue 3)", run: runBenchKernels},
+	{name: "e2e", summary: "generate, ingest, then time hay search -c against rg -c -F by needle class (issue 6)", run: runBenchE2E},
 }
 
 func init() {
