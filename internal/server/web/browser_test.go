@@ -694,6 +694,16 @@ func (env *browserEnv) testDragZoom(t *testing.T) {
 	if v := eval[string](t, ctx, `document.getElementById('range').value`); v != "custom" {
 		t.Fatalf("range select shows %q after zoom", v)
 	}
+
+	// Zoom out: three times the span around the same middle, but not past
+	// now (here the middle half of the last 24 hours: it ends at now).
+	act(t, ctx, chromedp.Click(chromedp.ID("zoomout")))
+	p = eval[map[string]string](t, ctx, `Object.fromEntries(new URLSearchParams(location.search))`)
+	from2, _ := strconv.ParseInt(p["from"], 10, 64)
+	nowMs := time.Now().UnixMilli()
+	if _, ok := p["to"]; ok || math.Abs(float64(nowMs-3*(to-from)-from2)) > 2000 {
+		t.Fatalf("zoom out of [%d, %d] at %d gave %v", from, to, nowMs, p)
+	}
 }
 
 func (env *browserEnv) testKeyboard(t *testing.T) {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // entry is one log entry of the fake store.
@@ -327,15 +329,30 @@ func (f *fakeAPI) serveSearch(w http.ResponseWriter, r *http.Request, v url.Valu
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
 	for i, e := range out {
-		enc.Encode(entryJSON(e))
+		b, _ := json.Marshal(entryJSON(e))
+		b = append(b, '\n')
+		// Every 16th line, and every line with a multi-byte character, is
+		// sent in two chunks: cut in the middle, or inside that character,
+		// so the page must join lines and characters across reads.
+		cut, pause := -1, 2*time.Millisecond
 		if i%16 == 15 {
-			// Flush in small pieces so the page sees a real stream.
-			w.(http.Flusher).Flush()
+			cut = len(b) / 2
 		}
+		if k := bytes.IndexFunc(b, func(r rune) bool { return r >= utf8.RuneSelf }); k >= 0 {
+			// Long enough for the page to read the first part on its own.
+			cut, pause = k+1, 50*time.Millisecond
+		}
+		if cut < 0 {
+			w.Write(b)
+			continue
+		}
+		w.Write(b[:cut])
+		w.(http.Flusher).Flush()
+		time.Sleep(pause)
+		w.Write(b[cut:])
 	}
-	enc.Encode(map[string]any{"done": true, "count": len(out), "limited": limited, "elapsed_ms": time.Since(started).Milliseconds()})
+	json.NewEncoder(w).Encode(map[string]any{"done": true, "count": len(out), "limited": limited, "elapsed_ms": time.Since(started).Milliseconds()})
 }
 
 type hitsAnswer struct {

@@ -437,7 +437,7 @@
   let state = readURL();
   // cur describes the run on screen: its abort controller, resolved range
   // (ns, BigInt), counts, and paging cursor.
-  let cur = { gen: 0, hl: [] };
+  let cur = { hl: [] };
   let tail = null;
 
   function api(path, params) {
@@ -471,8 +471,8 @@
     return p;
   }
 
-  // run starts a new search for s: results first, then hits, facets and
-  // labels in parallel, so the first rows are not queued behind them.
+  // run starts a new search for s: the results first, then the histogram
+  // and the facets (see SIDE_DELAY), and the live tail when it is on.
   function run(s) {
     stopAll();
     state = s;
@@ -480,7 +480,7 @@
     const now = Date.now();
     const fromMs = toMs(s.from, now), toMsV = toMs(s.to, now);
     cur = {
-      gen: cur.gen + 1, ac: new AbortController(), hl: highlighters(s.q, s.fold),
+      ac: new AbortController(), hl: highlighters(s.q, s.fold),
       startNs: BigInt(Math.floor(fromMs)) * 1000000n, endNs: BigInt(Math.floor(toMsV)) * 1000000n + 999999n,
       fromMs, toMs: toMsV, phase: 'running', limited: false,
     };
@@ -519,7 +519,7 @@
     c.phase = 'running';
     c.limited = false;
     updateStatus();
-    let count = 0, lastTs = null;
+    let lastTs = null;
     try {
       const res = await fetch(api('v1/search', params), { signal: c.ac.signal });
       c.startSide();
@@ -539,20 +539,15 @@
         if (skip > 0 && o.ts === boundary) { skip--; return; }
         skip = 0;
         lastTs = o.ts;
-        count++;
         enqueue(o, false);
       };
       for (;;) {
         const { value, done } = await reader.read();
         if (c !== cur) return;
         if (done) break;
-        buf += value;
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          handle(line.trim());
-        }
+        const lines = (buf + value).split('\n');
+        buf = lines.pop(); // a line cut by the chunk boundary waits for the rest
+        for (const line of lines) handle(line.trim());
       }
       handle(buf.trim());
       if (!ended) throw new Error('connection lost before the end of the results');
