@@ -192,6 +192,9 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			if err := json.Unmarshal(lab, &ps.labels); err != nil {
 				return nil, fmt.Errorf("line %d: labels: %w", n, err)
 			}
+			if ps.labels == "" {
+				return nil, fmt.Errorf("line %d: empty \"labels\"", n)
+			}
 		default:
 			if err := json.Unmarshal(lab, &ps.lmap); err != nil {
 				return nil, fmt.Errorf("line %d: labels must be an object of strings or a label string", n)
