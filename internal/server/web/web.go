@@ -19,9 +19,12 @@
 // rows. Rows are painted in batches, one per animation frame. Measured
 // (2-core machine shared with other jobs, load 4-5): against the fake API
 // the first row is painted 150-250 ms after navigation starts, of which
-// ~70-140 ms is the page and script loading; against `hay serve` on 200k
-// generated lines, a rare needle paints at 150-300 ms, most of it the
-// server's search (90-180 ms); the page adds 5-40 ms after the first byte.
+// ~70-140 ms is the page and script loading (the browser's own first
+// contentful paint lands at the same time); against `hay serve` on 200k
+// generated lines, a rare needle paints at 150-300 ms, and on 1M lines
+// (load 8) at 460-1350 ms: nearly all of it the server's search (340-1210
+// ms elapsed, sent only when complete); the page adds 5-40 ms after the
+// first byte.
 package web
 
 import (
