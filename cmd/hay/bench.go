@@ -15,6 +15,12 @@ var benchCommands = []*command{
 	{name: "e2e", summary: "generate, ingest, then time hay search -c against rg -c -F by needle class (issue 6)", run: runBenchE2E},
 }
 
+// benchHelpers are run like benchCommands but not listed: tools that
+// benchmark scripts call (scripts/bench-victorialogs).
+var benchHelpers = []*command{
+	{name: "vl-jsonline", summary: "raw lines to VictoriaLogs JSON lines", run: runBenchVLJSON},
+}
+
 func init() {
 	register(&command{
 		name:    "bench",
@@ -55,7 +61,7 @@ func runBench(args []string) error {
 		benchUsage(os.Stdout)
 		return flag.ErrHelp
 	}
-	for _, c := range benchCommands {
+	for _, c := range append(benchCommands[:len(benchCommands):len(benchCommands)], benchHelpers...) {
 		if c.name == args[0] {
 			return c.run(args[1:])
 		}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain lets `hay bench e2e` run under `go test`: it executes its own
@@ -124,6 +127,46 @@ func TestBenchE2EArgs(t *testing.T) {
 		var out, errb bytes.Buffer
 		if err := benchE2E(args, &out, &errb); err == nil || !strings.Contains(err.Error(), "usage") {
 			t.Errorf("hay bench e2e %v: err %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestVLJSONLines checks the VictoriaLogs converter: every line becomes one
+// JSON object whose _msg is the line (CR stripped, as hay stores it) and
+// whose _time is the line's own, else the previous line's, else now.
+func TestVLJSONLines(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	in := "no time yet\n" +
+		"2026-11-01T00:00:01.5Z INFO start\r\n" +
+		"\tat com.example.Foo(Foo.java:1)\n" +
+		`{"time":"2026-11-01T00:00:02Z","msg":"a \"quoted\" \\ tab	x"}` + "\n" +
+		"\n" +
+		"last without newline"
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	if err := vlJSONLines(strings.NewReader(in), w, "gen", func() time.Time { return now }); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	want := []struct{ msg, time string }{
+		{"no time yet", "2030-01-02T03:04:05Z"},
+		{"2026-11-01T00:00:01.5Z INFO start", "2026-11-01T00:00:01.5Z"},
+		{"\tat com.example.Foo(Foo.java:1)", "2026-11-01T00:00:01.5Z"},
+		{`{"time":"2026-11-01T00:00:02Z","msg":"a \"quoted\" \\ tab	x"}`, "2026-11-01T00:00:02Z"},
+		{"", "2026-11-01T00:00:02Z"},
+		{"last without newline", "2026-11-01T00:00:02Z"},
+	}
+	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("%d output lines, want %d:\n%s", len(got), len(want), out.String())
+	}
+	for i, g := range got {
+		var obj map[string]string
+		if err := json.Unmarshal([]byte(g), &obj); err != nil {
+			t.Fatalf("line %d %q: %v", i, g, err)
+		}
+		if obj["_msg"] != want[i].msg || obj["_time"] != want[i].time || obj["source"] != "gen" || len(obj) != 3 {
+			t.Errorf("line %d = %v, want _msg %q _time %q source gen", i, obj, want[i].msg, want[i].time)
 		}
 	}
 }
