@@ -72,7 +72,9 @@ func BenchmarkPlanBlock(b *testing.B) {
 	}
 	for _, tc := range []struct{ name, q string }{
 		{"literal", `|= "items/4242"`},
-		{"fold", `|~ "(?i)ITEMS/4242"`},
+		{"fold-s", `|~ "(?i)ITEMS/4242"`}, // s: also scans for LONG S (U+017F)
+		{"literal-in", `|= "in 42"`},
+		{"fold-in", `|~ "(?i)IN 42"`},
 		{"and3", `|= "level=info" |= "items/42" |= "in 1"`},
 		{"or2-rare", `|= "items/4242" or "user=4242"`},
 		{"or2-frequent", `|= "items/4" or "user=4"`},

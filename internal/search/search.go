@@ -17,17 +17,23 @@
 // entry's start, since an entry matches at most once.
 //
 // For a plan, the needles that drive the scan come from Plan.Required,
-// the AND/OR tree of literals every matching line contains: of an AND,
-// the single literal that is longest (a proxy for rarest) drives, and the
-// others are checked per candidate entry; an OR (|= "a" or "b", a regex
-// such as "error|fail", the k/s partners of a (?i) literal) scans the
-// block once per needle and merges the candidate entries in order.
-// Candidates are then confirmed with Plan.MatchEntry, which runs the
-// other filters, the regexes and the json/logfmt and label stages. A plan
-// with no positive literal (only negative filters, or a regex with no
-// required literal) runs Plan.MatchEntry on every entry. A plan that is
-// one plain literal needs no confirmation. The measurements behind these
-// choices are in docs/BENCHMARKS.md ("Queries (issue 5)").
+// the AND/OR tree of literals every matching line contains. Each conjunct
+// of its AND that reduces to literals is a candidate driver (a single
+// literal, or a set such as `|= "a" or "b"`, a regex like "error|fail",
+// or a (?i) literal with the Unicode partners of k and s). Length is a
+// poor guess at rarity (in structured logs "level=info" is long and in
+// every line), so each block picks the candidate with the fewest hits in
+// its first 32 KiB (needle.Count over the sample, a few µs). The driver
+// scans the whole block once per needle, candidate entries merged in
+// order; the other filters then check each candidate. Negative literal
+// filters (!= "x") also run as whole-block scans, whose hits exclude
+// entries. When the plan has parser or label stages, candidates are
+// confirmed with Plan.MatchEntry; otherwise only with the line filters
+// the scans did not already decide, so a plan that is one literal needs
+// no confirmation at all. A plan with no positive literal (only negative
+// filters, or a regex with no required literal) visits every entry. The
+// measurements behind these choices (BenchmarkPlanBlock, and the CLI on
+// 1M lines) are in docs/BENCHMARKS.md, "Queries (issue 5)".
 //
 // Blocks are decoded and scanned by a bounded pool of workers (one per
 // core by default) and their results reassembled in order, so output order
@@ -111,7 +117,7 @@ type Query struct {
 	Order        Order
 	// Before and After are the numbers of context entries wanted before
 	// and after each match (grep -B and -A), in the stream's ingestion
-	// order. They are ignored when counting.
+	// order, whatever Order is. They are ignored when counting.
 	Before, After int
 	Workers       int // 0 means GOMAXPROCS
 }
