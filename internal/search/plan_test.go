@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
+	"haystack/internal/segment"
 	"haystack/internal/store"
 )
 
@@ -348,5 +350,88 @@ func TestChooseBuckets(t *testing.T) {
 		if b.Width != c.width || b.N > 60 || b.Start > c.lo || b.Start+int64(b.N)*b.Width <= c.hi || b.Start%b.Width != 0 {
 			t.Errorf("ChooseBuckets(%d, %d) = %+v, want width %d covering the range", c.lo, c.hi, b, c.width)
 		}
+	}
+}
+
+// skipPart wraps a part with an exact skip index (computed by reading the
+// block) and counts block reads.
+type skipPart struct {
+	store.Part
+	reads *int
+	asked *int
+}
+
+func (p skipPart) ReadBlock(i int, dst *segment.Block) error {
+	*p.reads++
+	return p.Part.ReadBlock(i, dst)
+}
+
+func (p skipPart) MayContain(i int, lit []byte, fold bool) bool {
+	*p.asked++
+	var b segment.Block
+	if err := p.Part.ReadBlock(i, &b); err != nil {
+		return true
+	}
+	if fold {
+		return bytes.Contains(bytes.ToLower(b.Data), bytes.ToLower(lit)) // over the buffer: a maybe across entries is fine
+	}
+	return bytes.Contains(b.Data, lit)
+}
+
+// TestSkipIndex: with parts that implement Skipper, results are unchanged
+// and blocks the index rules out are not read (except with context).
+func TestSkipIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	es := genLog(r, 3000, 3)
+	// A rare word in a few entries only.
+	for _, i := range []int{5, 1700, 2900} {
+		es[i].line += "needle42"
+	}
+	snap := build(t, es, 0)
+	reads, asked := 0, 0
+	var parts []store.Part
+	for _, p := range snap.Parts {
+		parts = append(parts, skipPart{p, &reads, &asked})
+	}
+	blocks := 0
+	for _, p := range snap.Parts {
+		blocks += p.NumBlocks()
+	}
+	for _, c := range []struct {
+		src   string
+		fewer bool
+	}{
+		{`{s=~".+"} |= "needle42"`, true},
+		{`{s=~".+"} |~ "(?i)NEEDLE42|zzzz"`, true},
+		{`{s=~".+"} |= "needle42" or "error"`, false},
+		{`{s=~".+"} != "needle42"`, false},
+		{`{s=~".+"} |= "error" |= "needle42"`, true},
+	} {
+		p := mustPlan(t, c.src)
+		for _, ctxN := range []int{0, 1} {
+			q := Query{Plan: p, Labels: snap.Labels, Before: ctxN}
+			want, wn := collectOut(t, snap, q)
+			reads, asked = 0, 0
+			var got []out
+			n, err := Run(context.Background(), parts, q, func(m *Match) error {
+				got = append(got, out{m.Time, m.Stream, string(m.Line), m.Context, m.GroupStart})
+				return nil
+			}, func(err error) { t.Error(err) })
+			if err != nil || n != wn || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%s context %d: skip index changed the result: %d vs %d", c.src, ctxN, n, wn)
+			}
+			if ctxN > 0 && asked > 0 {
+				t.Fatalf("%s: skip index used with context", c.src)
+			}
+			if ctxN == 0 && c.fewer && reads >= blocks {
+				t.Fatalf("%s: read %d of %d blocks", c.src, reads, blocks)
+			}
+		}
+	}
+	// The literal path uses it too.
+	reads = 0
+	n, _ := Run(context.Background(), parts, Query{Pattern: []byte("NEEDLE42"), Fold: true, Count: true}, func(*Match) error { return nil }, func(error) {})
+	if n != 3 || reads >= blocks {
+		t.Fatalf("literal: %d matches, %d of %d blocks read", n, reads, blocks)
 	}
 }

@@ -35,6 +35,10 @@
 // measurements behind these choices (BenchmarkPlanBlock, and the CLI on
 // 1M lines) are in docs/BENCHMARKS.md, "Queries (issue 5)".
 //
+// A part that implements Skipper (a per-block skip index) is asked about
+// the required literals of each block before it is read: a block the
+// index rules out is skipped, unless context entries were asked for.
+//
 // Blocks are decoded and scanned by a bounded pool of workers (one per
 // core by default) and their results reassembled in order, so output order
 // is the store's order whatever the parallelism. At most 2×workers decoded
@@ -365,11 +369,19 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	if e.none {
 		return e, nil
 	}
+	// The skip index may rule a block out, unless context is wanted: a
+	// block without matches can still hold context entries.
+	req := e.required()
+	useSkip := req != nil && q.Before == 0 && q.After == 0
 	seen := map[uint32]bool{}
 	for pi, p := range parts {
+		sk, _ := p.(Skipper)
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			if m.Entries == 0 || m.MaxTime < q.Since || m.MinTime >= q.Until {
+				continue
+			}
+			if sk != nil && useSkip && !mayMatch(req, sk, bi) {
 				continue
 			}
 			any := false
@@ -392,6 +404,69 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 		slices.Reverse(e.tasks)
 	}
 	return e, nil
+}
+
+// Skipper is implemented by a part with a per-block skip index (such as
+// the n-gram filters of segment.Reader.MayContain): false means no entry
+// of block i contains lit (ASCII case-insensitively when fold); true is a
+// maybe. Run and Hist skip such blocks without reading them.
+type Skipper interface {
+	MayContain(block int, lit []byte, fold bool) bool
+}
+
+// required is what every match contains, for the skip index; nil when
+// nothing is required.
+func (e *exec) required() *query.Expr {
+	if p := e.q.Plan; p != nil {
+		if p.Required == nil || p.Required.Op == query.OpAll {
+			return nil
+		}
+		return p.Required
+	}
+	if len(e.q.Pattern) == 0 {
+		return nil
+	}
+	text := string(e.q.Pattern)
+	if e.q.Fold {
+		text = lowerASCII(e.q.Pattern) // a fold Lit is lowered in ASCII
+
+	}
+	return &query.Expr{Op: query.OpLit, Lit: query.Lit{Text: text, Fold: e.q.Fold}}
+}
+
+func lowerASCII(b []byte) string {
+	out := []byte(string(b))
+	for i, c := range out {
+		if 'A' <= c && c <= 'Z' {
+			out[i] = c + 'a' - 'A'
+		}
+	}
+	return string(out)
+}
+
+// mayMatch evaluates a required-literal tree against a block's skip index.
+func mayMatch(x *query.Expr, sk Skipper, block int) bool {
+	switch x.Op {
+	case query.OpNone:
+		return false
+	case query.OpLit:
+		return x.Lit.Text == "" || sk.MayContain(block, []byte(x.Lit.Text), x.Lit.Fold)
+	case query.OpAnd:
+		for _, s := range x.Sub {
+			if !mayMatch(s, sk, block) {
+				return false
+			}
+		}
+		return true
+	case query.OpOr:
+		for _, s := range x.Sub {
+			if mayMatch(s, sk, block) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // driverSet is one way to drive a block scan.
