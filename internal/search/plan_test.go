@@ -139,7 +139,7 @@ func planOracle(t testing.TB, snap *store.Snapshot, es []entry, q Query, streams
 	return res, n
 }
 
-func collectOut(t *testing.T, snap *store.Snapshot, q Query) ([]out, int64) {
+func collectOut(t testing.TB, snap *store.Snapshot, q Query) ([]out, int64) {
 	t.Helper()
 	var got []out
 	n, err := Run(context.Background(), snap.Parts, q, func(m *Match) error {
@@ -434,4 +434,39 @@ func TestSkipIndex(t *testing.T) {
 	if n != 3 || reads >= blocks {
 		t.Fatalf("literal: %d matches, %d of %d blocks read", n, reads, blocks)
 	}
+}
+
+// FuzzPlan runs arbitrary queries, orders, limits and context over a
+// small fixed store and compares Run with the brute-force oracle.
+func FuzzPlan(f *testing.F) {
+	for i, src := range planQueries {
+		f.Add(src, uint8(i%3), uint8(i%2), i%2 == 0, uint8(i%5))
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	es := genLog(r, 600, 3)
+	snap := build(f, es, 40)
+	f.Fuzz(func(t *testing.T, src string, before, after uint8, newest bool, limit uint8) {
+		pq, err := query.Parse(src)
+		if err != nil {
+			return
+		}
+		p, err := query.Compile(pq)
+		if err != nil {
+			return
+		}
+		q := Query{Plan: p, Labels: snap.Labels, Before: int(before % 4), After: int(after % 4), Limit: int64(limit % 8)}
+		if newest {
+			q.Order = Newest
+		}
+		want, wn := planOracle(t, snap, es, q, 3)
+		if q.Before == 0 && q.After == 0 {
+			for i := range want {
+				want[i].group = false
+			}
+		}
+		got, n := collectOut(t, snap, q)
+		if fmt.Sprint(got) != fmt.Sprint(want) || n != wn {
+			t.Fatalf("%s %+v: got %d entries (n %d), want %d (n %d)", src, q, len(got), n, len(want), wn)
+		}
+	})
 }

@@ -21,7 +21,7 @@ type entry struct {
 
 // build writes entries to a new store with a small head (so several
 // segments) and returns its snapshot. unflushed entries stay in the WAL only.
-func build(t *testing.T, es []entry, unflushed int) *store.Snapshot {
+func build(t testing.TB, es []entry, unflushed int) *store.Snapshot {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(dir, store.Options{HeadBytes: 8 << 10})
