@@ -3,7 +3,6 @@ package server
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"haystack/internal/ingest"
+	"haystack/internal/search"
 	"haystack/needle"
 )
 
@@ -96,10 +96,12 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 	enc.Encode(map[string]any{"done": true, "count": len(hits), "limited": more, "elapsed_ms": time.Since(t0).Milliseconds()})
 }
 
-// niceSteps are the bucket widths /api/v1/hits chooses from, in seconds.
-var niceSteps = []int64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000, 31536000}
+// maxBuckets bounds the histogram /api/v1/hits chooses (API.md asks for
+// roughly 50 to 150 buckets).
+const maxBuckets = 150
 
-// nativeHits serves /api/v1/hits: a histogram of the matching entries.
+// nativeHits serves /api/v1/hits: a histogram of the matching entries
+// (search.Hist: counted in the workers, no entry is copied).
 func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	sel, err := s.nativeSelection(r)
 	if err != nil {
@@ -110,60 +112,68 @@ func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		T     int64 `json:"t"`
 		Count int64 `json:"count"`
 	}
-	counts := map[int64]int64{}
-	var total int64
-	var times []int64
-	if ts != nil {
-		v, err := ts.w.View()
-		if err != nil {
-			s.queryErr(w, err)
-			return
-		}
-		err = scan(r.Context(), v, sel, func(h *hit) bool {
-			times = append(times, h.Time)
-			return true
-		})
-		if err != nil {
-			s.queryErr(w, err)
-			return
-		}
-	}
-	lo, hi := sel.start, sel.end
-	if lo == math.MinInt64 {
-		lo = hi
-		for _, t := range times {
-			lo = min(lo, t)
-		}
-	}
-	var stepMS int64
+	var stepNS int64
 	if v := r.URL.Query().Get("step"); v != "" {
 		d, err := parseDurationParam("step", v)
 		if err != nil {
 			s.queryErr(w, err)
 			return
 		}
-		stepMS = max(1, d.Milliseconds())
-	} else {
-		span := (hi - lo) / 1e9
-		stepMS = niceSteps[len(niceSteps)-1] * 1000
-		for _, st := range niceSteps {
-			if span/st <= 150 {
-				stepMS = st * 1000
-				break
-			}
-		}
-	}
-	for _, t := range times {
-		ms := floorDiv(t, 1e6)
-		counts[floorDiv(ms, stepMS)*stepMS]++
-		total++
+		stepNS = max(int64(time.Millisecond), d.Truncate(time.Millisecond).Nanoseconds())
 	}
 	buckets := []bucket{}
-	for t, n := range counts {
-		buckets = append(buckets, bucket{t, n})
+	var total int64
+	resp := func() {
+		if stepNS == 0 {
+			stepNS = int64(time.Second)
+		}
+		writeJSON(w, map[string]any{"step_ms": stepNS / 1e6, "buckets": buckets, "total": total})
 	}
-	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.T, b.T) })
-	writeJSON(w, map[string]any{"step_ms": stepMS, "buckets": buckets, "total": total})
+	if ts == nil {
+		resp()
+		return
+	}
+	v, err := ts.w.View()
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	q := searchQuery(v, sel)
+	lo, hi := sel.start, sel.end
+	if lo == math.MinInt64 {
+		// No start: from the first entry that can match.
+		l, _, ok := search.TimeRange(v.Parts, q)
+		if !ok {
+			resp()
+			return
+		}
+		lo = l
+	}
+	var b search.Buckets
+	if stepNS == 0 {
+		b = search.ChooseBuckets(lo, hi, maxBuckets)
+		stepNS = b.Width
+	} else {
+		start := floorDiv(lo, stepNS) * stepNS
+		n := (hi-start)/stepNS + 1
+		if n > 11000 {
+			s.queryErr(w, badRequest("bad_param", "step too small: %d buckets", n))
+			return
+		}
+		b = search.Buckets{Start: start, Width: stepNS, N: int(n)}
+	}
+	counts, err := search.Hist(r.Context(), v.Parts, q, b, func(error) {})
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	for i, n := range counts {
+		if n > 0 {
+			buckets = append(buckets, bucket{T: (b.Start + int64(i)*b.Width) / 1e6, Count: n})
+			total += n
+		}
+	}
+	resp()
 }
 
 func floorDiv(a, b int64) int64 {
@@ -192,7 +202,7 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 			s.queryErr(w, err)
 			return
 		}
-		err = scan(r.Context(), v, sel, func(h *hit) bool {
+		err = run(r.Context(), v, sel, search.Oldest, 0, func(h *hit) bool {
 			byStream[h.Labels]++
 			return true
 		})
@@ -239,5 +249,3 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 	}
 	writeJSON(w, map[string]any{"labels": facets})
 }
-
-var _ = fmt.Sprint

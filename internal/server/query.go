@@ -14,9 +14,8 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
-	"haystack/internal/segment"
+	"haystack/internal/search"
 	"haystack/internal/store"
-	"haystack/needle"
 )
 
 // query wraps a read endpoint: the concurrent query cap (429 with
@@ -143,118 +142,107 @@ func parseSelection(q string, fold bool) (*selection, error) {
 	return sel, nil
 }
 
-// hit is one selected entry. Line is only valid during the scan callback
+// hit is one selected entry. Line is only valid during the callback
 // unless copied.
 type hit struct {
 	Time   int64
 	Stream uint32
-	Seq    int64 // position in the store's order: a stable tie-break
-	Labels string
+	Labels string // the stream's labels, plus a pipeline's extracted ones
 	Line   []byte
 }
 
-// streamInfo caches, per stream id, its parsed labels and whether the
-// selector admits it.
+// streamInfo caches a stream's labels, parsed once per query.
 type streamInfo struct {
 	known  bool
-	ok     bool
 	labels []query.Label
 	text   string
 }
 
-// scan calls fn for every entry of v the selection admits, in store order
-// (segments, then the head; blocks and entries in ingestion order). fn
-// returns false to stop. Blocks outside the time range or holding no
-// admitted stream are skipped from the block index alone.
-func scan(ctx context.Context, v *store.View, sel *selection, fn func(*hit) bool) error {
-	var srch *needle.Searcher
-	if sel.plan == nil && len(sel.pat) > 0 {
-		if sel.fold {
-			srch = needle.NewFold(sel.pat)
-		} else {
-			srch = needle.New(sel.pat)
+// hasStages reports whether a plan has parser or label-filter stages, the
+// only ones that add labels to a result.
+func hasStages(p *query.Plan) bool {
+	for _, st := range p.Query.Stages {
+		if _, ok := st.(*query.LineFilter); !ok {
+			return true
 		}
 	}
+	return false
+}
+
+var errStop = errors.New("stop")
+
+// searchQuery is sel as a search.Query over v.
+func searchQuery(v *store.View, sel *selection) search.Query {
+	q := search.Query{Since: sel.start, Labels: v.Labels}
+	if sel.end < math.MaxInt64 {
+		q.Until = sel.end + 1 // search's Until is exclusive
+	}
+	// search reads a zero Since or Until as "no bound": run's callback
+	// re-checks the range for those two edge values.
+	if sel.plan != nil {
+		q.Plan = sel.plan
+	} else {
+		q.Pattern, q.Fold = sel.pat, sel.fold
+	}
+	return q
+}
+
+// run executes sel over v with internal/search (parallel block scan,
+// stream pruning, driving needles from the plan) and calls fn for each
+// match in order, until fn returns false or limit matches (0: no limit).
+// Oldest order is ascending time, ties by stream id then ingestion order;
+// Newest is its exact reverse.
+func run(ctx context.Context, v *store.View, sel *selection, order search.Order, limit int64, fn func(*hit) bool) error {
 	infos := make([]streamInfo, len(v.Streams))
 	info := func(id uint32) *streamInfo {
 		if int(id) >= len(infos) {
-			return &streamInfo{}
+			return &streamInfo{text: v.Labels(id)}
 		}
 		si := &infos[id]
 		if !si.known {
 			si.known = true
 			si.text = v.Labels(id)
-			labs, err := ingest.ParseLabels(si.text)
-			if err == nil {
+			if labs, err := ingest.ParseLabels(si.text); err == nil {
 				for _, l := range labs {
 					si.labels = append(si.labels, query.Label(l))
 				}
 			}
-			si.ok = sel.plan == nil || sel.plan.MatchStream(si.labels)
 		}
 		return si
 	}
-	b := segment.GetBlock()
-	defer segment.PutBlock(b)
-	var seq int64
+	q := searchQuery(v, sel)
+	q.Limit, q.Order = limit, order
+	extract := sel.plan != nil && hasStages(sel.plan)
 	var h hit
-	for _, p := range v.Parts {
-		for bi := range p.NumBlocks() {
-			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
-				seq += int64(m.Entries)
-				continue
-			}
-			any := false
-			for _, id := range m.Streams {
-				if info(id).ok {
-					any = true
-					break
-				}
-			}
-			if !any {
-				seq += int64(m.Entries)
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := p.ReadBlock(bi, b); err != nil {
-				return fmt.Errorf("%s block %d: %w", p.Name(), bi, err)
-			}
-			for k := range b.Times {
-				seq++
-				t := b.Times[k]
-				if t < sel.start || t > sel.end {
-					continue
-				}
-				si := info(b.Streams[k])
-				if !si.ok {
-					continue
-				}
-				line := b.Line(k)
-				h = hit{Time: t, Stream: b.Streams[k], Seq: seq, Labels: si.text, Line: line}
-				switch {
-				case srch != nil:
-					if srch.Index(line) < 0 {
-						continue
-					}
-				case sel.plan != nil:
-					ext, ok := sel.plan.Labels(si.labels, line)
-					if !ok {
-						continue
-					}
-					if len(ext) > 0 {
-						h.Labels = mergeLabels(si.labels, ext)
-					}
-				}
-				if !fn(&h) {
-					return nil
-				}
+	var firstErr error
+	_, err := search.Run(ctx, v.Parts, q, func(m *search.Match) error {
+		if m.Time < sel.start || m.Time > sel.end {
+			return nil
+		}
+		si := info(m.Stream)
+		h = hit{Time: m.Time, Stream: m.Stream, Labels: si.text, Line: m.Line}
+		if extract {
+			if ext, ok := sel.plan.Labels(si.labels, m.Line); ok && len(ext) > 0 {
+				h.Labels = mergeLabels(si.labels, ext)
 			}
 		}
+		if !fn(&h) {
+			return errStop
+		}
+		return nil
+	}, func(err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+	})
+	if errors.Is(err, errStop) {
+		err = nil
 	}
-	return nil
+	if err == nil && firstErr != nil {
+		// A damaged block: fail the query rather than answer partially.
+		err = firstErr
+	}
+	return err
 }
 
 // mergeLabels is a stream's labels with a pipeline's extracted ones, in
@@ -273,54 +261,15 @@ func mergeLabels(base, ext []query.Label) string {
 	return all.String()
 }
 
-// topK keeps the first limit hits in the requested order: time
-// (descending when backward), then stream labels, then store position.
-type topK struct {
-	limit    int
-	backward bool
-	hits     []hit
-	seen     int64
-}
-
-func (t *topK) less(a, b *hit) int {
-	if a.Time != b.Time {
-		if t.backward {
-			return cmp.Compare(b.Time, a.Time)
-		}
-		return cmp.Compare(a.Time, b.Time)
-	}
-	if c := cmp.Compare(a.Labels, b.Labels); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Seq, b.Seq)
-}
-
-func (t *topK) add(h *hit) {
-	t.seen++
-	c := *h
-	c.Line = slices.Clone(h.Line)
-	t.hits = append(t.hits, c)
-	if len(t.hits) >= 2*t.limit+64 {
-		t.compact()
-	}
-}
-
-func (t *topK) compact() {
-	slices.SortFunc(t.hits, func(a, b hit) int { return t.less(&a, &b) })
-	if len(t.hits) > t.limit {
-		clear(t.hits[t.limit:])
-		t.hits = t.hits[:t.limit]
-	}
-}
-
-// result returns the kept hits in order and whether more matched.
-func (t *topK) result() ([]hit, bool) {
-	t.compact()
-	return t.hits, t.seen > int64(len(t.hits))
-}
-
 // collect runs a log query over ts (nil: no data) and returns up to limit
-// entries in order, and whether the limit cut the answer short.
+// entries sorted by time (newest first when backward), and whether more
+// matched. Ties keep search's order (stream id, then ingestion order, or
+// its reverse), which is the same every time over the same data.
+//
+// search delivers each stream in ingestion order, which is time order
+// only for streams pushed in order; Loki accepts out-of-order entries, so
+// the limit is applied here, over every match, with a bounded top-k
+// rather than by stopping the search early.
 func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, backward bool) ([]hit, bool, error) {
 	if ts == nil {
 		return nil, false, nil
@@ -329,12 +278,95 @@ func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, ba
 	if err != nil {
 		return nil, false, err
 	}
+	order := search.Oldest
+	if backward {
+		order = search.Newest
+	}
 	k := &topK{limit: limit, backward: backward}
-	if err := scan(ctx, v, sel, func(h *hit) bool { k.add(h); return true }); err != nil {
+	err = run(ctx, v, sel, order, 0, func(h *hit) bool {
+		k.add(h)
+		return true
+	})
+	if err != nil {
 		return nil, false, err
 	}
 	hits, more := k.result()
 	return hits, more, nil
+}
+
+// topK keeps the first limit hits by time (descending when backward),
+// ties by arrival.
+type topK struct {
+	limit    int
+	backward bool
+	hits     []hit
+	seqs     []int64
+	seen     int64
+	sorted   bool // hits are compacted: sorted, at most limit
+}
+
+func (t *topK) add(h *hit) {
+	if len(t.hits) >= t.limit && t.limit > 0 {
+		// Full and sorted up to limit after the last compaction: skip what
+		// cannot enter (cheap test against the current worst).
+		w := t.hits[t.limit-1].Time
+		if t.sorted && (t.backward && h.Time <= w || !t.backward && h.Time >= w) {
+			t.seen++
+			return
+		}
+	}
+	t.seen++
+	c := *h
+	c.Line = slices.Clone(h.Line)
+	t.hits = append(t.hits, c)
+	t.seqs = append(t.seqs, t.seen)
+	t.sorted = false
+	if len(t.hits) >= 2*t.limit+256 {
+		t.compact()
+	}
+}
+
+func (t *topK) compact() {
+	idx := make([]int, len(t.hits))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		ha, hb := &t.hits[a], &t.hits[b]
+		if ha.Time != hb.Time {
+			if t.backward {
+				return cmp.Compare(hb.Time, ha.Time)
+			}
+			return cmp.Compare(ha.Time, hb.Time)
+		}
+		return cmp.Compare(t.seqs[a], t.seqs[b])
+	})
+	n := min(len(idx), t.limit)
+	hits := make([]hit, n)
+	seqs := make([]int64, n)
+	for i := range n {
+		hits[i], seqs[i] = t.hits[idx[i]], t.seqs[idx[i]]
+	}
+	t.hits, t.seqs, t.sorted = hits, seqs, true
+}
+
+// result returns the kept hits in order and whether more matched.
+func (t *topK) result() ([]hit, bool) {
+	t.compact()
+	return t.hits, t.seen > int64(len(t.hits))
+}
+
+// each calls fn for every entry sel selects in ts, in no particular
+// order guarantee beyond search's Oldest.
+func each(ctx context.Context, ts *tenantStore, sel *selection, fn func(*hit)) error {
+	if ts == nil {
+		return nil
+	}
+	v, err := ts.w.View()
+	if err != nil {
+		return err
+	}
+	return run(ctx, v, sel, search.Oldest, 0, func(h *hit) bool { fn(h); return true })
 }
 
 func parseLimit(v string, def, max int) (int, error) {
