@@ -277,7 +277,7 @@ func forgeMeta(lens []uint64, times []int64, streamIdx ...uint64) []byte {
 // forge builds a whole segment file from blocks with valid checksums.
 func forge(blocks []forged) []byte {
 	f := []byte(magic)
-	f = binary.LittleEndian.AppendUint32(f, formatVersion)
+	f = binary.LittleEndian.AppendUint32(f, formatV1)
 	f = binary.LittleEndian.AppendUint32(f, 0)
 	idx := binary.AppendUvarint(nil, uint64(len(blocks)))
 	for _, b := range blocks {
@@ -316,7 +316,7 @@ func appendIndexAndFooter(f, idx []byte, count uint32) []byte {
 	binary.LittleEndian.PutUint64(ft[8:], uint64(len(idx)))
 	binary.LittleEndian.PutUint32(ft[16:], crc32.Checksum(idx, castagnoli))
 	binary.LittleEndian.PutUint32(ft[20:], count)
-	binary.LittleEndian.PutUint32(ft[44:], formatVersion)
+	binary.LittleEndian.PutUint32(ft[44:], formatV1)
 	binary.LittleEndian.PutUint64(ft[48:], uint64(len(f)+footerSize))
 	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
 	copy(ft[64:], magic)
@@ -468,10 +468,10 @@ func TestForgedStructure(t *testing.T) {
 		"gap before index": func() []byte {
 			return appendIndexAndFooter([]byte(magic+"\x01\x00\x00\x00\x00\x00\x00\x00\x00"), binary.AppendUvarint(nil, 0), 0)
 		},
-		"version 2": func() []byte {
+		"version 3": func() []byte {
 			f := forge(nil)
 			ft := f[len(f)-footerSize:]
-			binary.LittleEndian.PutUint32(ft[44:], 2)
+			binary.LittleEndian.PutUint32(ft[44:], 3)
 			binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
 			return f
 		},

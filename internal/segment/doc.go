@@ -22,7 +22,7 @@
 // cannot make the reader allocate more than MaxBlockRawBytes of data plus
 // per-entry arrays for at most MaxBlockSize entries.
 //
-// # File format, version 1
+// # File format, version 2
 //
 // All fixed-width integers are little-endian. "uvarint" and "varint" are
 // encoding/binary's unsigned and zig-zag signed varints.
@@ -30,24 +30,25 @@
 //	+---------------------------------------------------------------+ 0
 //	| header (16 bytes)                                             |
 //	|   0  [8]  magic "HAYSTSEG"                                    |
-//	|   8  u32  format version (1)                                  |
+//	|   8  u32  format version (2; 1 is still read)                 |
 //	|  12  u32  flags (0; a reader rejects unknown flags)           |
 //	+---------------------------------------------------------------+ 16
 //	| block 0 | block 1 | ... | block n-1   (contiguous, no gaps)   |
 //	+---------------------------------------------------------------+ indexOffset
 //	| block index (indexLength bytes)                               |
 //	+---------------------------------------------------------------+ skipOffset
-//	| skip index (version 2; absent in version 1)                   |
+//	| skip index (skipLength bytes; absent in version 1)            |
 //	+---------------------------------------------------------------+ size-72
 //	| footer (72 bytes)                                             |
 //	|   0  u64  indexOffset  (= 16 + sum of block lengths)          |
 //	|   8  u64  indexLength                                         |
 //	|  16  u32  indexCRC     CRC-32C of the block index bytes       |
 //	|  20  u32  blockCount   (equals the count in the index)        |
-//	|  24  u64  skipOffset   reserved for the per-block n-gram      |
-//	|  32  u64  skipLength     skip index of version 2 (issue 6);   |
-//	|  40  u32  skipCRC        all three are 0 in version 1         |
-//	|  44  u32  format version (1, equals the header's)             |
+//	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
+//	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
+//	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
+//	|                        (all three are 0 in version 1)         |
+//	|  44  u32  format version (2, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
 //	|  60  u32  footerCRC    CRC-32C of footer bytes 0..59          |
@@ -104,10 +105,34 @@
 //	                    stream list for the block (every listed stream
 //	                    occurs); absent when that list has one stream.
 //
+// Skip index (version 2; must be consumed exactly):
+//
+//	uvarint  blockCount     equals the block index's
+//	per block, in file order:
+//	  uvarint  filter size F in bytes, a multiple of 8, 8 <= F <= 1 MiB
+//	  [F]      bloom filter of m = 8F bits: bit p is byte p/8, bit p%8
+//	  u32      CRC-32C of this block's size varint and filter
+//
+// A block's filter has bit p set for every 4-gram (SkipGram) of each of
+// its entries, never spanning two entries, after ASCII lower-casing
+// (A-Z to a-z, other bytes as they are), with one hash function: the
+// 4-gram's bytes as a big-endian uint32 g, h = (g * 0x9E3779B97F4A7C15)
+// mod 2^64 >> 32, p = h * m >> 32. The writer sizes m at about 1.25 bits
+// per distinct 4-gram of the block (counted approximately), so on log text
+// the index is ~10% of the file (docs/BENCHMARKS.md, "Skip index (issue
+// 6)"). MayContain(block, needle) is false only when some 4-gram of the
+// lowered needle has its bit clear, so no entry of the block contains the
+// needle, exactly or ASCII case-insensitively: no false negatives. Needles
+// shorter than 4 bytes get "maybe".
+//
+// Damage to the skip index fails Open with a *CorruptError naming the file
+// (and the block, in the reason, when its record's CRC fails): a damaged
+// filter is never used, since a flipped bit could drop a block wrongly.
+//
 // # Versions
 //
-// Version 2 will add the per-block n-gram skip index of issue 6 at
-// skipOffset/skipLength with its own checksum in skipCRC, and leave the rest
-// of the layout alone. A reader accepts the versions it knows; version 1
-// requires the skip fields to be zero.
+// Version 2 added the skip index at skipOffset/skipLength with skipCRC and
+// left the rest of the layout alone. A reader accepts versions 1 and 2;
+// version 1 requires the skip fields to be zero, and its blocks answer
+// "maybe" to every needle. The Writer writes version 2.
 package segment

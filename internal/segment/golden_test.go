@@ -2,7 +2,9 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"flag"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,25 +34,45 @@ func goldenEntries() []Entry {
 	return es
 }
 
-// goldens are the golden files and their options. golden-v1.seg is stored
+// goldens are the golden files and their options. golden-v2.seg is stored
 // uncompressed, so its bytes depend on this package alone and the
 // byte-identical check pins the format. The compressed ones depend on the
 // codec libraries' encoders too, so they are only required to decode to
 // the golden entries (old files must stay readable); -update rewrites them.
+// The version-1 files were written before the skip index (format version
+// 2) and are never rewritten: they must stay readable, and their blocks
+// say "maybe" to every needle.
 var goldens = []struct {
 	file          string
 	opts          Options
 	byteIdentical bool
+	old           bool // an older version: read only
 }{
-	{"golden-v1.seg", Options{Codec: CodecNone, BlockSize: 512}, true},
-	{"golden-v1-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, false},
-	{"golden-v1-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, false},
+	{"golden-v1.seg", Options{Codec: CodecNone, BlockSize: 512}, false, true},
+	{"golden-v1-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, false, true},
+	{"golden-v1-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, false, true},
+	{"golden-v2.seg", Options{Codec: CodecNone, BlockSize: 512}, true, false},
+	{"golden-v2-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, false, false},
+	{"golden-v2-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, false, false},
 }
 
 func TestGolden(t *testing.T) {
 	for _, g := range goldens {
 		t.Run(g.file, func(t *testing.T) {
 			golden := filepath.Join("testdata", g.file)
+			if g.old {
+				entries, r := readAll(t, golden)
+				equalEntries(t, entries, goldenEntries())
+				if r.Info().SkipBytes != 0 {
+					t.Errorf("version 1 file has a skip index")
+				}
+				for i := range r.NumBlocks() {
+					if !r.MayContain(i, []byte("absent from every entry"), false) {
+						t.Errorf("version 1 block %d: MayContain false without an index", i)
+					}
+				}
+				return
+			}
 			path, _ := writeSegment(t, t.TempDir(), "seg", goldenEntries(), g.opts)
 			got, err := os.ReadFile(path)
 			if err != nil {
@@ -74,6 +96,7 @@ func TestGolden(t *testing.T) {
 			if r.NumBlocks() < 3 {
 				t.Errorf("golden file has %d blocks; it should exercise several", r.NumBlocks())
 			}
+			checkMayContain(t, r, entries)
 		})
 	}
 }
@@ -87,10 +110,10 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-// TestGoldenLayout decodes golden-v1.seg by hand, independently of the
+// TestGoldenLayout decodes golden-v2.seg by hand, independently of the
 // reader, following the package doc, so that the doc and the file agree.
 func TestGoldenLayout(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "golden-v1.seg"))
+	data, err := os.ReadFile(filepath.Join("testdata", "golden-v2.seg"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,16 +124,36 @@ func TestGoldenLayout(t *testing.T) {
 		}
 		return v
 	}
-	if string(data[:8]) != "HAYSTSEG" || le(data[8:12]) != 1 || le(data[12:16]) != 0 {
+	if string(data[:8]) != "HAYSTSEG" || le(data[8:12]) != 2 || le(data[12:16]) != 0 {
 		t.Fatalf("header %q", data[:16])
 	}
 	ft := data[len(data)-72:]
-	if string(ft[64:]) != "HAYSTSEG" || le(ft[44:48]) != 1 || le(ft[48:56]) != uint64(len(data)) {
+	if string(ft[64:]) != "HAYSTSEG" || le(ft[44:48]) != 2 || le(ft[48:56]) != uint64(len(data)) {
 		t.Fatalf("footer %x", ft)
 	}
 	idxOff, idxLen := le(ft[0:8]), le(ft[8:16])
-	if idxOff+idxLen != uint64(len(data)-72) {
-		t.Fatalf("index %d+%d", idxOff, idxLen)
+	skipOff, skipLen := le(ft[24:32]), le(ft[32:40])
+	if idxOff+idxLen != skipOff || skipOff+skipLen != uint64(len(data)-72) {
+		t.Fatalf("index %d+%d, skip index %d+%d", idxOff, idxLen, skipOff, skipLen)
+	}
+	if crc32.Checksum(data[skipOff:skipOff+skipLen], crc32.MakeTable(crc32.Castagnoli)) != uint32(le(ft[40:44])) {
+		t.Fatalf("skip index checksum")
+	}
+	// The skip index: block count, then per block the filter's size in
+	// bytes, the filter and a CRC; the first entry's first 4-gram, lowered
+	// ("2015"), hashed as the doc says, is set in block 0's filter.
+	skip := data[skipOff : skipOff+skipLen]
+	nb, k := binary.Uvarint(skip)
+	if nb != le(ft[20:24]) || k != 1 {
+		t.Fatalf("skip index has %d blocks", nb)
+	}
+	size, k2 := binary.Uvarint(skip[1:])
+	filter := skip[1+k2 : 1+k2+int(size)]
+	g := uint64('2')<<24 | uint64('0')<<16 | uint64('1')<<8 | uint64('5')
+	h := (g * 0x9E3779B97F4A7C15) >> 32
+	p := h * (size * 8) >> 32
+	if filter[p/8]&(1<<(p%8)) == 0 {
+		t.Fatalf("gram \"2015\" not set in block 0's filter (%d bytes, bit %d)", size, p)
 	}
 	// With codec none, the first block's data section holds the first
 	// entries' bytes verbatim right after the block header.

@@ -45,7 +45,8 @@ type Reader struct {
 	data   []byte // the mapping
 	info   Info
 	blocks []BlockMeta
-	mapped bool // data is a mapping to unmap on Close (tests read from memory)
+	skip   [][]byte // per block, its skip-index filter (into data); nil in version 1
+	mapped bool     // data is a mapping to unmap on Close (tests read from memory)
 	closed atomic.Bool
 }
 
@@ -100,8 +101,9 @@ func newReader(path string, data []byte) (*Reader, error) {
 	if got, want := crc32.Checksum(ft[:60], castagnoli), binary.LittleEndian.Uint32(ft[60:]); got != want {
 		return nil, bad("footer checksum mismatch")
 	}
-	if v := binary.LittleEndian.Uint32(ft[44:]); v != formatVersion {
-		return nil, bad("unsupported format version %d (this build reads %d)", v, formatVersion)
+	version := binary.LittleEndian.Uint32(ft[44:])
+	if version != formatV1 && version != formatVersion {
+		return nil, bad("unsupported format version %d (this build reads %d and %d)", version, formatV1, formatVersion)
 	}
 	if fs := binary.LittleEndian.Uint64(ft[48:]); fs != uint64(size) {
 		return nil, bad("file is %d bytes, footer says %d (truncated or extended)", size, fs)
@@ -109,17 +111,19 @@ func newReader(path string, data []byte) (*Reader, error) {
 	if fl := binary.LittleEndian.Uint32(ft[56:]); fl != 0 {
 		return nil, bad("unknown footer flags %#x", fl)
 	}
-	for _, b := range ft[24:44] {
-		if b != 0 {
-			return nil, bad("skip index fields set in a version 1 file")
+	if version == formatV1 {
+		for _, b := range ft[24:44] {
+			if b != 0 {
+				return nil, bad("skip index fields set in a version 1 file")
+			}
 		}
 	}
 	h := data[:headerSize]
 	if string(h[:8]) != magic {
 		return nil, bad("header magic missing")
 	}
-	if v := binary.LittleEndian.Uint32(h[8:]); v != formatVersion {
-		return nil, bad("header version %d differs from footer version %d", v, formatVersion)
+	if v := binary.LittleEndian.Uint32(h[8:]); v != version {
+		return nil, bad("header version %d differs from footer version %d", v, version)
 	}
 	if fl := binary.LittleEndian.Uint32(h[12:]); fl != 0 {
 		return nil, bad("unknown header flags %#x", fl)
@@ -127,8 +131,22 @@ func newReader(path string, data []byte) (*Reader, error) {
 	idxOff := binary.LittleEndian.Uint64(ft[0:])
 	idxLen := binary.LittleEndian.Uint64(ft[8:])
 	end := uint64(size - footerSize)
+	var skip []byte
+	if version >= 2 {
+		// The skip index lies between the block index and the footer.
+		skipOff := binary.LittleEndian.Uint64(ft[24:])
+		skipLen := binary.LittleEndian.Uint64(ft[32:])
+		if skipOff < headerSize || skipOff > end || skipLen != end-skipOff {
+			return nil, bad("skip index at %d+%d does not end at the footer (%d)", skipOff, skipLen, end)
+		}
+		skip = data[skipOff:end]
+		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
+			return nil, bad("skip index checksum mismatch")
+		}
+		end = skipOff
+	}
 	if idxOff < headerSize || idxOff > end || idxLen != end-idxOff {
-		return nil, bad("block index at %d+%d does not end at the footer (%d)", idxOff, idxLen, end)
+		return nil, bad("block index at %d+%d does not end at the footer or skip index (%d)", idxOff, idxLen, end)
 	}
 	idx := data[idxOff:end]
 	if crc32.Checksum(idx, castagnoli) != binary.LittleEndian.Uint32(ft[16:]) {
@@ -208,6 +226,12 @@ func newReader(path string, data []byte) (*Reader, error) {
 	}
 	if uint64(off) != idxOff {
 		return nil, bad("blocks end at %d, index starts at %d", off, idxOff)
+	}
+	if skip != nil {
+		if err := r.parseSkip(skip); err != nil {
+			return nil, err
+		}
+		r.info.SkipBytes = int64(len(skip))
 	}
 	r.info.Blocks = len(r.blocks)
 	r.info.FileBytes = size

@@ -234,6 +234,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				want.FileBytes = st.Size()
+				want.SkipBytes = winfo.SkipBytes // checked by TestSkip*
 				if winfo != want || r.Info() != want {
 					t.Fatalf("infos differ:\nwriter %+v\nreader %+v\nwant   %+v", winfo, r.Info(), want)
 				}
@@ -275,7 +276,8 @@ func TestEmptySegment(t *testing.T) {
 	if len(got) != 0 || r.NumBlocks() != 0 || info.Blocks != 0 || info.Entries != 0 {
 		t.Fatalf("empty segment: %d entries, %d blocks, info %+v", len(got), r.NumBlocks(), info)
 	}
-	if info.FileBytes != headerSize+footerSize+1 || r.Info() != info {
+	// One byte of block count in the block index and one in the skip index.
+	if info.FileBytes != headerSize+footerSize+2 || info.SkipBytes != 1 || r.Info() != info {
 		t.Fatalf("info %+v, reader %+v", info, r.Info())
 	}
 }

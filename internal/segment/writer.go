@@ -109,13 +109,15 @@ type Info struct {
 	MinTime, MaxTime int64 // time range of the entries (0, 0 when empty)
 	RawBytes         int64 // sum of the entries' lengths
 	FileBytes        int64 // size of the segment file
+	SkipBytes        int64 // size of the skip index in the file (0 in version 1)
 }
 
 // Header and footer sizes and the magic at both ends of a file.
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 1
+	formatVersion = 2 // what the Writer writes
+	formatV1      = 1 // no skip index; still read
 	magic         = "HAYSTSEG"
 )
 
@@ -131,8 +133,9 @@ type Writer struct {
 	off        int64 // bytes written so far
 	info       Info
 	index      []byte // encoded block index entries
-	err        error  // sticky I/O error
-	done       bool   // committed or aborted
+	skip       skipBuilder
+	err        error // sticky I/O error
+	done       bool  // committed or aborted
 
 	// The block being filled.
 	data    []byte
@@ -314,6 +317,8 @@ func (w *Writer) flushBlock() {
 	w.write(c[:])
 	length := w.off - start
 
+	w.skip.add(w.data, w.lens)
+
 	// Index entry.
 	x := w.index
 	x = binary.AppendUvarint(x, uint64(length))
@@ -365,13 +370,23 @@ func (w *Writer) Commit() (Info, error) {
 	if w.info.Blocks > math.MaxUint32 {
 		w.err = errors.New("segment: too many blocks")
 	}
+	skipOff := w.off
+	skip := binary.AppendUvarint(nil, uint64(w.skip.n))
+	skipCRC := crc32.Update(crc32.Checksum(skip, castagnoli), castagnoli, w.skip.out)
+	w.write(skip)
+	w.write(w.skip.out)
+	skipLen := w.off - skipOff
+	w.info.SkipBytes = skipLen
+	w.skip = skipBuilder{}
 	size := w.off + footerSize
 	var ft [footerSize]byte
 	binary.LittleEndian.PutUint64(ft[0:], uint64(indexOff))
 	binary.LittleEndian.PutUint64(ft[8:], uint64(len(idx)))
 	binary.LittleEndian.PutUint32(ft[16:], crc32.Checksum(idx, castagnoli))
 	binary.LittleEndian.PutUint32(ft[20:], uint32(w.info.Blocks))
-	// 24..44: skip index, reserved for version 2.
+	binary.LittleEndian.PutUint64(ft[24:], uint64(skipOff))
+	binary.LittleEndian.PutUint64(ft[32:], uint64(skipLen))
+	binary.LittleEndian.PutUint32(ft[40:], skipCRC)
 	binary.LittleEndian.PutUint32(ft[44:], formatVersion)
 	binary.LittleEndian.PutUint64(ft[48:], uint64(size))
 	// 56: flags 0.

@@ -76,6 +76,10 @@ func (p *HeadPart) NumBlocks() int { return len(p.blocks) }
 // BlockMeta describes block i.
 func (p *HeadPart) BlockMeta(i int) segment.BlockMeta { return p.blocks[i].meta }
 
+// MayContain is always true: the head has no skip index (it is small and
+// in memory, and a search scans it whole).
+func (p *HeadPart) MayContain(i int, lit []byte, fold bool) bool { return true }
+
 // ReadBlock copies block i into dst, reusing dst's buffers.
 func (p *HeadPart) ReadBlock(i int, dst *segment.Block) error {
 	src := &p.blocks[i].b

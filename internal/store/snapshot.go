@@ -17,6 +17,10 @@ type Part interface {
 	NumBlocks() int
 	BlockMeta(i int) segment.BlockMeta
 	ReadBlock(i int, dst *segment.Block) error
+	// MayContain reports whether block i may hold an entry containing lit
+	// (ASCII case-insensitively when fold). False is certain; true is a
+	// maybe (segment.Reader.MayContain: the skip index).
+	MayContain(i int, lit []byte, fold bool) bool
 }
 
 // Snapshot is a read-only view of a data directory: the segments the
@@ -52,6 +56,11 @@ func (p *SegmentPart) BlockMeta(i int) segment.BlockMeta { return p.r.BlockMeta(
 
 // ReadBlock decodes block i into dst.
 func (p *SegmentPart) ReadBlock(i int, dst *segment.Block) error { return p.r.ReadBlock(i, dst) }
+
+// MayContain asks the segment's skip index whether block i may hold lit.
+func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
+	return p.r.MayContain(i, lit, fold)
+}
 
 // ErrNoStore reports a data directory that does not exist.
 var ErrNoStore = errors.New("no store")

@@ -1,0 +1,163 @@
+package segment
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// checkMayContain requires MayContain to say yes, exactly and folded, for
+// every substring (up to 12 bytes, and a sample of longer ones) of every
+// entry in the block holding it, and reports how selective it is for
+// needles absent from a block.
+func checkMayContain(t *testing.T, r *Reader, entries []Entry) {
+	t.Helper()
+	k := 0
+	for bi := range r.NumBlocks() {
+		m := r.BlockMeta(bi)
+		for _, e := range entries[k : k+m.Entries] {
+			l := e.Line
+			for i := range len(l) {
+				for j := i; j <= len(l) && j <= i+12; j++ {
+					lit := l[i:j]
+					if !r.MayContain(bi, lit, false) || !r.MayContain(bi, asciiCase(lit, true), true) || !r.MayContain(bi, asciiCase(lit, false), true) {
+						t.Fatalf("block %d: MayContain(%q) false, but entry %q holds it", bi, lit, l)
+					}
+				}
+			}
+			if !r.MayContain(bi, l, false) {
+				t.Fatalf("block %d: MayContain false for a whole entry %q", bi, l)
+			}
+		}
+		k += m.Entries
+	}
+}
+
+// asciiCase maps ASCII letters to upper or lower case and leaves every
+// other byte alone (bytes.ToUpper would rewrite invalid UTF-8).
+func asciiCase(b []byte, upper bool) []byte {
+	o := bytes.Clone(b)
+	for i, c := range o {
+		if upper && 'a' <= c && c <= 'z' {
+			o[i] = c - 32
+		} else if !upper && 'A' <= c && c <= 'Z' {
+			o[i] = c + 32
+		}
+	}
+	return o
+}
+
+// TestSkipNoFalseNegatives writes random and log-like entries with
+// several block sizes and checks every short substring of every entry.
+func TestSkipNoFalseNegatives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	var es []Entry
+	for i := range 400 {
+		n := rng.IntN(60)
+		b := make([]byte, n)
+		for j := range b {
+			switch rng.IntN(4) {
+			case 0:
+				b[j] = byte(rng.IntN(256)) // any byte, invalid UTF-8 too
+			default:
+				b[j] = "abcXYZ019 =\"\n\r\xff"[rng.IntN(15)]
+			}
+		}
+		if i%5 == 0 {
+			b = fmt.Appendf(b, " User=%d TRACE_id=%x", rng.IntN(1000), rng.Uint64())
+		}
+		es = append(es, Entry{Time: int64(i), Stream: uint32(i % 3), Line: b})
+	}
+	for _, bs := range []int{1, 64, 1000, 1 << 20} {
+		t.Run(fmt.Sprint(bs), func(t *testing.T) {
+			path, info := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: bs})
+			got, r := readAll(t, path)
+			equalEntries(t, got, es)
+			if info.SkipBytes == 0 || r.Info().SkipBytes != info.SkipBytes {
+				t.Fatalf("skip bytes %d, reader %d", info.SkipBytes, r.Info().SkipBytes)
+			}
+			checkMayContain(t, r, es)
+		})
+	}
+}
+
+// TestSkipSelective checks that the index does say no: a needle absent
+// from every block is dropped by nearly all of them, and a needle in one
+// block is kept there. A test of selectivity, not of speed.
+func TestSkipSelective(t *testing.T) {
+	var es []Entry
+	for i := range 5000 {
+		es = append(es, Entry{Time: int64(i), Line: fmt.Appendf(nil, "level=info msg=\"request done\" user=%d path=/api/v1/items/%d", i%97, i*7919%100003)})
+	}
+	es[4321].Line = append(es[4321].Line, " NeedleInAHaystack"...)
+	path, _ := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: 8 << 10})
+	_, r := readAll(t, path)
+	keptAbsent, keptRare, where := 0, 0, -1
+	k := 0
+	for bi := range r.NumBlocks() {
+		if r.MayContain(bi, []byte("segfault at address"), false) {
+			keptAbsent++
+		}
+		if r.MayContain(bi, []byte("needleinahaystack"), true) {
+			keptRare++
+		}
+		if k <= 4321 && 4321 < k+r.BlockMeta(bi).Entries {
+			where = bi
+		}
+		k += r.BlockMeta(bi).Entries
+		if !r.MayContain(bi, []byte("sf"), false) {
+			t.Fatalf("block %d: a needle shorter than %d bytes skipped a block", bi, SkipGram)
+		}
+	}
+	if !r.MayContain(where, []byte("NeedleInAHaystack"), false) {
+		t.Fatalf("block %d holds the needle but MayContain says no", where)
+	}
+	n := r.NumBlocks()
+	t.Logf("%d blocks, %d skip bytes of %d; kept: absent %d, rare %d", n, r.Info().SkipBytes, r.Info().FileBytes, keptAbsent, keptRare)
+	if n < 20 || keptAbsent > n/10 || keptRare > 1+n/10 {
+		t.Fatalf("%d blocks: index keeps %d for an absent needle and %d for a needle in one block", n, keptAbsent, keptRare)
+	}
+}
+
+// BenchmarkSkipBuild measures building one block's filter (both passes:
+// counting and setting), per raw byte, on the Loghub samples cut into
+// 256 KiB blocks: the ingest cost of the skip index. Compare with the
+// Writer's ~200-300 MB/s (docs/BENCHMARKS.md).
+func BenchmarkSkipBuild(b *testing.B) {
+	es, _ := loghubEntries(b)
+	var data []byte
+	var lens []uint32
+	for _, e := range es {
+		if len(data)+len(e.Line) > DefaultBlockSize {
+			break
+		}
+		data = append(data, e.Line...)
+		lens = append(lens, uint32(len(e.Line)))
+	}
+	var s skipBuilder
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		s.out = s.out[:0]
+		s.add(data, lens)
+	}
+}
+
+// BenchmarkMayContain measures one block's answer for a 20-byte needle.
+func BenchmarkMayContain(b *testing.B) {
+	es, _ := loghubEntries(b)
+	var data []byte
+	var lens []uint32
+	for _, e := range es[:2000] {
+		data = append(data, e.Line...)
+		lens = append(lens, uint32(len(e.Line)))
+	}
+	var s skipBuilder
+	s.add(data, lens)
+	size := len(s.out) - 4 - 3 // a 3-byte size varint for this block
+	filter := s.out[3 : 3+size]
+	lit := []byte("connection reset by peer")
+	for b.Loop() {
+		mayContain(filter, lit)
+	}
+}
