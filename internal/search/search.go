@@ -84,6 +84,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
@@ -124,6 +125,26 @@ type Query struct {
 	// order, whatever Order is. They are ignored when counting.
 	Before, After int
 	Workers       int // 0 means GOMAXPROCS
+
+	// NoIndex bypasses the skip index: every block in the time range with
+	// a selected stream is decoded (brute force). Results are identical;
+	// it exists as a built-in oracle for the index and for measuring it.
+	NoIndex bool
+	// Stats, when not nil, receives the block counts of the search when
+	// Run or Hist returns.
+	Stats *Stats
+}
+
+// Stats counts what a search did with the blocks of its parts. Every
+// block is counted once in Blocks and at most once in one of the Pruned
+// counts; kept blocks are decoded unless the block index alone answers
+// (a count of every entry) or the search stopped early.
+type Stats struct {
+	Blocks       int64 // blocks in the parts
+	PrunedTime   int64 // outside the time range (or empty)
+	PrunedStream int64 // holding no selected stream
+	PrunedIndex  int64 // ruled out by the skip index
+	Decoded      int64 // blocks read and decoded
 }
 
 // Match is a delivered entry. Line is valid only during the emit call.
@@ -152,6 +173,7 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 	if err != nil {
 		return 0, err
 	}
+	defer e.report() // after wg.Wait: the workers have stopped
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // runs before wg.Wait: stop the workers first
@@ -205,6 +227,7 @@ func Hist(ctx context.Context, parts []store.Part, q Query, b Buckets, onErr fun
 		return nil, err
 	}
 	e.hist = &b
+	defer e.report()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -307,7 +330,18 @@ type exec struct {
 	tasks   []task          // kept blocks, in iteration order
 	hist    *Buckets
 
+	stats   Stats
+	decoded atomic.Int64
+
 	work chan *task
+}
+
+// report copies the block counts to q.Stats.
+func (e *exec) report() {
+	if e.q.Stats != nil {
+		*e.q.Stats = e.stats
+		e.q.Stats.Decoded = e.decoded.Load()
+	}
 }
 
 func newExec(parts []store.Part, q Query) (*exec, error) {
@@ -366,34 +400,46 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 			}
 		}
 	}
+	for _, p := range parts {
+		e.stats.Blocks += int64(p.NumBlocks())
+	}
 	if e.none {
 		return e, nil
 	}
 	// The skip index may rule a block out, unless context is wanted: a
 	// block without matches can still hold context entries.
 	req := e.required()
-	useSkip := req != nil && q.Before == 0 && q.After == 0
+	useSkip := req != nil && q.Before == 0 && q.After == 0 && !q.NoIndex
 	seen := map[uint32]bool{}
 	for pi, p := range parts {
 		sk, _ := p.(Skipper)
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			if m.Entries == 0 || m.MaxTime < q.Since || m.MinTime >= q.Until {
-				continue
-			}
-			if sk != nil && useSkip && !mayMatch(req, sk, bi) {
+				e.stats.PrunedTime++
 				continue
 			}
 			any := false
 			for _, s := range m.Streams {
 				if e.sel == nil || e.sel[s] {
 					any = true
+					break
+				}
+			}
+			if !any {
+				e.stats.PrunedStream++
+				continue
+			}
+			if sk != nil && useSkip && !mayMatch(req, sk, bi) {
+				e.stats.PrunedIndex++
+				continue
+			}
+			for _, s := range m.Streams {
+				if e.sel == nil || e.sel[s] {
 					seen[s] = true
 				}
 			}
-			if any {
-				e.tasks = append(e.tasks, task{part: pi, block: bi, stream: -1})
-			}
+			e.tasks = append(e.tasks, task{part: pi, block: bi, stream: -1})
 		}
 	}
 	for s := range seen {
@@ -706,6 +752,7 @@ func (e *exec) do(t *task, sc *scratch) {
 		return
 	}
 	b := segment.GetBlock()
+	e.decoded.Add(1)
 	if err := p.ReadBlock(t.block, b); err != nil {
 		segment.PutBlock(b)
 		t.res.err = err
