@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"haystack/internal/ingest"
@@ -357,17 +358,17 @@ func TestChooseBuckets(t *testing.T) {
 // block) and counts block reads.
 type skipPart struct {
 	store.Part
-	reads *int
-	asked *int
+	reads *atomic.Int64
+	asked *atomic.Int64
 }
 
 func (p skipPart) ReadBlock(i int, dst *segment.Block) error {
-	*p.reads++
+	p.reads.Add(1)
 	return p.Part.ReadBlock(i, dst)
 }
 
 func (p skipPart) MayContain(i int, lit []byte, fold bool) bool {
-	*p.asked++
+	p.asked.Add(1)
 	var b segment.Block
 	if err := p.Part.ReadBlock(i, &b); err != nil {
 		return true
@@ -388,7 +389,7 @@ func TestSkipIndex(t *testing.T) {
 		es[i].line += "needle42"
 	}
 	snap := build(t, es, 0)
-	reads, asked := 0, 0
+	var reads, asked atomic.Int64
 	var parts []store.Part
 	for _, p := range snap.Parts {
 		parts = append(parts, skipPart{p, &reads, &asked})
@@ -411,7 +412,8 @@ func TestSkipIndex(t *testing.T) {
 		for _, ctxN := range []int{0, 1} {
 			q := Query{Plan: p, Labels: snap.Labels, Before: ctxN}
 			want, wn := collectOut(t, snap, q)
-			reads, asked = 0, 0
+			reads.Store(0)
+			asked.Store(0)
 			var got []out
 			n, err := Run(context.Background(), parts, q, func(m *Match) error {
 				got = append(got, out{m.Time, m.Stream, string(m.Line), m.Context, m.GroupStart})
@@ -420,19 +422,19 @@ func TestSkipIndex(t *testing.T) {
 			if err != nil || n != wn || fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("%s context %d: skip index changed the result: %d vs %d", c.src, ctxN, n, wn)
 			}
-			if ctxN > 0 && asked > 0 {
+			if ctxN > 0 && asked.Load() > 0 {
 				t.Fatalf("%s: skip index used with context", c.src)
 			}
-			if ctxN == 0 && c.fewer && reads >= blocks {
-				t.Fatalf("%s: read %d of %d blocks", c.src, reads, blocks)
+			if ctxN == 0 && c.fewer && reads.Load() >= int64(blocks) {
+				t.Fatalf("%s: read %d of %d blocks", c.src, reads.Load(), blocks)
 			}
 		}
 	}
 	// The literal path uses it too.
-	reads = 0
+	reads.Store(0)
 	n, _ := Run(context.Background(), parts, Query{Pattern: []byte("NEEDLE42"), Fold: true, Count: true}, func(*Match) error { return nil }, func(error) {})
-	if n != 3 || reads >= blocks {
-		t.Fatalf("literal: %d matches, %d of %d blocks read", n, reads, blocks)
+	if n != 3 || reads.Load() >= int64(blocks) {
+		t.Fatalf("literal: %d matches, %d of %d blocks read", n, reads.Load(), blocks)
 	}
 }
 
