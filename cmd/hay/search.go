@@ -91,6 +91,8 @@ func runSearch(args []string) error {
 	until := fs.String("until", "", "only entries before `T` (RFC 3339 or a duration)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context)")
+	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
+	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded")
 	if err := fs.Parse(grepNumArgs(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -103,7 +105,11 @@ func runSearch(args []string) error {
 		return fmt.Errorf("%w: want at most one PATTERN, got %d arguments", errUsage, fs.NArg())
 	}
 	now := time.Now()
-	q := search.Query{Limit: *limit, Count: *count, Before: *before, After: *after}
+	q := search.Query{Limit: *limit, Count: *count, Before: *before, After: *after, NoIndex: *noIndex}
+	var st search.Stats
+	if *stats {
+		q.Stats = &st
+	}
 	if !set["A"] {
 		q.After = *ctxN
 	}
@@ -195,6 +201,10 @@ func runSearch(args []string) error {
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
+	}
+	if *stats {
+		fmt.Fprintf(os.Stderr, "hay search: blocks %d, pruned by time %d, by stream %d, by index %d; decoded %d\n",
+			st.Blocks, st.PrunedTime, st.PrunedStream, st.PrunedIndex, st.Decoded)
 	}
 	switch {
 	case err != nil:
