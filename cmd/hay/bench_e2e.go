@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"haystack/internal/logtest"
-	"haystack/internal/store"
+	"haystack/internal/segment"
 )
 
 // `hay bench e2e` measures the whole product the way a user meets it:
@@ -49,6 +49,7 @@ type e2eOptions struct {
 	keep  bool
 	seed  int64
 	rg    string
+	brute bool
 }
 
 // e2eRow is one timed search: a class, its needles and the measurements.
@@ -60,13 +61,16 @@ type e2eRow struct {
 	Count   int64    `json:"count"` // the oracle's
 	Share   float64  `json:"share"` // Count / lines
 
-	HayArgs   []string `json:"hay_args"`
-	HayMs     float64  `json:"hay_ms"`     // median wall
-	HayCPUMs  float64  `json:"hay_cpu_ms"` // median user+sys
-	HayRSSKB  int64    `json:"hay_max_rss_kb"`
-	RgCommand string   `json:"rg_command,omitempty"`
-	RgMs      float64  `json:"rg_ms,omitempty"`
-	RgCPUMs   float64  `json:"rg_cpu_ms,omitempty"`
+	HayArgs  []string `json:"hay_args"`
+	HayMs    float64  `json:"hay_ms"`     // median wall
+	HayCPUMs float64  `json:"hay_cpu_ms"` // median user+sys
+	HayRSSKB int64    `json:"hay_max_rss_kb"`
+	// The same search with --no-index (brute force), when timed.
+	BruteMs    float64 `json:"no_index_ms,omitempty"`
+	BruteCPUMs float64 `json:"no_index_cpu_ms,omitempty"`
+	RgCommand  string  `json:"rg_command,omitempty"`
+	RgMs       float64 `json:"rg_ms,omitempty"`
+	RgCPUMs    float64 `json:"rg_cpu_ms,omitempty"`
 	// Speedup is RgMs / HayMs: above 1 hay is faster.
 	Speedup    float64 `json:"speedup,omitempty"`
 	CPUSpeedup float64 `json:"cpu_speedup,omitempty"`
@@ -115,6 +119,7 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	fset.BoolVar(&o.keep, "keep", false, "keep gen.log and data/ afterwards")
 	fset.Int64Var(&o.seed, "seed", 0, "generator seed (as hay gen --seed)")
 	fset.StringVar(&o.rg, "rg", "rg", "ripgrep `binary` to compare with; empty to skip it")
+	fset.BoolVar(&o.brute, "no-index", true, "also time each search with hay search --no-index (brute force), to show what the index saves")
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: hay bench e2e [--lines N] [--dir DIR] [--runs N] [--json] [--keep]")
 		fmt.Fprintln(stderr)
@@ -234,7 +239,8 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 			r.RgCommand, rgRun = e2eRg(rg, raw, r)
 		}
 		logf("timing %s: %s", r.Class, e2eNeedleText(*r))
-		var hw, hc, rw, rc []time.Duration
+		bruteArgs := append([]string{r.HayArgs[0], "--no-index"}, r.HayArgs[1:]...)
+		var hw, hc, bw, bc, rw, rc []time.Duration
 		for k := 0; k <= o.runs; k++ { // run 0 is the warm-up
 			t, n, err := countTimed(hayCmd())
 			if err != nil {
@@ -246,6 +252,18 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 			if k > 0 {
 				hw, hc = append(hw, t.wall), append(hc, t.cpu)
 				r.HayRSSKB = max(r.HayRSSKB, t.maxRSSKB)
+			}
+			if o.brute {
+				t, n, err := countTimed(exec.Command(hay, bruteArgs...))
+				if err != nil {
+					return fmt.Errorf("hay %s: %w", strings.Join(bruteArgs, " "), err)
+				}
+				if n != r.Count {
+					return fmt.Errorf("%s %s: hay --no-index counts %d, the raw file has %d matching lines", r.Class, e2eNeedleText(*r), n, r.Count)
+				}
+				if k > 0 {
+					bw, bc = append(bw, t.wall), append(bc, t.cpu)
+				}
 			}
 			if rgRun == nil {
 				continue
@@ -262,7 +280,10 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 			}
 		}
 		r.HayMs, r.HayCPUMs = medianMs(hw), medianMs(hc)
-		r.SkippedBlocks = e2eSkipped(data, r)
+		if o.brute {
+			r.BruteMs, r.BruteCPUMs = medianMs(bw), medianMs(bc)
+		}
+		r.SkippedBlocks = e2eStats(hay, r)
 		if rgRun != nil {
 			r.RgMs, r.RgCPUMs = medianMs(rw), medianMs(rc)
 			r.Speedup = r.RgMs / r.HayMs
@@ -764,58 +785,42 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// e2eIndexBytes returns the bytes of skip index in the stored segments,
-// or -1 while the segment format has none.
-func e2eIndexBytes(data string) int64 { return -1 }
-
-// mayContainer is the skip index's question, as package search asks it of
-// a part (search.Skipper): false means no entry of the block contains lit.
-type mayContainer interface {
-	MayContain(block int, lit []byte, fold bool) bool
+// e2eStats runs the row's search once more with --stats and returns the
+// fraction of blocks the skip index pruned, from the executor's own
+// counters (search.Stats), or -1 when the binary does not report it.
+func e2eStats(hay string, r *e2eRow) float64 {
+	args := append([]string{r.HayArgs[0], "--stats"}, r.HayArgs[1:]...)
+	cmd := exec.Command(hay, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Run() // exit status 1 is "no match"; the stats line is what counts
+	for line := range strings.Lines(stderr.String()) {
+		var blocks, byTime, byStream, byIndex, decoded int64
+		if _, err := fmt.Sscanf(line, "hay search: blocks %d, pruned by time %d, by stream %d, by index %d; decoded %d",
+			&blocks, &byTime, &byStream, &byIndex, &decoded); err == nil && blocks > 0 {
+			return float64(byIndex) / float64(blocks)
+		}
+	}
+	return -1
 }
 
-// e2eSkipped returns the fraction of the store's blocks that the skip
-// index rules out for a row's needles (a block is skipped when any needle
-// of the AND may not be in it), asked the way the executor asks it (a
-// folded literal lowered in ASCII); -1 when no part has a skip index.
-// The executor keeps no counters of its own, so this is the index's
-// answer, not a count taken during the timed runs.
-func e2eSkipped(data string, r *e2eRow) float64 {
-	snap, err := store.OpenSnapshot(data)
-	if err != nil {
+// e2eIndexBytes returns the bytes of skip index in the stored segments
+// (segment.Info.SkipBytes summed), or -1 when none can be read.
+func e2eIndexBytes(data string) int64 {
+	names, err := filepath.Glob(filepath.Join(data, "segments", "*.seg"))
+	if err != nil || len(names) == 0 {
 		return -1
 	}
-	defer snap.Close()
-	var lits [][]byte
-	for _, n := range r.Needles {
-		lit := []byte(n)
-		if r.Fold {
-			lit = asciiLower(lit)
+	var n int64
+	for _, name := range names {
+		r, err := segment.Open(name)
+		if err != nil {
+			return -1
 		}
-		lits = append(lits, lit)
+		n += r.Info().SkipBytes
+		r.Close()
 	}
-	total, skipped, indexed := 0, 0, false
-	for _, p := range snap.Parts {
-		n := p.NumBlocks()
-		total += n
-		sk, ok := p.(mayContainer)
-		if !ok {
-			continue
-		}
-		indexed = true
-		for b := range n {
-			for _, lit := range lits {
-				if !sk.MayContain(b, lit, r.Fold) {
-					skipped++
-					break
-				}
-			}
-		}
-	}
-	if !indexed || total == 0 {
-		return -1
-	}
-	return float64(skipped) / float64(total)
+	return n
 }
 
 func (rep *e2eReport) markdown(w io.Writer) error {
@@ -827,7 +832,7 @@ func (rep *e2eReport) markdown(w io.Writer) error {
 	p("- Data: %d generated lines (`hay gen --lines %d --seed %d`), %s raw.\n", rep.Lines, rep.Lines, rep.Seed, humanBytes(float64(rep.RawBytes)))
 	p("- Ingest (`hay ingest`, one process): %.2f s wall, **%.0f MB/s**; %.2f s CPU (%.0f MB/s per CPU-second); peak RSS %.0f MB.\n",
 		rep.IngestS, mb/rep.IngestS, rep.IngestCPU, mb/max(rep.IngestCPU, 1e-9), float64(rep.IngestRSS)/1024)
-	idx := "n/a (the segments have no skip index yet)"
+	idx := "n/a (no v2 segment to read it from)"
 	if rep.IndexBytes >= 0 {
 		idx = fmt.Sprintf("%s, %.1f%% of the stored size", humanBytes(float64(rep.IndexBytes)), 100*float64(rep.IndexBytes)/float64(rep.Stored))
 	}
@@ -837,8 +842,8 @@ func (rep *e2eReport) markdown(w io.Writer) error {
 	}
 	p("Each time is the median of %d run(s) after a warm-up run (warm page cache); wall time, with user+sys CPU beside it. Counts agree with a naive scan of the raw file.\n\n", rep.Runs)
 
-	p("| class | needle | lines | share | hay ms | hay CPU ms | rg ms | rg CPU ms | hay vs rg (wall) | (CPU) | blocks skipped | hay max RSS |\n")
-	p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	p("| class | needle | lines | share | hay ms | hay CPU ms | rg ms | rg CPU ms | hay vs rg (wall) | (CPU) | blocks skipped by the index | hay max RSS | --no-index ms | --no-index CPU ms |\n")
+	p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
 		rgMs, rgCPU, sp, cpusp := "–", "–", "–", "–"
 		if rep.Rg != "" {
@@ -848,9 +853,13 @@ func (rep *e2eReport) markdown(w io.Writer) error {
 		if r.SkippedBlocks >= 0 {
 			skip = fmt.Sprintf("%.1f%%", 100*r.SkippedBlocks)
 		}
-		p("| %s | %s (%s) | %d | %s | %.0f | %.0f | %s | %s | %s | %s | %s | %.0f MB |\n",
+		bms, bcpu := "–", "–"
+		if r.BruteMs > 0 {
+			bms, bcpu = fmt.Sprintf("%.0f", r.BruteMs), fmt.Sprintf("%.0f", r.BruteCPUMs)
+		}
+		p("| %s | %s (%s) | %d | %s | %.0f | %.0f | %s | %s | %s | %s | %s | %.0f MB | %s | %s |\n",
 			r.Class, strings.ReplaceAll(e2eNeedleText(r), "|", `\|`), r.Label, r.Count, shareText(r.Share),
-			r.HayMs, r.HayCPUMs, rgMs, rgCPU, sp, cpusp, skip, float64(r.HayRSSKB)/1024)
+			r.HayMs, r.HayCPUMs, rgMs, rgCPU, sp, cpusp, skip, float64(r.HayRSSKB)/1024, bms, bcpu)
 	}
 	p("\n")
 	if rep.Rg != "" {
