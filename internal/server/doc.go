@@ -14,7 +14,7 @@
 //
 // # Endpoints
 //
-//	GET  /ready, /health                      200 when serving
+//	GET  /ready, /health                      200 when serving (/ready: 503 once a tenant's store has failed)
 //	GET  /metrics                             Prometheus metrics
 //	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); gzip Content-Encoding for both
 //	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"..."} (ts optional: now)
@@ -59,9 +59,12 @@
 // # Search
 //
 // Queries read a store.View (segments plus the in-memory head), so pushed
-// entries are visible at once. The executor here is a plain block scan
-// with the LogQL plan's MatchStream and pipeline (internal/search is being
-// extended for LogQL plans; until its API settles this package keeps its
-// own adapter). Results are ordered by time (newest first for backward),
-// ties by stream labels, then by position in the store.
+// entries are visible as soon as they are acknowledged, and run on
+// internal/search (parallel block scan, stream pruning, driving needles
+// from the LogQL plan; search.Hist for /api/v1/hits). search delivers
+// each stream in ingestion order; since Loki clients may push a stream's
+// entries out of time order, log queries sort by time here and apply the
+// limit with a bounded top-k over all matches (ties keep search's stable
+// order, so paging by time is deterministic). /api/v1/search therefore
+// streams its lines once the top-k is known, not while scanning.
 package server

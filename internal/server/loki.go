@@ -14,7 +14,6 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
-	"haystack/internal/search"
 	"haystack/internal/store"
 )
 
@@ -266,7 +265,7 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		if err != nil {
 			return nil, err
 		}
-		err = run(ctx, v, sel, search.Oldest, 0, func(h *hit) bool {
+		err = run(ctx, v, sel, anyOrder, 0, func(h *hit) bool {
 			a := groups[h.Labels]
 			if a == nil {
 				a = &acc{labels: h.Labels}
@@ -585,7 +584,7 @@ func (s *Server) lokiIndexStats(w http.ResponseWriter, r *http.Request, ts *tena
 		for i, p := range v.Parts {
 			pi[p] = int64(i)
 		}
-		err = run(r.Context(), v, sel, search.Oldest, 0, func(h *hit) bool {
+		err = run(r.Context(), v, sel, anyOrder, 0, func(h *hit) bool {
 			streams[h.Stream] = true
 			st.Entries++
 			st.Bytes += int64(len(h.Line))

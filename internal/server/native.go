@@ -202,7 +202,7 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 			s.queryErr(w, err)
 			return
 		}
-		err = run(r.Context(), v, sel, search.Oldest, 0, func(h *hit) bool {
+		err = run(r.Context(), v, sel, anyOrder, 0, func(h *hit) bool {
 			byStream[h.Labels]++
 			return true
 		})

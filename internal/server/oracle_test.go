@@ -107,7 +107,7 @@ func TestRunMatchesOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queries := []string{"", "error", "ERROR", `{app="api"}`, `{app=~"a.*"} |= "error"`, `{env="prod"} != "ok"`,
+	queries := []string{"", "error", "ERROR", `{app="api"}`, `{app="api"} |= "error"`, `{app="db"} | json`, `{app=~"a.*"} |= "error"`, `{env="prod"} != "ok"`,
 		`{app="db"} |~ "err(or)?" | json`, `{env="prod", app!="api"} |= "level" | logfmt | level="warn"`}
 	for _, qs := range queries {
 		for _, fold := range []bool{false, true} {
@@ -118,27 +118,29 @@ func TestRunMatchesOracle(t *testing.T) {
 				}
 				sel.start, sel.end = rng[0], rng[1]
 				want := oracleScan(t, v, sel)
-				var got []hit
-				err = run(context.Background(), v, sel, search.Oldest, 0, func(h *hit) bool {
-					c := *h
-					c.Line = slices.Clone(h.Line)
-					got = append(got, c)
-					return true
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
 				name := fmt.Sprintf("q=%q fold=%v range=%v", qs, fold, rng)
-				sortHits := func(hs []hit) []string {
-					var ks []string
-					for _, h := range hs {
-						ks = append(ks, hitKey(h))
+				for _, order := range []search.Order{search.Oldest, search.Newest, anyOrder} {
+					var got []hit
+					err = run(context.Background(), v, sel, order, 0, func(h *hit) bool {
+						c := *h
+						c.Line = slices.Clone(h.Line)
+						got = append(got, c)
+						return true
+					})
+					if err != nil {
+						t.Fatal(err)
 					}
-					slices.Sort(ks)
-					return ks
-				}
-				if g, w := sortHits(got), sortHits(want); !slices.Equal(g, w) {
-					t.Fatalf("%s: %d entries, oracle %d", name, len(g), len(w))
+					sortHits := func(hs []hit) []string {
+						var ks []string
+						for _, h := range hs {
+							ks = append(ks, hitKey(h))
+						}
+						slices.Sort(ks)
+						return ks
+					}
+					if g, w := sortHits(got), sortHits(want); !slices.Equal(g, w) {
+						t.Fatalf("%s order %d: %d entries, oracle %d", name, order, len(g), len(w))
+					}
 				}
 				// Entries are pushed out of time order within their streams,
 				// so this checks collect's own sort, not search's merge.

@@ -154,6 +154,7 @@ type hit struct {
 // streamInfo caches a stream's labels, parsed once per query.
 type streamInfo struct {
 	known  bool
+	ok     bool // admitted by the stream selector (scanBlocks)
 	labels []query.Label
 	text   string
 }
@@ -170,6 +171,47 @@ func hasStages(p *query.Plan) bool {
 }
 
 var errStop = errors.New("stop")
+
+// anyOrder asks run for the matches in whatever order is cheapest: callers
+// that count, or sort by time themselves.
+const anyOrder search.Order = -1
+
+// selectedStreams counts, up to limit, the streams the selection admits
+// that have blocks in its time range (from the block index alone).
+func selectedStreams(v *store.View, sel *selection, limit int) int {
+	seen := map[uint32]bool{}
+	n := 0
+	var labs []query.Label
+	for _, p := range v.Parts {
+		for bi := range p.NumBlocks() {
+			m := p.BlockMeta(bi)
+			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
+				continue
+			}
+			for _, id := range m.Streams {
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				ok := sel.plan == nil
+				if !ok {
+					labs = labs[:0]
+					ls, _ := ingest.ParseLabels(v.Labels(id))
+					for _, l := range ls {
+						labs = append(labs, query.Label(l))
+					}
+					ok = sel.plan.MatchStream(labs)
+				}
+				if ok {
+					if n++; n >= limit {
+						return n
+					}
+				}
+			}
+		}
+	}
+	return n
+}
 
 // searchQuery is sel as a search.Query over v.
 func searchQuery(v *store.View, sel *selection) search.Query {
@@ -193,6 +235,14 @@ func searchQuery(v *store.View, sel *selection) search.Query {
 // Oldest order is ascending time, ties by stream id then ingestion order;
 // Newest is its exact reverse.
 func run(ctx context.Context, v *store.View, sel *selection, order search.Order, limit int64, fn func(*hit) bool) error {
+	if order == anyOrder {
+		if n := selectedStreams(v, sel, 2); n == 0 {
+			return nil
+		} else if n > 1 {
+			return scanBlocks(ctx, v, sel, fn)
+		}
+		order = search.Oldest // one stream: search's single ordered run
+	}
 	infos := make([]streamInfo, len(v.Streams))
 	info := func(id uint32) *streamInfo {
 		if int(id) >= len(infos) {
@@ -263,8 +313,9 @@ func mergeLabels(base, ext []query.Label) string {
 
 // collect runs a log query over ts (nil: no data) and returns up to limit
 // entries sorted by time (newest first when backward), and whether more
-// matched. Ties keep search's order (stream id, then ingestion order, or
-// its reverse), which is the same every time over the same data.
+// matched. Ties keep the scan's order (ingestion order within a stream;
+// store order across streams), which is the same every time over the
+// same data.
 //
 // search delivers each stream in ingestion order, which is time order
 // only for streams pushed in order; Loki accepts out-of-order entries, so
@@ -278,12 +329,8 @@ func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, ba
 	if err != nil {
 		return nil, false, err
 	}
-	order := search.Oldest
-	if backward {
-		order = search.Newest
-	}
 	k := &topK{limit: limit, backward: backward}
-	err = run(ctx, v, sel, order, 0, func(h *hit) bool {
+	err = run(ctx, v, sel, anyOrder, 0, func(h *hit) bool {
 		k.add(h)
 		return true
 	})
@@ -366,7 +413,7 @@ func each(ctx context.Context, ts *tenantStore, sel *selection, fn func(*hit)) e
 	if err != nil {
 		return err
 	}
-	return run(ctx, v, sel, search.Oldest, 0, func(h *hit) bool { fn(h); return true })
+	return run(ctx, v, sel, anyOrder, 0, func(h *hit) bool { fn(h); return true })
 }
 
 func parseLimit(v string, def, max int) (int, error) {

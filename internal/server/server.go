@@ -115,7 +115,13 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ready") })
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.failed(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /metrics", s.met.handler())
 
@@ -232,4 +238,16 @@ func (s *Server) StopTails() {
 	for _, t := range s.tenants {
 		t.hub.close()
 	}
+}
+
+// failed returns the first failure of an open tenant's store, if any.
+func (s *Server) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, t := range s.tenants {
+		if err := t.w.Err(); err != nil {
+			return fmt.Errorf("tenant %s: %w", name, err)
+		}
+	}
+	return nil
 }

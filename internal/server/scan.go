@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"haystack/internal/ingest"
+	"haystack/internal/query"
+	"haystack/internal/segment"
+	"haystack/internal/store"
+	"haystack/needle"
+)
+
+// scanBlocks is the server's unordered scan: each selected block is
+// decoded and checked once, entry by entry, on a pool of workers, and fn
+// sees the matches in store order (parts, blocks, entries). The ordered
+// search.Run decodes a block once per selected stream it holds (it merges
+// streams by time), which costs up to S times more for S interleaved
+// streams; every caller here either needs no order or sorts by time
+// itself, so queries over several streams come here (see run).
+// At most 2×workers decoded blocks are in flight.
+func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	infos := streamInfos(v, sel)
+	type task struct {
+		part, block int
+		done        chan struct{}
+		blk         *segment.Block
+		hits        []int32
+		labels      []string // per hit, when the plan extracts labels
+		err         error
+	}
+	var tasks []*task
+	for pi, p := range v.Parts {
+		for bi := range p.NumBlocks() {
+			m := p.BlockMeta(bi)
+			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
+				continue
+			}
+			for _, id := range m.Streams {
+				if int(id) < len(infos) && infos[id].ok {
+					tasks = append(tasks, &task{part: pi, block: bi, done: make(chan struct{})})
+					break
+				}
+			}
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	var srch *needle.Searcher
+	if sel.plan == nil && len(sel.pat) > 0 {
+		if sel.fold {
+			srch = needle.NewFold(sel.pat)
+		} else {
+			srch = needle.New(sel.pat)
+		}
+	}
+	extract := sel.plan != nil && hasStages(sel.plan)
+	do := func(t *task) {
+		b := segment.GetBlock()
+		if err := v.Parts[t.part].ReadBlock(t.block, b); err != nil {
+			segment.PutBlock(b)
+			t.err = fmt.Errorf("%s block %d: %w", v.Parts[t.part].Name(), t.block, err)
+			return
+		}
+		t.blk = b
+		for k, tm := range b.Times {
+			if tm < sel.start || tm > sel.end {
+				continue
+			}
+			id := b.Streams[k]
+			if int(id) >= len(infos) || !infos[id].ok {
+				continue
+			}
+			line := b.Line(k)
+			switch {
+			case srch != nil:
+				if srch.Index(line) < 0 {
+					continue
+				}
+			case sel.plan != nil && !extract:
+				if !sel.plan.MatchEntry(infos[id].labels, line) {
+					continue
+				}
+			case extract:
+				ext, ok := sel.plan.Labels(infos[id].labels, line)
+				if !ok {
+					continue
+				}
+				l := infos[id].text
+				if len(ext) > 0 {
+					l = mergeLabels(infos[id].labels, ext)
+				}
+				t.labels = append(t.labels, l)
+			}
+			t.hits = append(t.hits, int32(k))
+		}
+	}
+
+	workers := runtime.GOMAXPROCS(0)
+	work := make(chan *task)
+	window := make(chan struct{}, 2*workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case t := <-work:
+					do(t)
+					close(t.done)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for _, t := range tasks {
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case work <- t:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	var h hit
+	for i, t := range tasks {
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-window
+		if t.err != nil {
+			return t.err
+		}
+		b := t.blk
+		stop := false
+		for j, k := range t.hits {
+			id := b.Streams[k]
+			h = hit{Time: b.Times[k], Stream: id, Labels: infos[id].text, Line: b.Line(int(k))}
+			if extract {
+				h.Labels = t.labels[j]
+			}
+			if !fn(&h) {
+				stop = true
+				break
+			}
+		}
+		segment.PutBlock(b)
+		tasks[i] = nil
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
+
+// streamInfos parses every stream's labels once and marks the ones the
+// selection's stream selector admits.
+func streamInfos(v *store.View, sel *selection) []streamInfo {
+	infos := make([]streamInfo, len(v.Streams))
+	for id := range infos {
+		si := &infos[id]
+		si.known = true
+		si.text = v.Labels(uint32(id))
+		if labs, err := ingest.ParseLabels(si.text); err == nil {
+			for _, l := range labs {
+				si.labels = append(si.labels, query.Label(l))
+			}
+		}
+		si.ok = sel.plan == nil || sel.plan.MatchStream(si.labels)
+	}
+	return infos
+}
