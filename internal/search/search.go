@@ -138,13 +138,14 @@ type Query struct {
 // Stats counts what a search did with the blocks of its parts. Every
 // block is counted once in Blocks and at most once in one of the Pruned
 // counts; kept blocks are decoded unless the block index alone answers
-// (a count of every entry) or the search stopped early.
+// (a count of every entry) or the search stopped early. When counting,
+// each kept block is read once.
 type Stats struct {
 	Blocks       int64 // blocks in the parts
 	PrunedTime   int64 // outside the time range (or empty)
 	PrunedStream int64 // holding no selected stream
 	PrunedIndex  int64 // ruled out by the skip index
-	Decoded      int64 // blocks read and decoded
+	Decoded      int64 // block reads: merging streams may read a block once per selected stream in it
 }
 
 // Match is a delivered entry. Line is valid only during the emit call.
@@ -174,6 +175,10 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		return 0, err
 	}
 	defer e.report() // after wg.Wait: the workers have stopped
+	merging := !e.q.Count && len(e.present) > 1
+	if merging {
+		e.cache = &blockCache{m: map[blockKey]*cachedBlock{}}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // runs before wg.Wait: stop the workers first
@@ -181,7 +186,7 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		wg.Go(func() { e.worker(ctx) })
 	}
 
-	if e.q.Count || len(e.present) <= 1 {
+	if !merging {
 		r := e.start(ctx, &wg, e.tasks, 2*e.workers, -1)
 		if e.q.Count {
 			return e.drain(ctx, r, onErr)
@@ -332,6 +337,7 @@ type exec struct {
 
 	stats   Stats
 	decoded atomic.Int64
+	cache   *blockCache // merging: blocks shared by the stream runs
 
 	work chan *task
 }
@@ -714,6 +720,7 @@ type task struct {
 
 type result struct {
 	blk     *segment.Block // nil when counting
+	cached  bool           // blk belongs to exec.cache
 	hits    []int32        // matching entries, ascending
 	count   int64
 	buckets []int64 // histogram counts
@@ -751,12 +758,26 @@ func (e *exec) do(t *task, sc *scratch) {
 		t.res.count = int64(m.Entries)
 		return
 	}
-	b := segment.GetBlock()
-	e.decoded.Add(1)
-	if err := p.ReadBlock(t.block, b); err != nil {
-		segment.PutBlock(b)
-		t.res.err = err
-		return
+	var b *segment.Block
+	if e.cache != nil && len(m.Streams) > 1 {
+		// Every selected stream of the block has a run that reads it,
+		// mostly at about the same time: decode it once for them all.
+		var err error
+		b, err = e.cache.get(e, t.part, t.block)
+		if err != nil {
+			e.cache.put(t.part, t.block)
+			t.res.err = err
+			return
+		}
+		t.res.cached = true
+	} else {
+		b = segment.GetBlock()
+		e.decoded.Add(1)
+		if err := p.ReadBlock(t.block, b); err != nil {
+			segment.PutBlock(b)
+			t.res.err = err
+			return
+		}
 	}
 	stream := t.stream
 	if stream >= 0 && len(m.Streams) == 1 {
@@ -1119,8 +1140,7 @@ func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
 			continue
 		}
 		if len(t.res.hits) == 0 {
-			segment.PutBlock(t.res.blk)
-			t.res = result{}
+			r.e.releaseBlock(t)
 			continue
 		}
 		r.cur, r.hit = t, 0
@@ -1133,9 +1153,76 @@ func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
 }
 
 func (r *run) release() {
-	segment.PutBlock(r.cur.res.blk)
-	r.cur.res = result{}
+	r.e.releaseBlock(r.cur)
 	r.cur = nil
+}
+
+// releaseBlock gives back a task's decoded block.
+func (e *exec) releaseBlock(t *task) {
+	if t.res.cached {
+		e.cache.put(t.part, t.block)
+	} else {
+		segment.PutBlock(t.res.blk)
+	}
+	t.res = result{}
+}
+
+// blockCache shares decoded blocks among the stream runs of a merge: a
+// block holding S selected streams is wanted by S runs, which the merge
+// keeps at about the same point in time. A block is freed when the last
+// run holding it lets go; a run that comes later decodes it again, so
+// memory stays bounded as without the cache.
+type blockCache struct {
+	mu sync.Mutex
+	m  map[blockKey]*cachedBlock
+}
+
+type blockKey struct{ part, block int }
+
+type cachedBlock struct {
+	b     *segment.Block
+	err   error
+	refs  int
+	ready chan struct{} // closed once b or err is set
+}
+
+// get returns the decoded block, decoding it unless a run holds it. Each
+// get, failed or not, must be matched by a put.
+func (c *blockCache) get(e *exec, part, block int) (*segment.Block, error) {
+	k := blockKey{part, block}
+	c.mu.Lock()
+	if cb, ok := c.m[k]; ok {
+		cb.refs++
+		c.mu.Unlock()
+		<-cb.ready
+		return cb.b, cb.err
+	}
+	cb := &cachedBlock{refs: 1, ready: make(chan struct{})}
+	c.m[k] = cb
+	c.mu.Unlock()
+	b := segment.GetBlock()
+	e.decoded.Add(1)
+	if err := e.parts[part].ReadBlock(block, b); err != nil {
+		segment.PutBlock(b)
+		cb.err = err
+	} else {
+		cb.b = b
+	}
+	close(cb.ready)
+	return cb.b, cb.err
+}
+
+func (c *blockCache) put(part, block int) {
+	k := blockKey{part, block}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cb := c.m[k]
+	if cb.refs--; cb.refs == 0 {
+		delete(c.m, k)
+		if cb.b != nil {
+			segment.PutBlock(cb.b)
+		}
+	}
 }
 
 func (r *run) fill() {
