@@ -472,3 +472,40 @@ func FuzzPlan(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeDecodesOnce: merging streams that share blocks decodes each
+// block about once, not once per stream, with the same results.
+func TestMergeDecodesOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	es := genLog(r, 4000, 3)
+	snap := build(t, es, 0)
+	var reads, asked atomic.Int64
+	var parts []store.Part
+	blocks := 0
+	for _, p := range snap.Parts {
+		parts = append(parts, skipPart{p, &reads, &asked})
+		blocks += p.NumBlocks()
+	}
+	for _, w := range []int{1, 2, 4} {
+		q := Query{Plan: mustPlan(t, `{s=~".+"} |= "e"`), Labels: snap.Labels, Workers: w}
+		want, wn := planOracle(t, snap, es, q, 3)
+		for i := range want {
+			want[i].group = false
+		}
+		reads.Store(0)
+		var st Stats
+		q.Stats = &st
+		var got []out
+		n, err := Run(context.Background(), parts, q, func(m *Match) error {
+			got = append(got, out{m.Time, m.Stream, string(m.Line), m.Context, m.GroupStart})
+			return nil
+		}, func(err error) { t.Error(err) })
+		if err != nil || n != wn || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("workers %d: results differ", w)
+		}
+		t.Logf("workers %d: %d blocks, %d reads, %d decoded", w, blocks, reads.Load(), st.Decoded)
+		if reads.Load() > int64(blocks)*3/2 || st.Decoded != reads.Load() {
+			t.Errorf("workers %d: %d reads (stats %d) for %d blocks", w, reads.Load(), st.Decoded, blocks)
+		}
+	}
+}
