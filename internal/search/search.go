@@ -45,7 +45,9 @@
 // blocks are in flight, which bounds memory. The scan stops early at the
 // limit or when the context is cancelled. Merging S streams (below) needs
 // one current block per stream, so it holds at most max(2×workers, S)
-// decoded blocks.
+// decoded blocks. A block that holds several of the merged streams is
+// decoded once and shared by their runs (reference counted), since the
+// merge keeps the runs at about the same point in time.
 //
 // # Order
 //
