@@ -59,12 +59,16 @@
 // # Search
 //
 // Queries read a store.View (segments plus the in-memory head), so pushed
-// entries are visible as soon as they are acknowledged, and run on
-// internal/search (parallel block scan, stream pruning, driving needles
-// from the LogQL plan; search.Hist for /api/v1/hits). search delivers
-// each stream in ingestion order; since Loki clients may push a stream's
-// entries out of time order, log queries sort by time here and apply the
-// limit with a bounded top-k over all matches (ties keep search's stable
-// order, so paging by time is deterministic). /api/v1/search therefore
-// streams its lines once the top-k is known, not while scanning.
+// entries are visible as soon as they are acknowledged. A query over one
+// stream runs on internal/search (needles driven by the LogQL plan over
+// whole blocks); one over several streams runs on this package's one-pass
+// parallel block scan (scan.go), because search.Run merges streams by
+// time and so decodes a block once per stream it holds, and no caller
+// here needs that order: /api/v1/hits uses search.Hist, metric queries
+// and facets count, and log queries sort by time themselves. Loki clients
+// may push a stream's entries out of time order, so the limit is applied
+// with a bounded top-k over all matches (ties in scan order, the same on
+// every run over the same data, so paging by time is deterministic).
+// /api/v1/search therefore streams its lines once the top-k is known, not
+// while scanning.
 package server

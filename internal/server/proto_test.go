@@ -1,0 +1,43 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestDecodePushProtoBytes decodes a PushRequest assembled byte by byte
+// from push.proto's field numbers, independently of EncodePushProto, so
+// a wrong field number in both would still fail here.
+func TestDecodePushProtoBytes(t *testing.T) {
+	ts := []byte{0x08, 0x80, 0xe2, 0xcf, 0xaa, 0x06, 0x10, 0x07}        // seconds=1700000000 (varint), nanos=7
+	entry := append([]byte{0x0a, byte(len(ts))}, ts...)                 // EntryAdapter.timestamp = 1
+	entry = append(entry, 0x12, 0x02, 'h', 'i')                         // EntryAdapter.line = 2
+	entry = append(entry, 0x1a, 0x06, 0x0a, 0x01, 'k', 0x12, 0x01, 'v') // structuredMetadata = 3 (dropped)
+	labels := `{a="b"}`
+	stream := append([]byte{0x0a, byte(len(labels))}, labels...) // StreamAdapter.labels = 1
+	stream = append(stream, 0x12, byte(len(entry)))              // StreamAdapter.entries = 2
+	stream = append(stream, entry...)
+	stream = append(stream, 0x18, 0x2a)                       // StreamAdapter.hash = 3 (ignored)
+	stream = append(stream, 0x25, 1, 2, 3, 4)                 // unknown fixed32 field 4: skipped
+	req := append([]byte{0x0a, byte(len(stream))}, stream...) // PushRequest.streams = 1
+	got, err := decodePushProto(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]pushStream{{labels: labels, entries: []pushEntry{{ts: 1700000000*1e9 + 7, line: []byte("hi")}}}})
+	if fmt.Sprint(got) != want {
+		t.Fatalf("got %v\nwant %s", got, want)
+	}
+	// And the encoder writes exactly these bytes for the same content
+	// (minus the dropped and ignored fields).
+	enc := EncodePushProto([]PushStream{{Labels: labels, Entries: []PushEntry{{Time: 1700000000*1e9 + 7, Line: "hi"}}}})
+	again, err := decodePushProto(enc)
+	if err != nil || fmt.Sprint(again) != want {
+		t.Fatalf("encoder round trip: %v %v", again, err)
+	}
+	for _, bad := range [][]byte{req[:len(req)-1], {0x0a, 0x05, 0x0a}, {0x08}, {0x0b}, {0x00}} {
+		if _, err := decodePushProto(bad); err == nil {
+			t.Errorf("decodePushProto(%x) accepted", bad)
+		}
+	}
+}
