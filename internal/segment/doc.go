@@ -109,7 +109,7 @@
 //
 //	uvarint  blockCount     equals the block index's
 //	per block, in file order:
-//	  uvarint  filter size F in bytes, a multiple of 8, 8 <= F <= 1 MiB
+//	  uvarint  filter size F in bytes, a power of two, 8 <= F <= 32 KiB
 //	  [F]      bloom filter of m = 8F bits: bit p is byte p/8, bit p%8
 //	  u32      CRC-32C of this block's size varint and filter
 //
@@ -117,12 +117,12 @@
 // its entries, never spanning two entries, after ASCII lower-casing
 // (A-Z to a-z, other bytes as they are), with one hash function: the
 // 4-gram's bytes as a big-endian uint32 g, h = (g * 0x9E3779B97F4A7C15)
-// mod 2^64 >> 32, p = h * m >> 32. The writer sizes m at about 1.25 bits
-// per distinct 4-gram of the block (counted approximately), so on log text
-// the index is ~10% of the file (docs/BENCHMARKS.md, "Skip index (issue
-// 6)"). MayContain(block, needle) is false only when some 4-gram of the
-// lowered needle has its bit clear, so no entry of the block contains the
-// needle, exactly or ASCII case-insensitively: no false negatives. Needles
+// mod 2^64 >> 32, p = h mod m. The writer picks m near 1.25 bits per
+// distinct 4-gram of the block (estimated), so on log text the index is
+// ~10% of the file (docs/BENCHMARKS.md, "Skip index (issue 6)").
+// MayContain(block, needle) is false only when some 4-gram of the lowered
+// needle has its bit clear, so no entry of the block contains the needle,
+// exactly or ASCII case-insensitively: no false negatives. Needles
 // shorter than 4 bytes get "maybe".
 //
 // Damage to the skip index fails Open with a *CorruptError naming the file

@@ -21,17 +21,17 @@ const (
 	// nothing.
 	SkipGram = 4
 
-	// skipBitsPerGram sizes a block's filter from its estimated count of
-	// distinct n-grams.
+	// skipBitsPerGram is the target filter size per distinct n-gram; the
+	// filter is the power of two nearest to it (in log scale).
 	skipBitsPerGram = 1.25
 
-	// maxSkipBits caps a filter (1 MiB): only a block holding one huge
-	// entry gets near it, and its filter is then merely less selective.
-	maxSkipBits = 8 << 20
-
-	// countBits is the size of the linear-counting bitmap that estimates a
-	// block's distinct n-grams before the filter is sized.
-	countBits = 1 << 20
+	// maxSkipBits is the largest filter (32 KiB), and the size every
+	// filter is first built at (small enough for a core's L1 cache). A
+	// block of the default 256 KiB has at most 256 Ki n-grams, so its
+	// filter is never capped; bigger blocks (a huge entry) may get fewer
+	// bits per n-gram and a less selective filter, never a wrong one.
+	maxSkipBits = 1 << 18
+	minSkipBits = 64
 )
 
 // lowerTable maps ASCII upper-case letters to lower case and every other
@@ -47,23 +47,34 @@ var lowerTable = func() (t [256]byte) {
 }()
 
 // gramHash maps a lowered 4-gram (its bytes big-endian in a uint32) to 32
-// well-mixed bits (Fibonacci hashing); a filter of m bits uses bit
-// hash*m>>32.
+// well-mixed bits (the middle of a Fibonacci-hashing product); a filter of
+// m = 2^k bits uses bit hash mod m.
 func gramHash(g uint32) uint32 {
 	return uint32((uint64(g) * 0x9E3779B97F4A7C15) >> 32)
 }
 
 // skipBuilder builds the per-block filters of one segment.
 type skipBuilder struct {
-	count []byte // linear-counting bitmap, countBits bits
-	out   []byte // the encoded skip index so far (without its count)
-	n     int    // filters encoded
+	full *[maxSkipBits / 8]byte // the filter at full size
+	out  []byte                 // the encoded skip index so far (without its count)
+	n    int                    // filters encoded
 }
 
-// setGrams sets, in the bitmap bm of m bits, the bit of each lowered
-// 4-gram of each entry of data (cut by lens). Written out rather than with
-// a callback: it runs twice per byte ingested.
-func setGrams(bm []byte, m uint64, data []byte, lens []uint32) {
+// add builds the filter of a block of entries (data cut by lens) and
+// appends its record: uvarint filter bytes, the filter, CRC-32C of both.
+//
+// One pass sets each n-gram's bit in a filter of maxSkipBits; the share of
+// bits set estimates the distinct n-grams (linear counting), which picks
+// the final size m = 2^k; since bit positions are the hash mod m, halving
+// the filter is OR-ing its upper half into its lower half. No exact set of
+// n-grams is ever built: this costs one hash and one bit per byte.
+func (s *skipBuilder) add(data []byte, lens []uint32) {
+	if s.full == nil {
+		s.full = new([maxSkipBits / 8]byte)
+	} else {
+		clear(s.full[:])
+	}
+	bm := s.full
 	off := 0
 	for _, l := range lens {
 		line := data[off : off+int(l)]
@@ -74,43 +85,32 @@ func setGrams(bm []byte, m uint64, data []byte, lens []uint32) {
 		g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
 		for _, c := range line[3:] {
 			g = g<<8 | uint32(lowerTable[c])
-			p := uint64(gramHash(g)) * m >> 32
+			p := gramHash(g) & (maxSkipBits - 1)
 			bm[p>>3] |= 1 << (p & 7)
 		}
 	}
-}
-
-// add builds the filter of a block of entries (data cut by lens) and
-// appends its record: uvarint filter bytes, the filter, CRC-32C of both.
-func (s *skipBuilder) add(data []byte, lens []uint32) {
-	if s.count == nil {
-		s.count = make([]byte, countBits/8)
-	} else {
-		clear(s.count)
-	}
-	// Estimate the distinct n-grams by linear counting: the filter's size
-	// follows the distinct count, and deduplicating exactly would cost a
-	// hash set per block.
-	setGrams(s.count, countBits, data, lens)
 	set := 0
-	for i := 0; i+8 <= len(s.count); i += 8 {
-		set += bits.OnesCount64(binary.LittleEndian.Uint64(s.count[i:]))
+	for i := 0; i < len(bm); i += 8 {
+		set += bits.OnesCount64(binary.LittleEndian.Uint64(bm[i:]))
 	}
-	var distinct float64
-	if set == countBits {
-		distinct = math.Inf(1)
-	} else {
-		distinct = -countBits * math.Log(1-float64(set)/countBits)
+	m := maxSkipBits
+	if set < maxSkipBits {
+		distinct := -maxSkipBits * math.Log(1-float64(set)/maxSkipBits)
+		k := int(math.Round(math.Log2(max(distinct*skipBitsPerGram, 1))))
+		m = min(max(1<<max(k, 0), minSkipBits), maxSkipBits)
 	}
-	m := uint64(math.Ceil(distinct*skipBitsPerGram/64)) * 64
-	m = min(max(m, 64), maxSkipBits)
-
+	f := bm[:]
+	for len(f) > m/8 {
+		h := len(f) / 2
+		lo, hi := f[:h], f[h:]
+		for i := 0; i+8 <= h; i += 8 {
+			binary.LittleEndian.PutUint64(lo[i:], binary.LittleEndian.Uint64(lo[i:])|binary.LittleEndian.Uint64(hi[i:]))
+		}
+		f = lo
+	}
 	start := len(s.out)
-	s.out = binary.AppendUvarint(s.out, m/8)
-	hdr := len(s.out)
-	s.out = append(s.out, make([]byte, m/8)...)
-	filter := s.out[hdr:]
-	setGrams(filter, m, data, lens)
+	s.out = binary.AppendUvarint(s.out, uint64(len(f)))
+	s.out = append(s.out, f...)
 	s.out = binary.LittleEndian.AppendUint32(s.out, crc32.Checksum(s.out[start:], castagnoli))
 	s.n++
 }
@@ -121,11 +121,11 @@ func mayContain(filter, lit []byte) bool {
 	if len(lit) < SkipGram {
 		return true
 	}
-	m := uint64(len(filter)) * 8
+	mask := uint32(len(filter))*8 - 1
 	g := uint32(lowerTable[lit[0]])<<16 | uint32(lowerTable[lit[1]])<<8 | uint32(lowerTable[lit[2]])
 	for _, c := range lit[3:] {
 		g = g<<8 | uint32(lowerTable[c])
-		p := uint64(gramHash(g)) * m >> 32
+		p := gramHash(g) & mask
 		if filter[p>>3]&(1<<(p&7)) == 0 {
 			return false
 		}
@@ -169,8 +169,8 @@ func (r *Reader) parseSkip(skip []byte) error {
 			break
 		}
 		hdr := len(rec) - len(d.b)
-		if size == 0 || size%8 != 0 || size > maxSkipBits/8 || size+4 > uint64(len(d.b)) {
-			return &CorruptError{File: r.path, Block: -1, Reason: skipReason(i, "filter size out of range")}
+		if size < minSkipBits/8 || size > maxSkipBits/8 || size&(size-1) != 0 || size+4 > uint64(len(d.b)) {
+			return &CorruptError{File: r.path, Block: -1, Reason: skipReason(i, "filter size not a power of two in range")}
 		}
 		end := hdr + int(size)
 		if crc32.Checksum(rec[:end], castagnoli) != binary.LittleEndian.Uint32(rec[end:]) {

@@ -137,6 +137,8 @@ func BenchmarkSkipBuild(b *testing.B) {
 	}
 	var s skipBuilder
 	b.SetBytes(int64(len(data)))
+	s.add(data, lens)
+	b.ReportMetric(float64(len(s.out)), "filter-bytes")
 	for b.Loop() {
 		s.out = s.out[:0]
 		s.add(data, lens)

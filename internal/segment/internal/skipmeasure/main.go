@@ -42,7 +42,12 @@ func main() {
 	sizes := flag.String("sizes", "64,256", "block sizes in KiB")
 	segMiB := flag.Int("seg", 32, "segment size in MiB of raw text for postings lists (the store's head flush size)")
 	needles := flag.Int("needles", 60, "needles per class")
+	segs := flag.String("segs", "", "instead: report the skip index's share of the segment files matching this glob")
 	flag.Parse()
+	if *segs != "" {
+		reportSegs(*segs)
+		return
+	}
 	if flag.NArg() == 0 {
 		log.Fatal("usage: skipmeasure [-sizes 64,256] FILE...")
 	}
@@ -440,4 +445,28 @@ func storedSize(lines [][]byte, blockSize int) int {
 	}
 	// The stored size without a skip index (the segment is version 2).
 	return int(info.FileBytes - info.SkipBytes)
+}
+
+// reportSegs prints the skip index's share of existing segment files.
+func reportSegs(glob string) {
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		log.Fatalf("no segments match %q", glob)
+	}
+	var skip, size, raw, blocks int64
+	for _, f := range files {
+		r, err := segment.Open(f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		in := r.Info()
+		skip += in.SkipBytes
+		size += in.FileBytes
+		raw += in.RawBytes
+		blocks += int64(in.Blocks)
+		r.Close()
+	}
+	fmt.Printf("%d segments, %d blocks, raw %.1f MB, files %.1f MB, skip index %.2f MB = %.1f%% of the files (%.1f%% of the rest)\n",
+		len(files), blocks, float64(raw)/1e6, float64(size)/1e6, float64(skip)/1e6,
+		100*float64(skip)/float64(size), 100*float64(skip)/float64(size-skip))
 }
