@@ -42,14 +42,15 @@ func runBenchE2E(args []string) error {
 }
 
 type e2eOptions struct {
-	lines int64
-	dir   string
-	runs  int
-	json  bool
-	keep  bool
-	seed  int64
-	rg    string
-	brute bool
+	lines   int64
+	dir     string
+	runs    int
+	json    bool
+	keep    bool
+	seed    int64
+	rg      string
+	brute   bool
+	jsonOut string
 }
 
 // e2eRow is one timed search: a class, its needles and the measurements.
@@ -116,6 +117,7 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	fset.StringVar(&o.dir, "dir", "", "working `dir`ectory for gen.log and data/ (default: a temporary one)")
 	fset.IntVar(&o.runs, "runs", 5, "timed runs per search after a warm-up; the median is kept")
 	fset.BoolVar(&o.json, "json", false, "write JSON instead of Markdown")
+	fset.StringVar(&o.jsonOut, "json-out", "", "also write the JSON report to `file`")
 	fset.BoolVar(&o.keep, "keep", false, "keep gen.log and data/ afterwards")
 	fset.Int64Var(&o.seed, "seed", 0, "generator seed (as hay gen --seed)")
 	fset.StringVar(&o.rg, "rg", "rg", "ripgrep `binary` to compare with; empty to skip it")
@@ -305,6 +307,15 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 		rep.Summary.MinSpeedup = slices.Min(all)
 		rep.Summary.MinSelective = slices.Min(sel)
 		rep.Summary.MedianCPUSpeedup = medianF(cpu)
+	}
+	if o.jsonOut != "" {
+		js, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonOut, append(js, '\n'), 0o644); err != nil {
+			return err
+		}
 	}
 	if o.json {
 		enc := json.NewEncoder(stdout)
