@@ -34,6 +34,16 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d); retry shortly", s.cfg.MaxConcurrentQueries))
 			return
 		}
+		if r.Method == http.MethodPost {
+			// Loki accepts its query endpoints as POST forms too: read the
+			// form (bounded) into the query string the handlers read.
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			if err := r.ParseForm(); err != nil {
+				writeError(w, http.StatusBadRequest, "reading form: "+err.Error())
+				return
+			}
+			r.URL.RawQuery = r.Form.Encode()
+		}
 		tenant, ok := s.tenant(w, r)
 		if !ok {
 			return

@@ -178,6 +178,10 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`vector(1)+vector(1)`), base))
 	wantJSON(t, "health check", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"2"]}]}}`, base/1e9))
 
+	// The same as a POST form, as Grafana may send it.
+	code, body = e.do("POST", "/loki/api/v1/query", []byte("query="+q(`vector(1)+vector(1)`)+fmt.Sprintf("&time=%d", base)), "Content-Type", "application/x-www-form-urlencoded")
+	wantJSON(t, "health check POST", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"2"]}]}}`, base/1e9))
+
 	_, body = e.get("/loki/api/v1/labels")
 	wantJSON(t, "labels", body, `{"status":"success","data":["app","level"]}`)
 	_, body = e.get("/loki/api/v1/label/app/values")

@@ -248,6 +248,15 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 // nativeTail serves /api/v1/tail as server-sent events (API.md).
 func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query()
+	if _, err := parseSelection(p.Get("q"), false); err != nil {
+		// EventSource cannot read a 400's body and would retry forever:
+		// send the error as an event, which the UI shows before closing.
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		return
+	}
 	ts, sb, f, ok := s.tailSetup(w, r, p.Get("q"), p.Get("fold") == "1")
 	if !ok {
 		return

@@ -71,3 +71,11 @@ func TestNativeTailSSE(t *testing.T) {
 		}
 	}
 }
+
+func TestNativeTailBadQuery(t *testing.T) {
+	e := newEnv(t, nil)
+	code, body := e.get("/api/v1/tail?q=" + q(`{app=`))
+	if code != 200 || !strings.HasPrefix(body, `data: {"error":`) {
+		t.Fatalf("bad tail query: %d %q", code, body)
+	}
+}
