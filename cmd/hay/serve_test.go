@@ -237,3 +237,16 @@ func TestServeSigterm(t *testing.T) {
 		t.Error("nothing was acknowledged")
 	}
 }
+
+func TestServeFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--bogus"},
+		{"serve", "--line-policy", "drop"},
+		{"serve", "--max-body", "lots"},
+		{"serve", "extra"},
+	} {
+		if code := runMain(args); code != 2 {
+			t.Errorf("hay %q: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -129,6 +129,10 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	fmt.Fprintf(zw, `{"streams":[{"stream":{"app":"api","level":"info"},"values":[["%d","GET /c ok"],["%d","GET /d timeout",{"trace":"x"}]]}]}`, base-30*s, base-20*s)
 	zw.Close()
 	e.mustPush("/loki/api/v1/push", gz.Bytes(), "Content-Type", "application/json", "Content-Encoding", "gzip")
+	// Protobuf+snappy inside gzip Content-Encoding.
+	e.mustPush("/loki/api/v1/push", gzipBytes(protoBody([]PushStream{
+		{Labels: `{app="auth"}`, Entries: []PushEntry{{base - 15*s, "gzipped proto"}}},
+	})), "Content-Type", "application/x-protobuf", "Content-Encoding", "gzip")
 	// JSON lines.
 	e.mustPush("/api/v1/push/jsonl", []byte(fmt.Sprintf(
 		"{\"labels\":{\"app\":\"auth\"},\"ts\":\"%d\",\"line\":\"logout bob\"}\n\n{\"labels\":\"{app=\\\"auth\\\"}\",\"ts\":%d,\"line\":\"token timeout\"}\n",
@@ -157,7 +161,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	// end is exclusive for Loki's query_range.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="auth"}`), base-45*s, base-5*s))
 	wantJSON(t, "query_range end exclusive", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"auth"},"values":[["%d","logout bob"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-45*s))
+		{"stream":{"app":"auth"},"values":[["%d","logout bob"],["%d","gzipped proto"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-15*s, base-45*s))
 
 	// Metric: count_over_time by level at 3 steps of 20 s, 30 s windows.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d&step=20",
@@ -213,7 +217,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	_, body = e.get(fmt.Sprintf("/api/v1/hits?q=%s&start=%d&end=%d&step=30", q(`{app=~"a.*"} |= "timeout"`), base-60*s, base))
 	wantJSON(t, "hits", body, fmt.Sprintf(`{"step_ms":30000,"buckets":[{"t":%d,"count":2},{"t":%d,"count":2}],"total":4}`, (base-50*s)/1e6, (base-20*s)/1e6))
 	_, body = e.get(fmt.Sprintf("/api/v1/facets?q=%s&end=%d", q("o"), base))
-	wantJSON(t, "facets", body, `{"labels":{"app":{"api":4,"auth":3},"level":{"error":2,"info":2}}}`)
+	wantJSON(t, "facets", body, `{"labels":{"app":{"api":4,"auth":4},"level":{"error":2,"info":2}}}`)
 
 	code, body = e.get("/loki/api/v1/query_range?query=" + q(`{app="api"`))
 	if code != 400 || !strings.Contains(body, "error") {
@@ -224,7 +228,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		t.Errorf("/ready: %d", code)
 	}
 	_, body = e.get("/metrics")
-	for _, m := range []string{"hay_ingested_lines_total 7", "hay_wal_fsync_duration_seconds_count", "hay_push_duration_seconds_bucket", "hay_query_duration_seconds_bucket", "hay_segments 0"} {
+	for _, m := range []string{"hay_ingested_lines_total 8", "hay_wal_fsync_duration_seconds_count", "hay_push_duration_seconds_bucket", "hay_query_duration_seconds_bucket", "hay_segments 0"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %q", m)
 		}

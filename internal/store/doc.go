@@ -63,6 +63,20 @@
 // ingested; if the file later grows that line, the continuation becomes an
 // entry of its own.
 //
+// # Concurrent appends (Writer)
+//
+// `hay serve` shares a Store between HTTP pushes through a Writer: Append
+// hands a batch of labelled entries to one committer goroutine, which
+// takes every batch waiting at that moment, writes each as WAL records
+// (one write call per record, at most 32 MiB each), fsyncs once, and only
+// then acknowledges them all (group commit). A failed write or fsync fails
+// every batch of the group and the Writer for good: after a failed fsync
+// the kernel may have dropped the dirty pages, so a retry could report
+// success for data that is gone. Writer.View gives searches the committed
+// segments, the head being flushed and the live head (block headers
+// copied, so a view sees a fixed prefix while appends go on), with no
+// reopen and no WAL re-read.
+//
 // # Memory
 //
 // A writer holds at most two heads of HeadBytes (raw bytes plus 16 bytes
