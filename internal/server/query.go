@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"strings"
 	"time"
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/search"
+	"haystack/internal/segment"
 	"haystack/internal/store"
 )
 
@@ -323,14 +325,16 @@ func mergeLabels(base, ext []query.Label) string {
 
 // collect runs a log query over ts (nil: no data) and returns up to limit
 // entries sorted by time (newest first when backward), and whether more
-// matched. Ties keep the scan's order (ingestion order within a stream;
-// store order across streams), which is the same every time over the
-// same data.
+// matched. Ties keep the scan's order (blocks by time bound, then store
+// order), which is the same every time over the same data.
 //
-// search delivers each stream in ingestion order, which is time order
-// only for streams pushed in order; Loki accepts out-of-order entries, so
-// the limit is applied here, over every match, with a bounded top-k
-// rather than by stopping the search early.
+// Loki clients may push a stream's entries out of time order, so the
+// limit cannot be taken from the first entries the store yields. Instead
+// blocks are visited by their time bounds (newest MaxTime first when
+// backward) into a bounded top-k, and once it holds limit entries every
+// block whose time range cannot beat the worst of them is skipped from
+// the block index alone: a "latest 100 lines" query reads a few blocks
+// whatever the store's size, and the answer is exact.
 func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, backward bool) ([]hit, bool, error) {
 	if ts == nil {
 		return nil, false, nil
@@ -340,7 +344,36 @@ func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, ba
 		return nil, false, err
 	}
 	k := &topK{limit: limit, backward: backward}
-	err = run(ctx, v, sel, anyOrder, 0, func(h *hit) bool {
+	var full atomic.Bool
+	var bound atomic.Int64 // the k-th best time, once full
+	opt := scanOpts{byTime: 1}
+	if backward {
+		opt.byTime = -1
+	}
+	var skipped atomic.Bool
+	opt.skip = func(m segment.BlockMeta) bool {
+		if !full.Load() {
+			return false
+		}
+		skip := m.MaxTime < bound.Load()
+		if !backward {
+			skip = m.MinTime > bound.Load()
+		}
+		if skip {
+			skipped.Store(true)
+		}
+		return skip
+	}
+	opt.blockDone = func() {
+		if len(k.hits) >= limit {
+			if !k.sorted {
+				k.compact()
+			}
+			bound.Store(k.hits[limit-1].Time)
+			full.Store(true)
+		}
+	}
+	err = scanBlocksOpt(ctx, v, sel, opt, func(h *hit) bool {
 		k.add(h)
 		return true
 	})
@@ -348,7 +381,9 @@ func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, ba
 		return nil, false, err
 	}
 	hits, more := k.result()
-	return hits, more, nil
+	// A skipped block may hold matches beyond the limit: "limited" then
+	// says the answer stopped at the limit, as the UI's "load more" needs.
+	return hits, more || skipped.Load(), nil
 }
 
 // topK keeps the first limit hits by time (descending when backward),

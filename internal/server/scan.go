@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"haystack/internal/ingest"
@@ -22,11 +24,30 @@ import (
 // itself, so queries over several streams come here (see run).
 // At most 2×workers decoded blocks are in flight.
 func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit) bool) error {
+	return scanBlocksOpt(ctx, v, sel, scanOpts{}, fn)
+}
+
+// scanOpts let a top-k query skip blocks that cannot contribute.
+type scanOpts struct {
+	// byTime visits blocks by MaxTime descending (-1) or MinTime
+	// ascending (+1) instead of store order (0), so the best entries tend
+	// to come first and skip can prune the rest.
+	byTime int
+	// skip, if set, is asked before a block is dispatched and again before
+	// its hits are delivered; true drops the block.
+	skip func(segment.BlockMeta) bool
+	// blockDone, if set, is called after each block's hits are delivered.
+	blockDone func()
+}
+
+func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanOpts, fn func(*hit) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	infos := streamInfos(v, sel)
 	type task struct {
 		part, block int
+		meta        segment.BlockMeta
+		skipped     bool
 		done        chan struct{}
 		blk         *segment.Block
 		hits        []int32
@@ -42,7 +63,7 @@ func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit
 			}
 			for _, id := range m.Streams {
 				if int(id) < len(infos) && infos[id].ok {
-					tasks = append(tasks, &task{part: pi, block: bi, done: make(chan struct{})})
+					tasks = append(tasks, &task{part: pi, block: bi, meta: m, done: make(chan struct{})})
 					break
 				}
 			}
@@ -50,6 +71,12 @@ func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit
 	}
 	if len(tasks) == 0 {
 		return nil
+	}
+	switch {
+	case opt.byTime < 0:
+		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(b.meta.MaxTime, a.meta.MaxTime) })
+	case opt.byTime > 0:
+		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(a.meta.MinTime, b.meta.MinTime) })
 	}
 	var srch *needle.Searcher
 	if sel.plan == nil && len(sel.pat) > 0 {
@@ -61,6 +88,10 @@ func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit
 	}
 	extract := sel.plan != nil && hasStages(sel.plan)
 	do := func(t *task) {
+		if opt.skip != nil && opt.skip(t.meta) {
+			t.skipped = true
+			return
+		}
 		b := segment.GetBlock()
 		if err := v.Parts[t.part].ReadBlock(t.block, b); err != nil {
 			segment.PutBlock(b)
@@ -145,6 +176,14 @@ func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit
 		if t.err != nil {
 			return t.err
 		}
+		if t.skipped {
+			continue
+		}
+		if opt.skip != nil && opt.skip(t.meta) {
+			segment.PutBlock(t.blk)
+			tasks[i] = nil
+			continue
+		}
 		b := t.blk
 		stop := false
 		for j, k := range t.hits {
@@ -162,6 +201,9 @@ func scanBlocks(ctx context.Context, v *store.View, sel *selection, fn func(*hit
 		tasks[i] = nil
 		if stop {
 			return nil
+		}
+		if opt.blockDone != nil {
+			opt.blockDone()
 		}
 	}
 	return nil
