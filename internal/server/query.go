@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"haystack/internal/ingest"
