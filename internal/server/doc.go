@@ -67,8 +67,10 @@
 // here needs that order: /api/v1/hits uses search.Hist, metric queries
 // and facets count, and log queries sort by time themselves. Loki clients
 // may push a stream's entries out of time order, so the limit is applied
-// with a bounded top-k over all matches (ties in scan order, the same on
-// every run over the same data, so paging by time is deterministic).
+// with a bounded top-k: blocks are visited by their time bounds, and once
+// the top-k is full a block that cannot beat its worst entry is skipped
+// from the block index (exact; ties in scan order, the same on every run
+// over the same data, so paging by time is deterministic).
 // /api/v1/search therefore streams its lines once the top-k is known, not
 // while scanning.
 package server
