@@ -2,7 +2,6 @@ package logtest
 
 import (
 	"bytes"
-	"math/bits"
 	"strconv"
 	"time"
 )
@@ -54,13 +53,18 @@ const (
 	slotPath
 	slotTable
 	slotPct
+	slotClientIP
+	slotSession
+	slotBuild
+	slotObj
 )
 
 var slotNames = map[string]byte{
 	"user": slotUser, "ip": slotIP, "port": slotPort, "n": slotN, "big": slotBig,
 	"dur": slotDur, "uuid": slotUUID, "hex8": slotHex8, "word": slotWord,
 	"words": slotWords, "host": slotHost, "code": slotCode, "path": slotPath,
-	"table": slotTable, "pct": slotPct,
+	"table": slotTable, "pct": slotPct, "cip": slotClientIP,
+	"session": slotSession, "build": slotBuild, "obj": slotObj,
 }
 
 func parseTemplates(ss []string) []template {
@@ -221,7 +225,8 @@ func (g *Generator) target() int {
 
 // line renders one ordinary or incident line of stream si at ns.
 func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
-	s := &g.streams[si]
+	s := g.stream(si)
+	g.cur = s
 	n0 := len(dst)
 	target := g.target()
 	g.msg = g.msg[:0]
@@ -229,14 +234,29 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 	g.fields = g.fields[:0]
 	g.used = 0
 
+	// The request the line belongs to: a single-line one, or one of the
+	// stream's requests in flight, whose last line is its access line.
+	// Incident lines are requests failing: they never complete.
+	switch {
+	case !incident && g.chance(singleChance):
+		g.rq = &g.single
+		g.startRequest(g.rq, s)
+		g.rq.left = 1
+	case s.last >= 0 && g.chance(burstChance):
+		g.rq = &s.reqs[s.last]
+	default:
+		s.last = g.intn(len(s.reqs))
+		g.rq = &s.reqs[s.last]
+	}
+	g.nextRequestLine(g.rq)
+	access := !incident && g.rq.left == 0
+
 	lvl := lvlInfo
 	trace := false // attach a stack trace
-	access := false
 	switch {
 	case incident:
 		lvl, trace = g.incidentEvent(s)
-	case g.chance(410):
-		access = true
+	case access:
 		lvl = g.accessEvent(s)
 	default:
 		lvl = levelTable.pick(g.src.Uint64())
@@ -359,6 +379,10 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 			g.goTrace(si)
 		}
 	}
+	if g.rq.left == 0 && g.rq != &g.single {
+		g.newRequest(g.rq, s) // done: another takes its place
+		s.last = -1
+	}
 	return dst
 }
 
@@ -386,7 +410,7 @@ func (g *Generator) accessEvent(s *stream) int {
 		g.msg = append(g.msg, ' ')
 		g.msg = appendDur(g.msg, ms)
 		g.msg = append(g.msg, ' ')
-		g.msg = g.appendIP(g.msg)
+		g.msg = g.appendClientIP(g.msg)
 		g.vals = g.vals[:pathStart]
 		if g.chance(600) {
 			st := len(g.vals)
@@ -420,7 +444,7 @@ func (g *Generator) accessEvent(s *stream) int {
 		g.vals = strconv.AppendInt(g.vals, ms, 10)
 		g.fields = append(g.fields, field{"duration_ms", st, len(g.vals), true, false})
 		st = len(g.vals)
-		g.vals = g.appendIP(g.vals)
+		g.vals = g.appendClientIP(g.vals)
 		g.fields = append(g.fields, field{"ip", st, len(g.vals), false, false})
 		st = len(g.vals)
 		g.vals = strconv.AppendUint(g.vals, g.uintn(1<<uint(g.intn(20)+1)), 10)
@@ -462,20 +486,13 @@ func (g *Generator) incidentEvent(s *stream) (lvl int, trace bool) {
 	}
 }
 
-// traceFields adds trace_id and span_id; a trace id is often one a recent
-// line used, as a request crosses services.
+// traceFields adds the request's trace_id and span_id.
 func (g *Generator) traceFields() {
-	u := g.src.Uint64()
-	slot := &g.traces[u&15]
-	if u>>54 < 400 { // a new trace replaces an old one
-		appendHex(slot[:0], g.src.Uint64(), 16)
-		appendHex(slot[16:16], g.src.Uint64(), 16)
-	}
 	st := len(g.vals)
-	g.vals = append(g.vals, slot[:]...)
+	g.vals = append(g.vals, g.rq.trace[:]...)
 	g.fields = append(g.fields, field{"trace_id", st, len(g.vals), false, true})
 	st = len(g.vals)
-	g.vals = appendHex(g.vals, g.src.Uint64(), 16)
+	g.vals = append(g.vals, g.rq.span[:]...)
 	g.fields = append(g.fields, field{"span_id", st, len(g.vals), false, true})
 }
 
@@ -543,9 +560,15 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 		g.vals = append(g.vals, "SELECT id, status, updated_at FROM "...)
 		g.vals = append(g.vals, tables[g.intn(len(tables))]...)
 		g.vals = append(g.vals, " WHERE id IN ("...)
+		// The ids come from an earlier result set (an ORM loading the
+		// rows a page refers to): sorted, and close together, as
+		// auto-increment keys of rows written around the same time are;
+		// gaps log-uniform from 1 to 4096.
+		id := 1_000_000 + g.uintn(8_000_000)
 		for n := want - 60; n > 0 && len(g.vals) < 8000; n = want - 60 - len(g.vals) {
-			g.vals = strconv.AppendUint(g.vals, 1_000_000+g.uintn(9_000_000), 10)
+			g.vals = strconv.AppendUint(g.vals, id, 10)
 			g.vals = append(g.vals, ", "...)
+			id += 1 + g.uintn(1<<g.uintn(13))
 		}
 		g.vals = append(g.vals, "0)"...)
 		return g.appendField(dst, s.format, "query", g.vals, false)
@@ -570,22 +593,19 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 	num := false
 	switch key {
 	case "request_id":
-		g.vals = g.appendUUID(g.vals)
+		g.vals = append(g.vals, g.rq.id[:]...)
 	case "user_id":
 		g.vals = g.appendUser(g.vals)
 	case "attempt", "retries", "shard", "db_rows", "queue_depth":
 		g.vals = strconv.AppendUint(g.vals, g.smallN(), 10)
 		num = true
 	case "region":
-		g.vals = append(g.vals, regions[g.intn(len(regions))]...)
+		g.vals = append(g.vals, regions[s.region]...)
 	case "zone":
-		g.vals = append(g.vals, regions[g.intn(len(regions))]...)
-		g.vals = append(g.vals, byte('a'+g.intn(3)))
+		g.vals = append(g.vals, regions[s.region]...)
+		g.vals = append(g.vals, s.zone)
 	case "version":
-		g.vals = append(g.vals, "v1."...)
-		g.vals = strconv.AppendUint(g.vals, g.uintn(40), 10)
-		g.vals = append(g.vals, '.')
-		g.vals = strconv.AppendUint(g.vals, g.uintn(10), 10)
+		g.vals = append(g.vals, s.version...)
 	case "bytes_out":
 		g.vals = strconv.AppendUint(g.vals, g.uintn(1<<uint(g.intn(24)+1)), 10)
 		num = true
@@ -598,16 +618,15 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 	case "pod":
 		g.vals = append(g.vals, s.Host...)
 	case "tenant":
-		g.vals = append(g.vals, "t-"...)
-		g.vals = appendHex(g.vals, g.src.Uint64(), 6)
+		g.vals = g.appendTenant(g.vals)
 	case "build":
-		g.vals = appendHex(g.vals, g.src.Uint64(), 8)
+		g.vals = append(g.vals, s.build[:]...)
 	case "feature":
 		g.vals = g.appendWord(g.vals)
 		g.vals = append(g.vals, '_')
 		g.vals = g.appendWord(g.vals)
 	case "client_ip":
-		g.vals = g.appendIP(g.vals)
+		g.vals = g.appendClientIP(g.vals)
 	case "elapsed":
 		g.vals = appendDur(g.vals, g.durMillis())
 	case "tags":
@@ -634,7 +653,9 @@ func (g *Generator) appendTemplate(dst []byte, t template) []byte {
 		case slotUser:
 			dst = g.appendUser(dst)
 		case slotIP:
-			dst = g.appendIP(dst)
+			dst = g.appendPeerIP(dst)
+		case slotClientIP:
+			dst = g.appendClientIP(dst)
 		case slotPort:
 			dst = strconv.AppendUint(dst, 1024+g.uintn(64512), 10)
 		case slotN:
@@ -644,9 +665,15 @@ func (g *Generator) appendTemplate(dst []byte, t template) []byte {
 		case slotDur:
 			dst = appendDur(dst, g.durMillis())
 		case slotUUID:
-			dst = g.appendUUID(dst)
+			dst = appendUUID(dst, g.rq.objA, g.rq.objB)
+		case slotObj:
+			dst = strconv.AppendUint(dst, 100_000+mix(g.rq.objA)%900_000_000, 10)
 		case slotHex8:
 			dst = appendHex(dst, g.src.Uint64(), 8)
+		case slotSession:
+			dst = g.appendSession(dst)
+		case slotBuild:
+			dst = append(dst, g.cur.build[:]...)
 		case slotWord:
 			dst = g.appendWord(dst)
 		case slotWords:
@@ -711,39 +738,8 @@ func appendDur(dst []byte, ms int64) []byte {
 	return append(dst, 's')
 }
 
-// appendUser renders a user id: 40% from 500 hot users, else any of
-// 9.9 million.
-func (g *Generator) appendUser(dst []byte) []byte {
-	u := g.src.Uint64()
-	var id uint64
-	if u>>54 < 410 {
-		id = 100_000 + (uint64(uint32(u))%500*7919)%900_000
-	} else {
-		hi, _ := bits.Mul64(u, 9_900_000)
-		id = 100_000 + hi
-	}
-	return strconv.AppendUint(dst, id, 10)
-}
-
-// appendIP renders an IPv4 address: mostly internal 10.x, some public.
-func (g *Generator) appendIP(dst []byte) []byte {
-	u := g.src.Uint64()
-	if u>>54 < 700 {
-		dst = append(dst, "10.0."...)
-		dst = strconv.AppendUint(dst, u&63, 10)
-	} else {
-		dst = strconv.AppendUint(dst, 11+(u&0xff)%212, 10)
-		dst = append(dst, '.')
-		dst = strconv.AppendUint(dst, (u>>8)&0xff, 10)
-		dst = append(dst, '.')
-		dst = strconv.AppendUint(dst, (u>>24)&0xff, 10)
-	}
-	dst = append(dst, '.')
-	return strconv.AppendUint(dst, 1+((u>>16)&0xff)%254, 10)
-}
-
-func (g *Generator) appendUUID(dst []byte) []byte {
-	a, b := g.src.Uint64(), g.src.Uint64()
+// appendUUID renders a version 4 UUID from the random words a and b.
+func appendUUID(dst []byte, a, b uint64) []byte {
 	dst = appendHex(dst, a>>32, 8)
 	dst = append(dst, '-')
 	dst = appendHex(dst, a>>16, 4)
@@ -777,8 +773,10 @@ func (g *Generator) appendAlnum(dst []byte, n int) []byte {
 	return dst
 }
 
+// appendThread renders the request's worker thread: a servlet container
+// serves a request on one thread from start to end.
 func (g *Generator) appendThread(dst []byte) []byte {
-	u := g.src.Uint64()
+	u := g.rq.thread
 	t := threads[u%uint64(len(threads))]
 	dst = append(dst, t...)
 	if t[len(t)-1] == '-' {

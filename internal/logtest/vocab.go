@@ -113,20 +113,24 @@ var causes = []struct{ class, msg string }{
 }
 
 // Message templates by level. Slots in braces are filled by the generator:
-// {user} user id, {ip} IPv4, {port}, {n} small number, {big} large number,
-// {dur} duration, {uuid}, {hex8} 8 hex digits, {word} Zipf word,
+// {user} the request's user id, {ip} an internal peer's IPv4, {cip} the
+// request's client IPv4, {port}, {n} small number, {big} large number,
+// {obj} the id of the order (or row, shipment) the request is about,
+// {dur} duration, {uuid} the UUID of the payment (or cart) the request is
+// about, {hex8} 8 hex digits, {session} the request's
+// session id, {build} the service's build hash, {word} Zipf word,
 // {words} 2-5 Zipf words, {host} a peer host name, {code} error code,
 // {path} request path, {table} table name, {pct} percentage.
 var infoMsgs = []string{
 	"request completed",
-	"user {user} logged in from {ip}",
+	"user {user} logged in from {cip}",
 	"cache miss for key user:{user}",
-	"cache hit for key session:{hex8}",
+	"cache hit for key session:{session}",
 	"processing batch {n} of {n}",
 	"scheduled job {word} finished in {dur}",
 	"connection pool stats active={n} idle={n} waiting=0",
 	"sent notification to user {user}",
-	"order {big} created for user {user}",
+	"order {obj} created for user {user}",
 	"payment {uuid} captured amount={big} currency=USD",
 	"consumer group rebalanced partitions={n}",
 	"flushed {n} {word} to {table} in {dur}",
@@ -134,7 +138,7 @@ var infoMsgs = []string{
 	"health check passed",
 	"the {word} {word} is ready",
 	"{words}",
-	"session {hex8} refreshed for user {user}",
+	"session {session} refreshed for user {user}",
 	"query on {table} returned {n} rows in {dur}",
 	"published event {word}.{word} to topic {word}",
 	"started worker {n} on {host}",
@@ -144,7 +148,7 @@ var debugMsgs = []string{
 	"entering {word} handler",
 	"cache lookup key={word}:{big}",
 	"acquired lock {word}/{n} after {dur}",
-	"sql: SELECT * FROM {table} WHERE id = {big} LIMIT 1",
+	"sql: SELECT * FROM {table} WHERE id = {obj} LIMIT 1",
 	"resolved {host} to {ip}",
 	"http request headers parsed count={n}",
 	"token validated for user {user} scope={word}",
@@ -212,11 +216,11 @@ var errorCodes = []string{
 
 // paths are request paths, most frequent first (Zipf); slots as in messages.
 var paths = []string{
-	"/healthz", "/v1/users/{user}", "/v1/orders/{big}", "/metrics", "/v1/products/{n}",
+	"/healthz", "/v1/users/{user}", "/v1/orders/{obj}", "/metrics", "/v1/products/{n}",
 	"/v1/carts/{uuid}", "/api/v2/search?q={word}&page={n}", "/v1/payments/{uuid}/capture",
-	"/static/js/app.{hex8}.js", "/login", "/v1/users/{user}/preferences", "/v1/orders/{big}/items",
+	"/static/js/app.{build}.js", "/login", "/v1/users/{user}/preferences", "/v1/orders/{obj}/items",
 	"/logout", "/v1/inventory/{n}/reserve", "/graphql", "/v1/webhooks/stripe", "/admin/reports/{word}",
-	"/v1/shipments/{big}/track", "/favicon.ico", "/v1/coupons/{hex8}",
+	"/v1/shipments/{obj}/track", "/favicon.ico", "/v1/coupons/{hex8}",
 }
 
 var userAgents = []string{
