@@ -1,0 +1,117 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func (e *mexpr) String() string {
+	switch e.kind {
+	case "const":
+		return fmt.Sprint(e.val)
+	case "range":
+		return fmt.Sprintf("%s(%s[%s])", e.fn, e.log, e.rng)
+	}
+	g := ""
+	if e.by != nil {
+		w := "by"
+		if e.without {
+			w = "without"
+		}
+		g = fmt.Sprintf(" %s (%s)", w, strings.Join(e.by, ","))
+	}
+	return fmt.Sprintf("%s%s(%s)", e.fn, g, e.inner)
+}
+
+func TestParseMetric(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`vector(1)+vector(1)`, "2"},
+		{` ( vector(2) * 3 - 1 ) / 2 `, "2.5"},
+		{`count_over_time({app="x"}[5m])`, `count_over_time({app="x"}[5m0s])`},
+		{`rate({app="x"} |= "a[b]" [30s])`, `rate({app="x"} |= "a[b]"[30s])`},
+		{"bytes_rate({app=\"x\"} |~ `[0-9]+` [1h])", "bytes_rate({app=\"x\"} |~ `[0-9]+`[1h0m0s])"},
+		{`sum by (level, app) (count_over_time({app="x"} | json [1d]))`, `sum by (level,app)(count_over_time({app="x"} | json[24h0m0s]))`},
+		{`sum(count_over_time({app="x"}[1m])) by (level)`, `sum by (level)(count_over_time({app="x"}[1m0s]))`},
+		{`max without (host) (bytes_over_time({a="b"}[2w]))`, `max without (host)(bytes_over_time({a="b"}[336h0m0s]))`},
+		{`avg by () (rate({a="\"]"}[1s]))`, `avg by ()(rate({a="\"]"}[1s]))`},
+	} {
+		e, err := parseMetric(c.in)
+		if err != nil {
+			t.Errorf("parseMetric(%q): %v", c.in, err)
+			continue
+		}
+		if got := e.String(); got != c.want {
+			t.Errorf("parseMetric(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	for _, c := range []struct{ in, msg string }{
+		{``, "unexpected end"},
+		{`vector(1) + `, "unexpected end"},
+		{`count_over_time({app="x"})`, "missing [range]"},
+		{`count_over_time({app="x"}[5x])`, "bad range"},
+		{`count_over_time({app="x"}[5m]`, "missing )"},
+		{`sum(vector(1))`, "over a constant"},
+		{`quantile_over_time(0.9, {a="b"} | unwrap x [1m])`, "unsupported function"},
+		{`vector(1) + count_over_time({a="b"}[1m])`, "between constants only"},
+		{`vector(1) vector(2)`, "unexpected"},
+		{`sum by (a (count_over_time({a="b"}[1m]))`, "bad label list"},
+	} {
+		_, err := parseMetric(c.in)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("parseMetric(%q): %v, want error containing %q", c.in, err, c.msg)
+		}
+	}
+	if d, err := parsePromDuration("3d"); err != nil || d != 72*time.Hour {
+		t.Errorf("3d: %v %v", d, err)
+	}
+}
+
+func FuzzParseMetric(f *testing.F) {
+	for _, s := range []string{`vector(1)+vector(1)`, `sum by (a) (rate({a="b"} |= "x" [5m]))`, `count_over_time({a="b"}[1m])`, `(((`, `sum(`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := parseMetric(s)
+		if err != nil {
+			return
+		}
+		// What parses has a shape the evaluator handles.
+		var check func(*mexpr)
+		check = func(e *mexpr) {
+			switch e.kind {
+			case "const":
+			case "range":
+				if e.rng <= 0 {
+					t.Fatalf("range %v", e.rng)
+				}
+			case "agg":
+				if e.inner == nil || e.inner.kind == "const" {
+					t.Fatalf("agg over %v", e.inner)
+				}
+				check(e.inner)
+			default:
+				t.Fatalf("kind %q", e.kind)
+			}
+		}
+		check(e)
+	})
+}
+
+func FuzzParseAuth(f *testing.F) {
+	for _, s := range []string{"token abc\n", "basic u p tenant\n# c\n", "token a sha256:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8", "bogus"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAuth(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for _, c := range a.creds {
+			if c.tenant != "" && !validTenant(c.tenant) {
+				t.Fatalf("accepted tenant %q", c.tenant)
+			}
+		}
+	})
+}
