@@ -68,8 +68,8 @@ func TestBenchKernelsTiny(t *testing.T) {
 		}
 	}
 
-	// The oracle, computed here from scratch.
-	g := logtest.NewGenerator(logtest.Config{Lines: lines, Seed: 1})
+	// The oracle, computed here from scratch, on the default seed's corpus.
+	g := logtest.NewGenerator(logtest.Config{Lines: lines})
 	var corpus [][]byte
 	for range lines {
 		l, _, _ := g.Next(nil)
