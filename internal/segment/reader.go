@@ -140,9 +140,6 @@ func newReader(path string, data []byte) (*Reader, error) {
 			return nil, bad("skip index at %d+%d does not end at the footer (%d)", skipOff, skipLen, end)
 		}
 		skip = data[skipOff:end]
-		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
-			return nil, bad("skip index checksum mismatch")
-		}
 		end = skipOff
 	}
 	if idxOff < headerSize || idxOff > end || idxLen != end-idxOff {
@@ -228,8 +225,14 @@ func newReader(path string, data []byte) (*Reader, error) {
 		return nil, bad("blocks end at %d, index starts at %d", off, idxOff)
 	}
 	if skip != nil {
+		// Each block's record has its own CRC, checked first so that the
+		// error names the damaged block's filter; the footer's CRC of the
+		// whole section then covers the count and the framing.
 		if err := r.parseSkip(skip); err != nil {
 			return nil, err
+		}
+		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
+			return nil, bad("skip index checksum mismatch")
 		}
 		r.info.SkipBytes = int64(len(skip))
 	}

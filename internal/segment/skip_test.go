@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // checkMayContain requires MayContain to say yes, exactly and folded, for
@@ -161,5 +165,41 @@ func BenchmarkMayContain(b *testing.B) {
 	lit := []byte("connection reset by peer")
 	for b.Loop() {
 		mayContain(filter, lit)
+	}
+}
+
+// TestSkipDamageNamesBlock flips one bit in each block's filter: Open must
+// fail, naming the file and that block (a damaged filter could otherwise
+// drop a block that holds a match).
+func TestSkipDamageNamesBlock(t *testing.T) {
+	dir := t.TempDir()
+	src, _ := writeSegment(t, dir, "good", smallEntries(), Options{Codec: CodecNone, BlockSize: 64})
+	orig, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.NumBlocks() < 3 {
+		t.Fatalf("%d blocks", r.NumBlocks())
+	}
+	path := filepath.Join(dir, "damaged")
+	for i := range r.NumBlocks() {
+		f := r.skip[i]
+		// The filter's offset in the file: it is a subslice of the data.
+		off := int(uintptr(unsafe.Pointer(&f[0])) - uintptr(unsafe.Pointer(&r.data[0])))
+		buf := bytes.Clone(orig)
+		buf[off+len(f)/2] ^= 0x10
+		if err := os.WriteFile(path, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path)
+		ce := asCorrupt(t, err, "filter bit flip")
+		if ce.File != path || !strings.Contains(err.Error(), fmt.Sprintf("skip index of block %d:", i)) {
+			t.Fatalf("block %d's filter damaged: error %q", i, err)
+		}
 	}
 }
