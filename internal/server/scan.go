@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 
 	"haystack/internal/ingest"
@@ -99,6 +100,18 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			return
 		}
 		t.blk = b
+		keep := func(k int) bool {
+			tm := b.Times[k]
+			if tm < sel.start || tm > sel.end {
+				return false
+			}
+			id := b.Streams[k]
+			return int(id) < len(infos) && infos[id].ok
+		}
+		if srch != nil {
+			t.hits = scanBuffer(b, srch, keep, t.hits)
+			return
+		}
 		for k, tm := range b.Times {
 			if tm < sel.start || tm > sel.end {
 				continue
@@ -109,10 +122,6 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			}
 			line := b.Line(k)
 			switch {
-			case srch != nil:
-				if srch.Index(line) < 0 {
-					continue
-				}
 			case sel.plan != nil && !extract:
 				if !sel.plan.MatchEntry(infos[id].labels, line) {
 					continue
@@ -225,4 +234,33 @@ func streamInfos(v *store.View, sel *selection) []streamInfo {
 		si.ok = sel.plan == nil || sel.plan.MatchStream(si.labels)
 	}
 	return infos
+}
+
+// scanBuffer appends to hits the entries of b that contain the needle and
+// pass keep, running the kernel over the block's whole Data buffer rather
+// than line by line (as internal/search does): a hit is mapped to its
+// entry through the offsets, a hit that runs past its entry's end is
+// rejected, and the scan resumes at the next entry.
+func scanBuffer(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits []int32) []int32 {
+	n, m := len(b.Times), s.Len()
+	data, offs := b.Data, b.Offsets
+	pos, k := 0, 0
+	for pos < len(data) && k < n {
+		i := s.IndexFrom(data, pos)
+		if i < 0 {
+			break
+		}
+		// The entry holding byte i: the first k with offs[k+1] > i.
+		k += sort.Search(n-k, func(j int) bool { return int(offs[k+j+1]) > i })
+		if k >= n {
+			break
+		}
+		end := int(offs[k+1])
+		if i+m <= end && keep(k) {
+			hits = append(hits, int32(k))
+		}
+		pos = end
+		k++
+	}
+	return hits
 }
