@@ -29,8 +29,16 @@ func init() {
 type byteSizeFlag struct{ n *int64 }
 
 func (f byteSizeFlag) String() string {
-	if f.n == nil {
+	if f.n == nil || *f.n == 0 {
 		return ""
+	}
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if *f.n%u.n == 0 {
+			return fmt.Sprintf("%d%s", *f.n/u.n, u.name)
+		}
 	}
 	return fmt.Sprint(*f.n)
 }
@@ -60,9 +68,9 @@ func runServe(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:3100", "listen `address`")
 	authFile := fs.String("auth-file", "", "credentials `file`: lines \"token <secret> [tenant]\" or \"basic <user> <password> [tenant]\"")
 	maxBody := int64(64 << 20)
-	fs.Var(byteSizeFlag{&maxBody}, "max-body", "largest push body as sent (decompressed: 4x this) (default 64MiB)")
+	fs.Var(byteSizeFlag{&maxBody}, "max-body", "largest push body as sent (decompressed: 4x this)")
 	maxLine := int64(256 << 10)
-	fs.Var(byteSizeFlag{&maxLine}, "max-line", "largest line (default 256KiB)")
+	fs.Var(byteSizeFlag{&maxLine}, "max-line", "largest line")
 	linePolicy := fs.String("line-policy", "reject", "a line over --max-line: reject (the push, naming the entry) or truncate (with a marker)")
 	queryTimeout := fs.Duration("query-timeout", 30*time.Second, "a query running longer gets 504")
 	maxQueries := fs.Int("max-concurrent-queries", 2*runtime.GOMAXPROCS(0), "queries at once; more get 429 with Retry-After")
