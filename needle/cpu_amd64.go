@@ -12,7 +12,9 @@ func supported() []kernel {
 	if cpu.X86.HasAVX2 {
 		ks = append(ks, kernAVX2)
 	}
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
+	// The AVX-512 Searcher hands lines shorter than a vector to the AVX2
+	// kernel, so it is offered only beside AVX2 (every such CPU has both).
+	if cpu.X86.HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
 		ks = append(ks, kernAVX512)
 	}
 	return ks

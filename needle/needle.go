@@ -127,22 +127,65 @@ func (s *Searcher) init(needle []byte, fold bool, k kernel) {
 
 // Index returns the index of the first instance of the needle in haystack,
 // or -1. An empty needle matches at 0.
+//
+// Most calls are one log line with no candidate at all, so this first step
+// is kept flat: one direct kernel call, and a return when its mask is empty.
 func (s *Searcher) Index(haystack []byte) int {
+	m := len(s.needle)
+	last := len(haystack) - m
+	if m <= 1 || last < 0 {
+		return s.indexTiny(haystack)
+	}
+	k := s.kernelFor(last)
+	var base int
+	var mask uint64
+	switch k {
+	case kernAVX512:
+		base, mask = scanAVX512(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+	case kernAVX2:
+		base, mask = scanAVX2(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+	default:
+		base, mask = scanGeneric(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+	}
+	if mask == 0 {
+		return -1
+	}
+	return s.search(haystack, k, base, mask)
+}
+
+// kernelFor picks the kernel for a haystack with last+1 positions: the
+// Searcher's own when the haystack fills one of its vectors, else a
+// narrower one (a line of 40 positions still gets 32-lane AVX2 on an
+// AVX-512 machine), down to SWAR, which handles any size.
+func (s *Searcher) kernelFor(last int) kernel {
+	switch {
+	case s.kern == kernAVX512 && last >= 63:
+		return kernAVX512
+	case s.kern >= kernAVX2 && last >= 31:
+		return kernAVX2
+	}
+	return kernGeneric
+}
+
+// indexTiny handles needles of 0 or 1 bytes and needles longer than the
+// haystack.
+func (s *Searcher) indexTiny(haystack []byte) int {
 	m := len(s.needle)
 	switch {
 	case m == 0:
 		return 0
 	case m > len(haystack):
 		return -1
-	case m == 1 && !s.fold:
+	case !s.fold:
 		return bytes.IndexByte(haystack, s.c1)
 	}
-	k := s.kern
-	if len(haystack)-m+1 < k.width() {
-		// Too few positions for one vector: the SWAR kernel handles any size.
-		k = kernGeneric
+	last := len(haystack) - 1
+	k := s.kernelFor(last)
+	base, mask := k.scan(haystack, 0, last, 0, 0, s.c1, s.c1, s.or1, s.or1)
+	if mask == 0 {
+		return -1
 	}
-	return s.search(haystack, k)
+	return s.search(haystack, k, base, mask)
 }
 
 // IndexFrom is Index starting at haystack[from:], returning an index into
@@ -219,18 +262,15 @@ func (s *Searcher) fallback(h []byte, from int) int {
 	return from + i
 }
 
-// search drives a kernel: the kernel reports the next block of positions
-// holding candidates as a bit mask, and search verifies them in order.
-func (s *Searcher) search(h []byte, k kernel) int {
+// search continues a scan whose first step found candidates (base, mask):
+// it verifies them in order and asks the kernel for the next block of
+// candidates until a match or the end.
+func (s *Searcher) search(h []byte, k kernel, base int, mask uint64) int {
 	m := len(s.needle)
 	last := len(h) - m
 	w, shift := k.width(), k.laneShift()
 	falses := 0
-	for from := 0; from <= last; {
-		base, mask := k.scan(h, from, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
-		if mask == 0 {
-			return -1
-		}
+	for {
 		for mask != 0 {
 			p := base + bits.TrailingZeros64(mask)>>shift
 			if s.verify(h, p) {
@@ -239,12 +279,18 @@ func (s *Searcher) search(h []byte, k kernel) int {
 			falses++
 			mask &= mask - 1
 		}
-		from = base + w
+		from := base + w
+		if from > last {
+			return -1
+		}
 		if falses > degradeMinFalse && from < falses*degradeMinSkip {
 			return s.fallback(h, from)
 		}
+		base, mask = k.scan(h, from, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+		if mask == 0 {
+			return -1
+		}
 	}
-	return -1
 }
 
 // lowerASCII lower-cases an ASCII upper-case letter and leaves any other

@@ -126,3 +126,35 @@ func sizeName(n int) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// BenchmarkLines is the line-by-line case of issue 2: one Index call per
+// log line of ~100-250 bytes, for needles that are absent, rare and common.
+func BenchmarkLines(b *testing.B) {
+	text := benchText(4 << 20)
+	lines := bytes.Split(text, []byte("\n"))
+	for i, l := range lines {
+		lines[i] = l[:len(l):len(l)]
+	}
+	for _, nd := range []string{"OutOfMemoryError", "timeout", "user_id=", "level=warn", "GET", "blk_99"} {
+		n := []byte(nd)
+		b.Run(nd+"/bytes", func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				for _, l := range lines {
+					bytes.Index(l, n)
+				}
+			}
+		})
+		for _, name := range Kernels() {
+			s, _ := NewKernel(n, false, name)
+			b.Run(nd+"/"+name, func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					for _, l := range lines {
+						s.Index(l)
+					}
+				}
+			})
+		}
+	}
+}
