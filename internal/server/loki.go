@@ -94,7 +94,7 @@ func (s *Server) lokiQueryRange(w http.ResponseWriter, r *http.Request, ts *tena
 			return
 		}
 	}
-	if (end-start)/int64(step) > 11000 {
+	if span := end - start; span < 0 || span/int64(step) > 11000 {
 		s.queryErr(w, badRequest("bad_param", "more than 11000 points per series: raise step"))
 		return
 	}
@@ -221,8 +221,8 @@ func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 	var steps []int64
 	for t := start; t <= end; t += step {
 		steps = append(steps, t)
-		if t > math.MaxInt64-step {
-			break
+		if t > math.MaxInt64-step || len(steps) > 11000 {
+			break // the handlers reject more points before getting here
 		}
 	}
 	switch e.kind {

@@ -149,6 +149,12 @@ func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		}
 		lo = l
 	}
+	// Ranges over a century are clipped to the last century: bucket
+	// arithmetic on wider ones would overflow int64 nanoseconds.
+	const maxSpan = 100 * 365 * 24 * int64(time.Hour)
+	if d := hi - lo; d < 0 || d > maxSpan {
+		lo = hi - maxSpan
+	}
 	var b search.Buckets
 	if stepNS == 0 {
 		b = search.ChooseBuckets(lo, hi, maxBuckets)
@@ -156,7 +162,7 @@ func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantSt
 	} else {
 		start := floorDiv(lo, stepNS) * stepNS
 		n := (hi-start)/stepNS + 1
-		if n > 11000 {
+		if n > 11000 || n < 1 {
 			s.queryErr(w, badRequest("bad_param", "step too small: %d buckets", n))
 			return
 		}
