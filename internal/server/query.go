@@ -394,26 +394,27 @@ type topK struct {
 	hits     []hit
 	seqs     []int64
 	seen     int64
-	sorted   bool // hits are compacted: sorted, at most limit
+	sorted   bool  // hits are compacted: sorted, at most limit
+	full     bool  // limit entries kept at the last compaction
+	worst    int64 // the time of the last of them
+	bytes    int64 // line bytes held
 }
 
 func (t *topK) add(h *hit) {
-	if len(t.hits) >= t.limit && t.limit > 0 {
-		// Full and sorted up to limit after the last compaction: skip what
-		// cannot enter (cheap test against the current worst).
-		w := t.hits[t.limit-1].Time
-		if t.sorted && (t.backward && h.Time <= w || !t.backward && h.Time >= w) {
-			t.seen++
-			return
-		}
-	}
 	t.seen++
+	// Once limit entries are kept, one that does not beat the worst of
+	// them cannot enter (an equal time arrives later, so it ranks after).
+	if t.full && (t.backward && h.Time <= t.worst || !t.backward && h.Time >= t.worst) {
+		return
+	}
 	c := *h
 	c.Line = slices.Clone(h.Line)
 	t.hits = append(t.hits, c)
 	t.seqs = append(t.seqs, t.seen)
+	t.bytes += int64(len(c.Line))
 	t.sorted = false
-	if len(t.hits) >= 2*t.limit+256 {
+	// Compact by count, and by bytes so that long lines cannot pile up.
+	if len(t.hits) >= 2*t.limit+256 || t.bytes > 64<<20 && len(t.hits) > t.limit {
 		t.compact()
 	}
 }
@@ -440,6 +441,13 @@ func (t *topK) compact() {
 		hits[i], seqs[i] = t.hits[idx[i]], t.seqs[idx[i]]
 	}
 	t.hits, t.seqs, t.sorted = hits, seqs, true
+	t.bytes = 0
+	for i := range hits {
+		t.bytes += int64(len(hits[i].Line))
+	}
+	if n == t.limit && n > 0 {
+		t.full, t.worst = true, hits[n-1].Time
+	}
 }
 
 // result returns the kept hits in order and whether more matched.
