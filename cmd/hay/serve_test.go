@@ -33,6 +33,9 @@ func startServe(t *testing.T, dir string, extra ...string) (*exec.Cmd, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A failing test must not leave a server running (a no-op once the
+	// test has waited for it).
+	t.Cleanup(func() { cmd.Process.Kill() })
 	br := bufio.NewReader(stderr)
 	for {
 		line, err := br.ReadString('\n')
