@@ -70,7 +70,7 @@
 // with a bounded top-k: blocks are visited by their time bounds, and once
 // the top-k is full a block that cannot beat its worst entry is skipped
 // from the block index (exact; ties in scan order, the same on every run
-// over the same data, so paging by time is deterministic).
-// /api/v1/search therefore streams its lines once the top-k is known, not
-// while scanning.
+// over the same data, so paging by time is deterministic). An entry is
+// final once no unvisited block can hold a better one, so /api/v1/search
+// streams lines while scanning, a batch after each block.
 package server

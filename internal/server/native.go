@@ -75,25 +75,40 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 		s.queryErr(w, err)
 		return
 	}
-	hits, more, err := collect(r.Context(), ts, sel, limit, backward)
-	if err != nil {
-		s.queryErr(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// Lines are written as soon as their place in the answer is final
+	// (collectStream), flushed after each block's worth; the status and
+	// headers go out with the first line, so an error before it is still
+	// a proper 4xx/5xx.
 	rc := http.NewResponseController(w)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	for i := range hits {
-		if err := enc.Encode(nativeEntry(hits[i].Time, hits[i].Labels, hits[i].Line)); err != nil {
+	var enc *json.Encoder
+	count := 0
+	start := func() {
+		if enc == nil {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			enc = json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+		}
+	}
+	more, err := collectStream(r.Context(), ts, sel, limit, backward, func(h *hit) error {
+		if h == nil {
+			rc.Flush() // a batch is complete; a failed write shows up in Encode
+			return nil
+		}
+		start()
+		count++
+		return enc.Encode(nativeEntry(h.Time, h.Labels, h.Line))
+	})
+	if err != nil {
+		if enc == nil {
+			s.queryErr(w, err)
 			return
 		}
-		if i%64 == 63 {
-			rc.Flush()
-		}
+		enc.Encode(map[string]string{"error": err.Error()})
+		return
 	}
-	enc.Encode(map[string]any{"done": true, "count": len(hits), "limited": more, "elapsed_ms": time.Since(t0).Milliseconds()})
+	start()
+	enc.Encode(map[string]any{"done": true, "count": count, "limited": more, "elapsed_ms": time.Since(t0).Milliseconds()})
 }
 
 // maxBuckets bounds the histogram /api/v1/hits chooses (API.md asks for

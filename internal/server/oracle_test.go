@@ -179,3 +179,41 @@ func TestRunMatchesOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectStreams checks that an answer is delivered in several batches
+// as blocks finalize entries, not all at the end, and in order.
+func TestCollectStreams(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Store.HeadBytes = 4 << 10 })
+	for i := range 40 {
+		var lines []string
+		for j := range 20 {
+			lines = append(lines, fmt.Sprintf("entry %03d-%02d %s", i, j, strings.Repeat("x", 40)))
+		}
+		e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base-int64(40-i)*1e9, lines...))
+	}
+	ts, _ := e.srv.openTenant(DefaultTenant, false)
+	sel, _ := parseSelection("entry", false)
+	sel.start, sel.end = -1<<63, 1<<63-1
+	for _, backward := range []bool{true, false} {
+		batches, n := 0, 0
+		var prev int64
+		_, err := collectStream(context.Background(), ts, sel, 5000, backward, func(h *hit) error {
+			if h == nil {
+				batches++
+				return nil
+			}
+			if n > 0 && (backward && h.Time > prev || !backward && h.Time < prev) {
+				t.Fatalf("out of order at %d", n)
+			}
+			prev = h.Time
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 800 || batches < 5 {
+			t.Errorf("backward=%v: %d entries in %d batches", backward, n, batches)
+		}
+	}
+}

@@ -336,12 +336,30 @@ func mergeLabels(base, ext []query.Label) string {
 // the block index alone: a "latest 100 lines" query reads a few blocks
 // whatever the store's size, and the answer is exact.
 func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, backward bool) ([]hit, bool, error) {
+	var hits []hit
+	more, err := collectStream(ctx, ts, sel, limit, backward, func(h *hit) error {
+		if h != nil {
+			hits = append(hits, *h)
+		}
+		return nil
+	})
+	return hits, more, err
+}
+
+// collectStream is collect delivering the answer to out in order as soon
+// as each entry's place is final, rather than at the end: blocks are
+// visited by time bound, so after a block every kept entry at least as
+// new (backward) as the next block's MaxTime can no longer be displaced
+// (an entry of equal time found later ranks after it). out(nil) marks the
+// end of each batch of entries. An error from out stops the scan and is
+// returned.
+func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit int, backward bool, out func(*hit) error) (bool, error) {
 	if ts == nil {
-		return nil, false, nil
+		return false, nil
 	}
 	v, err := ts.w.View()
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	k := &topK{limit: limit, backward: backward}
 	var full atomic.Bool
@@ -364,26 +382,50 @@ func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, ba
 		}
 		return skip
 	}
-	opt.blockDone = func() {
-		if len(k.hits) >= limit {
-			if !k.sorted {
-				k.compact()
+	sent := 0
+	flush := func(next *segment.BlockMeta) error {
+		before := sent
+		defer func() {
+			if sent > before {
+				out(nil) // the end of a batch: the caller may flush
 			}
+		}()
+		for sent < len(k.hits) {
+			h := &k.hits[sent]
+			if next != nil && (backward && h.Time < next.MaxTime || !backward && h.Time > next.MinTime) {
+				break
+			}
+			if err := out(h); err != nil {
+				return err
+			}
+			sent++
+		}
+		return nil
+	}
+	opt.blockDone = func(next *segment.BlockMeta) error {
+		if !k.sorted {
+			k.compact()
+		}
+		if len(k.hits) >= limit {
 			bound.Store(k.hits[limit-1].Time)
 			full.Store(true)
 		}
+		return flush(next)
 	}
 	err = scanBlocksOpt(ctx, v, sel, opt, func(h *hit) bool {
 		k.add(h)
 		return true
 	})
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	hits, more := k.result()
+	_, more := k.result()
+	if err := flush(nil); err != nil {
+		return false, err
+	}
 	// A skipped block may hold matches beyond the limit: "limited" then
 	// says the answer stopped at the limit, as the UI's "load more" needs.
-	return hits, more || skipped.Load(), nil
+	return more || skipped.Load(), nil
 }
 
 // topK keeps the first limit hits by time (descending when backward),

@@ -37,8 +37,10 @@ type scanOpts struct {
 	// skip, if set, is asked before a block is dispatched and again before
 	// its hits are delivered; true drops the block.
 	skip func(segment.BlockMeta) bool
-	// blockDone, if set, is called after each block's hits are delivered.
-	blockDone func()
+	// blockDone, if set, is called after each block's hits are delivered
+	// (or the block was skipped) with the time bounds of the next block
+	// in visiting order (nil after the last); an error stops the scan.
+	blockDone func(next *segment.BlockMeta) error
 }
 
 func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanOpts, fn func(*hit) bool) error {
@@ -185,12 +187,20 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		if t.err != nil {
 			return t.err
 		}
-		if t.skipped {
-			continue
+		var next *segment.BlockMeta
+		if i+1 < len(tasks) {
+			next = &tasks[i+1].meta
 		}
-		if opt.skip != nil && opt.skip(t.meta) {
-			segment.PutBlock(t.blk)
+		if t.skipped || opt.skip != nil && opt.skip(t.meta) {
+			if t.blk != nil {
+				segment.PutBlock(t.blk)
+			}
 			tasks[i] = nil
+			if opt.blockDone != nil {
+				if err := opt.blockDone(next); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		b := t.blk
@@ -212,7 +222,9 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			return nil
 		}
 		if opt.blockDone != nil {
-			opt.blockDone()
+			if err := opt.blockDone(next); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
