@@ -32,9 +32,6 @@ type mexpr struct {
 	by      []string
 	without bool
 	inner   *mexpr
-
-	op   byte
-	l, r *mexpr
 }
 
 type mparser struct {

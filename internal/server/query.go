@@ -498,19 +498,6 @@ func (t *topK) result() ([]hit, bool) {
 	return t.hits, t.seen > int64(len(t.hits))
 }
 
-// each calls fn for every entry sel selects in ts, in no particular
-// order guarantee beyond search's Oldest.
-func each(ctx context.Context, ts *tenantStore, sel *selection, fn func(*hit)) error {
-	if ts == nil {
-		return nil
-	}
-	v, err := ts.w.View()
-	if err != nil {
-		return err
-	}
-	return run(ctx, v, sel, anyOrder, 0, func(h *hit) bool { fn(h); return true })
-}
-
 func parseLimit(v string, def, max int) (int, error) {
 	if v == "" {
 		return def, nil

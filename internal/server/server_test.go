@@ -160,6 +160,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 
 	// end is exclusive for Loki's query_range.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="auth"}`), base-45*s, base-5*s))
+	wantStatus(t, "query_range end exclusive", code, body, 200)
 	wantJSON(t, "query_range end exclusive", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
 		{"stream":{"app":"auth"},"values":[["%d","logout bob"],["%d","gzipped proto"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-15*s, base-45*s))
 
@@ -176,14 +177,17 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		base/1e9-40, base/1e9-20, base/1e9-20, base/1e9))
 
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`rate({app="auth"} |= "bob" [1m])`), base))
+	wantStatus(t, "instant rate", code, body, 200)
 	wantJSON(t, "instant rate", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[
 		{"metric":{"app":"auth"},"value":[%d,"0.03333333333333333"]}]}}`, base/1e9))
 
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`vector(1)+vector(1)`), base))
+	wantStatus(t, "health check", code, body, 200)
 	wantJSON(t, "health check", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"2"]}]}}`, base/1e9))
 
 	// The same as a POST form, as Grafana may send it.
 	code, body = e.do("POST", "/loki/api/v1/query", []byte("query="+q(`vector(1)+vector(1)`)+fmt.Sprintf("&time=%d", base)), "Content-Type", "application/x-www-form-urlencoded")
+	wantStatus(t, "health check POST", code, body, 200)
 	wantJSON(t, "health check POST", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"2"]}]}}`, base/1e9))
 
 	_, body = e.get("/loki/api/v1/labels")
@@ -232,5 +236,13 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %q", m)
 		}
+	}
+}
+
+// wantStatus fails the test when a request did not answer with status want.
+func wantStatus(t *testing.T, what string, code int, body string, want int) {
+	t.Helper()
+	if code != want {
+		t.Fatalf("%s: status %d, want %d: %s", what, code, want, body)
 	}
 }
