@@ -11,6 +11,7 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
+	"haystack/internal/search"
 	"haystack/internal/segment"
 	"haystack/internal/store"
 	"haystack/needle"
@@ -58,11 +59,16 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		err         error
 	}
 	var tasks []*task
+	req := required(sel)
 	for pi, p := range v.Parts {
+		sk, _ := p.(search.Skipper)
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
 				continue
+			}
+			if sk != nil && req != nil && !mayMatch(req, sk, bi) {
+				continue // the skip index rules the block out
 			}
 			for _, id := range m.Streams {
 				if int(id) < len(infos) && infos[id].ok {
@@ -275,4 +281,47 @@ func scanBuffer(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits 
 		k++
 	}
 	return hits
+}
+
+// required is what every entry sel selects contains, for the skip index
+// (as internal/search asks it); nil when nothing is required.
+func required(sel *selection) *query.Expr {
+	if sel.plan != nil {
+		if r := sel.plan.Required; r != nil && r.Op != query.OpAll {
+			return r
+		}
+		return nil
+	}
+	if len(sel.pat) == 0 {
+		return nil
+	}
+	// The index holds ASCII-lowered n-grams, so it answers a folded
+	// literal as it is.
+	return &query.Expr{Op: query.OpLit, Lit: query.Lit{Text: string(sel.pat), Fold: sel.fold}}
+}
+
+// mayMatch evaluates a required-literal tree against block's skip index:
+// false means no entry of the block can match.
+func mayMatch(x *query.Expr, sk search.Skipper, block int) bool {
+	switch x.Op {
+	case query.OpNone:
+		return false
+	case query.OpLit:
+		return x.Lit.Text == "" || sk.MayContain(block, []byte(x.Lit.Text), x.Lit.Fold)
+	case query.OpAnd:
+		for _, s := range x.Sub {
+			if !mayMatch(s, sk, block) {
+				return false
+			}
+		}
+		return true
+	case query.OpOr:
+		for _, s := range x.Sub {
+			if mayMatch(s, sk, block) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
