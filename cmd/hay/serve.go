@@ -131,38 +131,48 @@ func runServe(args []string) error {
 		srv.Close()
 		return err
 	}
+	fmt.Fprintf(os.Stderr, "hay serve: listening on http://%s (data %s)\n", ln.Addr(), *data)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serveUntil(ctx, srv, ln, cfg.Logger, "hay serve"); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "hay serve: stopped")
+	return nil
+}
+
+// serveUntil serves srv on ln until ctx is done (a signal), then stops
+// accepting, finishes in-flight requests (30 s at most), ends live tails
+// and closes srv, which flushes every tenant's head. It closes srv in
+// every case. `hay serve` and `hay demo` share it. name prefixes the
+// shutdown message.
+func serveUntil(ctx context.Context, srv *server.Server, ln net.Listener, logger *slog.Logger, name string) error {
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute, // a 64 MiB body at >= 0.5 MB/s
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	hs.RegisterOnShutdown(srv.StopTails)
-	fmt.Fprintf(os.Stderr, "hay serve: listening on http://%s (data %s)\n", ln.Addr(), *data)
-
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sig)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
 		srv.Close()
 		return err
-	case s := <-sig:
-		fmt.Fprintf(os.Stderr, "hay serve: %v: finishing in-flight requests and flushing\n", s)
+	case <-ctx.Done():
+		fmt.Fprintf(os.Stderr, "%s: stopping: finishing in-flight requests and flushing\n", name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	serr := hs.Shutdown(ctx)
+	serr := hs.Shutdown(sctx)
 	if err := srv.Close(); err != nil {
 		return fmt.Errorf("flush at shutdown: %w", err)
 	}
 	if serr != nil {
 		return fmt.Errorf("shutdown: %w", serr)
 	}
-	fmt.Fprintln(os.Stderr, "hay serve: stopped")
 	return nil
 }
