@@ -275,7 +275,7 @@ func TestDemo(t *testing.T) {
 	// Every stream has the demo's labels.
 	var labels struct{ Data []string }
 	getJSON(t, d.base+"/loki/api/v1/labels", &labels)
-	if !slices.Equal(labels.Data, []string{"app", "env", "host", "source"}) {
+	if !slices.Equal(labels.Data, []string{"app", "env", "source"}) {
 		t.Errorf("labels %q", labels.Data)
 	}
 	// The page itself is served at /.

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The real-server browser test: `hay demo`'s own code (generation, ingest,
+// the server with the embedded UI) in headless Chromium. The UI's detailed
+// tests run against a fake API in internal/server/web; this one checks
+// that the page and the real server agree.
+//
+// HAY_DEMO_BROWSER_LINES sets the corpus size (default 200,000, to keep
+// CI fast); HAY_DEMO_BROWSER_LOADS the number of page loads timed (default
+// 5). The time to the first painted row is logged, never asserted:
+//
+//	HAY_DEMO_BROWSER_LINES=1000000 HAY_DEMO_BROWSER_LOADS=15 go test -count=1 -run TestDemoBrowser -v ./cmd/hay
+
+// demoNeedle is the rare needle the test opens the page with.
+const demoNeedle = "OutOfMemoryError"
+
+// hostileLine is pushed before the page loads; it holds the needle, so it
+// is the newest row of the page.
+const hostileLine = `<script>window.__xss=1</script><img src=x onerror="window.__xss=2"> &lt;b&gt; ` + demoNeedle + " \x1b[31mred\x1b[0m"
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// chromiumPath finds the browser. No browser is a failure, not a skip:
+// scripts/test installs Debian's chromium and CI must run this test.
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: install it (apt-get install chromium; scripts/test does)")
+	return ""
+}
+
+// newBrowser starts headless Chromium with the flags of the UI's own
+// browser tests (internal/server/web/browser_test.go).
+func newBrowser(t *testing.T) context.Context {
+	exe := chromiumPath(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return browser
+}
+
+func jsEval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitPage polls until expr is truthy in the page.
+func waitPage(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", expr, err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", expr, ctx.Err())
+		case <-time.After(15 * time.Millisecond):
+		}
+	}
+}
+
+// pageSettled is true when the search, the histogram and the facets are done.
+const pageSettled = `document.getElementById('status').dataset.state === 'done' &&
+	document.querySelector('#hist svg') !== null &&
+	!document.getElementById('facet-list').hasAttribute('aria-busy') &&
+	document.getElementById('facet-list').childElementCount > 0`
+
+// pageRow is a rendered row as the page shows it.
+type pageRow struct {
+	TS     string   `json:"ts"`
+	Labels []string `json:"labels"`
+	Line   string   `json:"line"` // visible text, without the expand button
+	Marks  []string `json:"marks"`
+}
+
+const pageRowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
+	const l = r.querySelector('.line');
+	return {
+		ts: r.dataset.ts,
+		labels: [...r.querySelectorAll('.lbl')].map(x => x.textContent),
+		line: [...l.childNodes].filter(n => !(n.nodeType === 1 && n.tagName === 'BUTTON')).map(n => n.textContent).join(''),
+		marks: [...l.querySelectorAll('mark')].map(m => m.textContent),
+	};
+})`
+
+// pageDisplay is what the page shows for a raw line (app.js): control
+// characters as visible symbols, bidi controls named, cut after 1000
+// UTF-16 code units.
+func pageDisplay(line string) string {
+	const limit = 1000
+	if u := utf16.Encode([]rune(line)); len(u) > limit {
+		line = string(utf16.Decode(u[:limit]))
+	}
+	var b strings.Builder
+	for _, r := range line {
+		switch {
+		case r < 0x20 && r != '\t' && r != '\n':
+			b.WriteRune(0x2400 + r)
+		case r == 0x7f:
+			b.WriteRune('\u2421')
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, "<U+%X>", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// pageRequest returns the URL (relative to the server) of the page's
+// request to the API endpoint ep ("search", "hits", "facets"), from the
+// Performance API's resource entries.
+func pageRequest(t *testing.T, ctx context.Context, ep string) string {
+	t.Helper()
+	u := jsEval[string](t, ctx, `(performance.getEntriesByType('resource').find(e => e.name.includes('/api/v1/`+ep+`?')) || {}).name || ''`)
+	if u == "" {
+		t.Fatalf("the page made no /api/v1/%s request", ep)
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.RequestURI()
+}
+
+// TestDemoBrowser opens /?q=<rare needle> on `hay demo`'s data in
+// headless Chromium and checks the page against the real server's API:
+// the rows (order, times, labels, text), the highlighting, the histogram
+// and an inert pushed <script> line; saves artifacts/ui-demo.png; and
+// logs when the first row was painted.
+func TestDemoBrowser(t *testing.T) {
+	lines := envInt(t, "HAY_DEMO_BROWSER_LINES", 200_000)
+	loads := envInt(t, "HAY_DEMO_BROWSER_LOADS", 5)
+	dir := filepath.Join(t.TempDir(), "demo")
+	t0 := time.Now()
+	d := startDemo(t, "--lines", strconv.Itoa(lines), "--data", dir)
+	t.Logf("demo: %d lines generated and stored, serving at %s, in %v", lines, d.base, time.Since(t0).Round(time.Millisecond))
+
+	// The hostile line, pushed the way an agent would.
+	body, err := json.Marshal(map[string]any{"streams": []any{map[string]any{
+		"stream": map[string]string{"app": "web", "source": "push"},
+		"values": [][]string{{strconv.FormatInt(time.Now().UnixNano(), 10), hostileLine}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(d.base+"/loki/api/v1/push", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("push: %s", resp.Status)
+	}
+
+	browser := newBrowser(t)
+	tab, cancelTab := chromedp.NewContext(browser)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(tab, 2*time.Minute)
+	defer cancel()
+
+	// Timed loads first (each a fresh navigation, as a user opening the
+	// link), then the checks on the last one.
+	var firsts []float64
+	var timing map[string]float64
+	for range loads {
+		if _, err := chromedp.Run(ctx, chromedp.Navigate(d.base+"/?q="+demoNeedle)); err != nil {
+			t.Fatal(err)
+		}
+		waitPage(t, ctx, pageSettled)
+		firsts = append(firsts, jsEval[float64](t, ctx, `window.__firstRowMs ?? -1`))
+		timing = jsEval[map[string]float64](t, ctx, `(() => {
+			const n = performance.getEntriesByType('navigation')[0], r = {html: n.responseEnd, dcl: n.domContentLoadedEventEnd};
+			for (const p of performance.getEntriesByType('paint')) r[p.name] = p.startTime;
+			for (const e of performance.getEntriesByType('resource')) {
+				const k = e.name.includes('/api/v1/search') ? 'search' : e.name.includes('/api/v1/hits') ? 'hits' : e.name.includes('/api/v1/facets') ? 'facets' : '';
+				if (k && !(k + 'Start' in r)) { r[k + 'Start'] = e.startTime; r[k + 'First'] = e.responseStart; r[k + 'End'] = e.responseEnd; }
+			}
+			return r;
+		})()`)
+	}
+	for i, f := range firsts {
+		if f < 0 {
+			t.Fatalf("load %d: the first row time was not recorded", i)
+		}
+	}
+	sorted := slices.Sorted(slices.Values(firsts))
+	t.Logf("first row painted (ms after navigation start, %d loads of /?q=%s on %d lines): median %.1f, min %.1f, max %.1f; all %v",
+		loads, demoNeedle, lines, sorted[len(sorted)/2], sorted[0], sorted[len(sorted)-1], firsts)
+	t.Logf("last load: HTML in at %.1f ms, DOMContentLoaded %.1f, search requested %.1f, first byte %.1f, done %.1f; hits requested %.1f, done %.1f; facets requested %.1f, done %.1f; first contentful paint %.1f",
+		timing["html"], timing["dcl"], timing["searchStart"], timing["searchFirst"], timing["searchEnd"],
+		timing["hitsStart"], timing["hitsEnd"], timing["facetsStart"], timing["facetsEnd"], timing["first-contentful-paint"])
+
+	// The rows are the API's answer to the page's own request.
+	searchURL := pageRequest(t, ctx, "search")
+	su, _ := url.Parse(searchURL)
+	if q := su.Query(); q.Get("q") != demoNeedle || q.Get("direction") != "backward" || q.Get("start") == "" || q.Get("end") == "" {
+		t.Fatalf("the page's search request %s", searchURL)
+	}
+	want, trailer := searchLines(t, d.base, su.Query())
+	if trailer["done"] != true || trailer["limited"] != false {
+		t.Fatalf("search trailer %v: want a complete answer", trailer)
+	}
+	if len(want) < 3 {
+		t.Fatalf("test corpus: %d matches of %s in the last 24 hours; want a few", len(want), demoNeedle)
+	}
+	got := jsEval[[]pageRow](t, ctx, pageRowsJS)
+	if len(got) != len(want) {
+		t.Fatalf("the page shows %d rows, the API sends %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.TS != w["ts"] {
+			t.Fatalf("row %d: ts %s, API %v", i, g.TS, w["ts"])
+		}
+		line := w["line"].(string)
+		if g.Line != pageDisplay(line) {
+			t.Fatalf("row %d: line %q, API %q", i, g.Line, line)
+		}
+		var labels []string
+		for k, v := range w["labels"].(map[string]any) {
+			labels = append(labels, k+"="+v.(string))
+		}
+		sort.Strings(labels)
+		if !slices.Equal(g.Labels, labels) {
+			t.Fatalf("row %d: labels %q, API %q", i, g.Labels, labels)
+		}
+		// Highlighting marks each occurrence of the needle, and only it.
+		if n := strings.Count(g.Line, demoNeedle); n == 0 || len(g.Marks) != n {
+			t.Fatalf("row %d %q: %d marks for %d occurrences", i, g.Line, len(g.Marks), n)
+		}
+		for _, m := range g.Marks {
+			if m != demoNeedle {
+				t.Fatalf("row %d: mark %q", i, m)
+			}
+		}
+	}
+	status := jsEval[string](t, ctx, `document.getElementById('status').textContent`)
+	if !strings.HasPrefix(status, fmt.Sprintf("%d results", len(want))) {
+		t.Errorf("status %q, want %d results", status, len(want))
+	}
+
+	// The histogram: its bars are the API's buckets, summing to the total
+	// (every match in the range: the same number as the rows here).
+	var h struct {
+		StepMS  int64 `json:"step_ms"`
+		Buckets []struct {
+			T     int64 `json:"t"`
+			Count int64 `json:"count"`
+		} `json:"buckets"`
+		Total int64 `json:"total"`
+	}
+	getJSON(t, d.base+pageRequest(t, ctx, "hits"), &h)
+	bars := jsEval[[]int64](t, ctx, `[...document.querySelectorAll('#hist rect.bar')].map(r => Number(r.dataset.count))`)
+	var wantBars []int64
+	for _, b := range h.Buckets {
+		if b.Count > 0 {
+			wantBars = append(wantBars, b.Count)
+		}
+	}
+	var sum int64
+	for _, b := range bars {
+		sum += b
+	}
+	if !slices.Equal(bars, wantBars) || sum != h.Total || h.Total != int64(len(want)) {
+		t.Fatalf("histogram bars %v (sum %d); API buckets %v, total %d; %d rows", bars, sum, wantBars, h.Total, len(want))
+	}
+	if txt := jsEval[string](t, ctx, `document.getElementById('hits').textContent`); !strings.HasPrefix(txt, fmt.Sprintf("%d hits", h.Total)) {
+		t.Errorf("hit count %q, want %d hits", txt, h.Total)
+	}
+
+	// The pushed line is the newest match: shown as its text, inert.
+	if got[0].Line != pageDisplay(hostileLine) || !slices.Contains(got[0].Labels, "app=web") {
+		t.Fatalf("first row %q %q, want the pushed line", got[0].Line, got[0].Labels)
+	}
+	if v := jsEval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
+		t.Fatalf("window.__xss is %s: the pushed markup ran", v)
+	}
+	if n := jsEval[int](t, ctx, `document.querySelectorAll('#rows script, #rows img, #rows [onerror], #rows [style], #rows b').length`); n != 0 {
+		t.Fatalf("%d elements made from log text", n)
+	}
+
+	// The screenshot a user would see.
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveDemoArtifact(t, "ui-demo.png", png)
+	d.stop(t)
+}
+
+// saveDemoArtifact writes a file to artifacts/ at the repository root
+// (git-ignored).
+func saveDemoArtifact(t *testing.T, name string, b []byte) {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	out := filepath.Join(dir, "artifacts", name)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(b))
+}
