@@ -46,8 +46,6 @@ const (
 	slotDur
 	slotUUID
 	slotHex8
-	slotWord
-	slotWords
 	slotHost
 	slotCode
 	slotPath
@@ -57,14 +55,36 @@ const (
 	slotSession
 	slotBuild
 	slotObj
+	slotMethod
+	slotRoute
+	slotBytes
+	slotTry
+	slotReason
+	slotTopic
+	slotEvent
+	slotJob
+	slotCache
+	slotHandler
+	slotFlag
+	slotSKU
+	slotTenant
+	slotCurrency
+	slotQ
+	slotServicePort
+	slotPartition
+	slotCents
 )
 
 var slotNames = map[string]byte{
 	"user": slotUser, "ip": slotIP, "port": slotPort, "n": slotN, "big": slotBig,
-	"dur": slotDur, "uuid": slotUUID, "hex8": slotHex8, "word": slotWord,
-	"words": slotWords, "host": slotHost, "code": slotCode, "path": slotPath,
+	"dur": slotDur, "uuid": slotUUID, "hex8": slotHex8, "host": slotHost, "code": slotCode, "path": slotPath,
 	"table": slotTable, "pct": slotPct, "cip": slotClientIP,
 	"session": slotSession, "build": slotBuild, "obj": slotObj,
+	"method": slotMethod, "route": slotRoute, "bytes": slotBytes, "try": slotTry,
+	"reason": slotReason, "topic": slotTopic, "event": slotEvent, "job": slotJob,
+	"cache": slotCache, "handler": slotHandler, "flag": slotFlag, "sku": slotSKU,
+	"tenant": slotTenant, "currency": slotCurrency, "q": slotQ,
+	"sport": slotServicePort, "part": slotPartition, "cents": slotCents,
 }
 
 func parseTemplates(ss []string) []template {
@@ -93,6 +113,18 @@ func parseTemplates(ss []string) []template {
 	return ts
 }
 
+// size is t's length with each slot counted as 8 bytes.
+func (t template) size() int {
+	n := 0
+	for _, sg := range t {
+		n += len(sg.lit)
+		if sg.slot != 0 {
+			n += 8
+		}
+	}
+	return n
+}
+
 func indexByte(s string, c byte) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == c {
@@ -113,7 +145,7 @@ var (
 	pathT    = parseTemplates(paths)
 	timeoutT = parseTemplates([]string{
 		"request timeout after {dur}, retrying",
-		"dial tcp {ip}:{port}: i/o timeout",
+		"dial tcp {ip}:{sport}: i/o timeout",
 		"upstream {host} timeout: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
 		"timeout waiting for response from {host} after {dur}",
 	})
@@ -172,7 +204,14 @@ func zipf(n int) []uint64 {
 }
 
 var (
-	wordTable = newTable(zipf(len(words)), 16)
+	// Statements by level, Zipf over each list (rotated per stream).
+	levelTemplates = [...][]template{lvlDebug: debugT, lvlInfo: infoT, lvlWarn: warnT, lvlError: errorT}
+	templateTables = [...]table{
+		lvlDebug: newTable(zipf(len(debugMsgs)), 12),
+		lvlInfo:  newTable(zipf(len(infoMsgs)), 12),
+		lvlWarn:  newTable(zipf(len(warnMsgs)), 12),
+		lvlError: newTable(zipf(len(errorMsgs)), 12),
+	}
 	pathTable = newTable(zipf(len(paths)), 12)
 	// Statuses and their weights (per mille).
 	statuses    = []string{"200", "201", "204", "304", "301", "400", "401", "403", "404", "429", "500", "502", "503", "504"}
@@ -180,11 +219,12 @@ var (
 	methods     = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
 	methodTable = newTable([]uint64{640, 200, 60, 40, 30, 20, 10}, 10)
 	// Levels of message (non-access) lines, per mille.
+	// Duration exponents 0..13 (durMillis).
+	durTable   = newTable([]uint64{2, 4, 8, 12, 14, 14, 12, 10, 8, 6, 4, 3, 2, 1}, 10)
 	levelTable = newTable([]uint64{300, 590, 90, 20}, 10)
 	// User agents, most frequent first.
 	uaTable = newTable(zipf(len(userAgents)), 10)
 	// Keys of padding fields.
-	keyTable = newTable(zipf(len(extraKeys)), 10)
 )
 
 // lenBands is the spread of target lengths: with probability p/1024 a line
@@ -233,6 +273,8 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 	g.vals = g.vals[:0]
 	g.fields = g.fields[:0]
 	g.used = 0
+	g.stmt = 0 // the access-log middleware's statement
+	g.pads = 0
 
 	// The request the line belongs to: a single-line one, or one of the
 	// stream's requests in flight, whose last line is its access line.
@@ -256,23 +298,30 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 	switch {
 	case incident:
 		lvl, trace = g.incidentEvent(s)
+		g.stmt = 1<<32 | uint64(g.incKind)
 	case access:
 		lvl = g.accessEvent(s)
 	default:
 		lvl = levelTable.pick(g.src.Uint64())
-		var ts []template
-		switch lvl {
-		case lvlDebug:
-			ts = debugT
-		case lvlInfo:
-			ts = infoT
-		case lvlWarn:
-			ts = warnT
-		default:
-			ts = errorT
+		if lvl >= lvlError {
+			lvl = lvlError
 			trace = s.format == fmtJava && g.chance(620)
 		}
-		g.msg = g.appendTemplate(g.msg, ts[g.intn(len(ts))])
+		ts := levelTemplates[lvl]
+		i := (templateTables[lvl].pick(g.src.Uint64()) + int(s.rot)) % len(ts)
+		if g.total-int64(g.meanLen)*int64(g.n-1) > 4*int64(g.meanLen) {
+			// The mean runs high (a small MeanLen, below the natural
+			// length of many statements): the shortest of six, so
+			// that small MeanLen values can be met.
+			for range 5 {
+				j := (templateTables[lvl].pick(g.src.Uint64()) + int(s.rot)) % len(ts)
+				if ts[j].size() < ts[i].size() {
+					i = j
+				}
+			}
+		}
+		g.msg = g.appendTemplate(g.msg, ts[i])
+		g.stmt = uint64(lvl)<<16 | uint64(i) + 1
 	}
 
 	// Trace context and user: most structured lines carry them.
@@ -358,7 +407,7 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 		dst = g.appendField(dst, s.format, f.key, g.vals[f.start:f.end], f.num)
 	}
 
-	// Pad to the target length with more fields (or words).
+	// Pad to the target length with more context fields.
 	trailer := 0
 	if s.format == fmtJSON {
 		trailer = 1
@@ -389,7 +438,9 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 // accessEvent fills the message and fields of an HTTP access line and
 // returns its level.
 func (g *Generator) accessEvent(s *stream) int {
-	method := methods[methodTable.pick(g.src.Uint64())]
+	// The request's method, path and user agent were set when it
+	// started (its other lines name them too).
+	method := methods[g.rq.method]
 	si := statusTable.pick(g.src.Uint64())
 	status := statuses[si]
 	lvl := lvlInfo
@@ -398,7 +449,7 @@ func (g *Generator) accessEvent(s *stream) int {
 	}
 	ms := g.durMillis()
 	pathStart := len(g.vals)
-	g.vals = g.appendTemplate(g.vals, pathT[pathTable.pick(g.src.Uint64())])
+	g.vals = g.appendTemplate(g.vals, pathT[g.rq.path])
 	pathEnd := len(g.vals)
 	switch s.format {
 	case fmtPlain:
@@ -414,7 +465,7 @@ func (g *Generator) accessEvent(s *stream) int {
 		g.vals = g.vals[:pathStart]
 		if g.chance(600) {
 			st := len(g.vals)
-			g.vals = append(g.vals, userAgents[uaTable.pick(g.src.Uint64())]...)
+			g.vals = append(g.vals, userAgents[g.rq.ua]...)
 			g.fields = append(g.fields, field{"ua", st, len(g.vals), false, true})
 		}
 	case fmtJava:
@@ -547,19 +598,38 @@ func appendEscaped(dst, v []byte) []byte {
 	return dst
 }
 
-// pad appends one padding item: a field, or for text formats sometimes a
-// few words. want is how many bytes are still missing.
+// pad appends one context field; want is how many bytes are still
+// missing. A line's length beyond its message comes from the context a
+// structured logger attaches (request, deployment and timing fields), and
+// the longest lines from what makes real lines long: a logged SQL
+// statement.
 func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
-	if (s.format == fmtPlain || s.format == fmtJava) && g.chance(250) {
-		dst = append(dst, ' ')
-		return g.appendWords(dst, 3+g.intn(6))
-	}
 	g.vals = g.vals[:0]
-	if want > 300 && g.chance(200) {
-		// A long SQL statement, the usual cause of multi-KB log lines.
-		g.vals = append(g.vals, "SELECT id, status, updated_at FROM "...)
-		g.vals = append(g.vals, tables[g.intn(len(tables))]...)
-		g.vals = append(g.vals, " WHERE id IN ("...)
+	// A service's logger adds its context fields in one fixed order (a
+	// zap or logrus With chain, a logback MDC pattern): the next key of
+	// the stream's order that the line does not have yet; when all are
+	// used, the SQL statement fills the rest.
+	for g.pads < len(s.keys) && g.used&(1<<s.keys[g.pads]) != 0 {
+		g.pads++
+	}
+	if g.pads == len(s.keys) || want > 300 && g.chance(200) {
+		if m := methods[g.rq.method]; (m == "POST" || m == "PUT" || m == "PATCH") && g.chance(700) {
+			// The body a write request posted, logged whole: the
+			// other usual cause of multi-KB lines.
+			g.vals = g.appendBody(g.vals, want-12)
+			return g.appendField(dst, s.format, "body", g.vals, s.format == fmtJSON)
+		}
+		// A long SQL statement, the usual cause of multi-KB log lines:
+		// an ORM's generated query, long for its column list, loading
+		// a batch of rows.
+		t := g.intn(len(tables))
+		if want > len(ormSelects[t])+40 {
+			g.vals = append(g.vals, ormSelects[t]...)
+		} else {
+			g.vals = append(g.vals, "SELECT id, status, updated_at FROM "...)
+			g.vals = append(g.vals, tables[t]...)
+			g.vals = append(g.vals, " WHERE id IN ("...)
+		}
 		// The ids come from an earlier result set (an ORM loading the
 		// rows a page refers to): sorted, and close together, as
 		// auto-increment keys of rows written around the same time are;
@@ -573,21 +643,7 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 		g.vals = append(g.vals, "0)"...)
 		return g.appendField(dst, s.format, "query", g.vals, false)
 	}
-	// Each key at most once per line: take the drawn key or the next
-	// unused one; when all are used, a long free-text field.
-	k := keyTable.pick(g.src.Uint64())
-	for i := 0; g.used&(1<<k) != 0 && i < len(extraKeys); i++ {
-		k = (k + 1) % len(extraKeys)
-	}
-	if g.used&(1<<k) != 0 {
-		g.vals = g.appendWords(g.vals, 2+g.intn(8))
-		for len(g.vals) < want-12 && len(g.vals) < 4000 {
-			g.vals = append(g.vals, ' ')
-			g.vals = g.appendWords(g.vals, 8)
-		}
-		g.used = 0 // a free-text field ends the list; start over
-		return g.appendField(dst, s.format, "details", g.vals, false)
-	}
+	k := s.keys[g.pads]
 	g.used |= 1 << k
 	key := extraKeys[k]
 	num := false
@@ -596,7 +652,36 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 		g.vals = append(g.vals, g.rq.id[:]...)
 	case "user_id":
 		g.vals = g.appendUser(g.vals)
-	case "attempt", "retries", "shard", "db_rows", "queue_depth":
+	case "route":
+		g.vals = append(g.vals, routes[g.rq.path]...)
+	case "http_method":
+		g.vals = append(g.vals, methods[g.rq.method]...)
+	case "caller":
+		g.vals = g.appendCaller(g.vals)
+	case "user_agent":
+		g.vals = append(g.vals, userAgents[g.rq.ua]...)
+	case "env":
+		g.vals = append(g.vals, "production"...)
+	case "attempt":
+		// Most calls succeed the first time; the rest within 5 tries.
+		a := uint64(1)
+		if g.chance(100) {
+			a = 2 + g.uintn(4)
+		}
+		g.vals = strconv.AppendUint(g.vals, a, 10)
+		num = true
+	case "retries":
+		var a uint64
+		if g.chance(100) {
+			a = 1 + g.uintn(4)
+		}
+		g.vals = strconv.AppendUint(g.vals, a, 10)
+		num = true
+	case "shard":
+		// Data is sharded by user: a user's requests hit one shard.
+		g.vals = strconv.AppendUint(g.vals, mix(g.userSalt+uint64(g.rq.user))%64, 10)
+		num = true
+	case "db_rows", "queue_depth":
 		g.vals = strconv.AppendUint(g.vals, g.smallN(), 10)
 		num = true
 	case "region":
@@ -622,24 +707,72 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 	case "build":
 		g.vals = append(g.vals, s.build[:]...)
 	case "feature":
-		g.vals = g.appendWord(g.vals)
-		g.vals = append(g.vals, '_')
-		g.vals = g.appendWord(g.vals)
+		// The flags the request was evaluated under: the service's
+		// current experiment.
+		g.vals = append(g.vals, flags[s.rot%uint32(len(flags))]...)
 	case "client_ip":
 		g.vals = g.appendClientIP(g.vals)
 	case "elapsed":
 		g.vals = appendDur(g.vals, g.durMillis())
-	case "tags":
-		for i := range 1 + g.intn(4) {
-			if i > 0 {
-				g.vals = append(g.vals, ',')
-			}
-			g.vals = g.appendWord(g.vals)
-		}
-	default: // "note"
-		g.vals = g.appendWords(g.vals, 2+g.intn(8))
+	default: // "component": the subsystem the statement belongs to
+		g.vals = append(g.vals, components[mix(g.stmt)%uint64(len(components))]...)
 	}
 	return g.appendField(dst, s.format, key, g.vals, num)
+}
+
+// appendSKU renders the product of rank clientCDF.rank(u): products follow
+// the same hot-head law as client addresses (a few best sellers). It
+// returns the product's key for its price.
+func (g *Generator) appendSKU(dst []byte, u uint64) []byte {
+	dst = append(dst, "SKU-"...)
+	return strconv.AppendUint(dst, g.skuID(u), 10)
+}
+
+func (g *Generator) skuID(u uint64) uint64 {
+	return 10_000 + mix(g.ipSalt^0x736b75+uint64(clientCDF.rank(u)))%90_000
+}
+
+// appendBody renders an order as the JSON body a checkout request posts,
+// with items until it is about want bytes long (at most ~8 KB): the
+// request's order and user, and for each item a product, a quantity and
+// the product's price (fixed per product, as in a catalogue).
+func (g *Generator) appendBody(dst []byte, want int) []byte {
+	n0 := len(dst)
+	dst = append(dst, `{"order_id":`...)
+	dst = strconv.AppendUint(dst, 100_000+mix(g.rq.objA)%900_000_000, 10)
+	dst = append(dst, `,"customer_id":`...)
+	dst = strconv.AppendUint(dst, g.userID(g.rq.user), 10)
+	dst = append(dst, `,"currency":"USD","items":[`...)
+	for i := 0; i == 0 || len(dst)-n0 < want-60 && len(dst)-n0 < 8000; i++ {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		id := g.skuID(g.src.Uint64())
+		dst = append(dst, `{"sku":"SKU-`...)
+		dst = strconv.AppendUint(dst, id, 10)
+		dst = append(dst, `","quantity":`...)
+		q := uint64(1)
+		if g.chance(200) {
+			q = 2 + g.uintn(4)
+		}
+		dst = strconv.AppendUint(dst, q, 10)
+		dst = append(dst, `,"unit_price_cents":`...)
+		dst = strconv.AppendUint(dst, 99+mix(id)%200*100, 10)
+		dst = append(dst, '}')
+	}
+	return append(dst, `],"shipping":{"method":"standard","country":"US"}}`...)
+}
+
+// appendCaller renders the file:line of the statement being logged: fixed
+// per statement and service, as a logger reports where it was called.
+func (g *Generator) appendCaller(dst []byte) []byte {
+	if g.stmt == 0 {
+		return append(dst, "middleware/access_log.go:64"...)
+	}
+	h := mix(g.stmt + uint64(g.cur.rot)<<40)
+	dst = append(dst, callerFiles[h%uint64(len(callerFiles))]...)
+	dst = append(dst, ':')
+	return strconv.AppendUint(dst, 20+(h>>32)%900, 10)
 }
 
 // appendTemplate renders t.
@@ -674,10 +807,45 @@ func (g *Generator) appendTemplate(dst []byte, t template) []byte {
 			dst = g.appendSession(dst)
 		case slotBuild:
 			dst = append(dst, g.cur.build[:]...)
-		case slotWord:
-			dst = g.appendWord(dst)
-		case slotWords:
-			dst = g.appendWords(dst, 2+g.intn(4))
+		case slotMethod:
+			dst = append(dst, methods[g.rq.method]...)
+		case slotRoute:
+			dst = append(dst, routes[g.rq.path]...)
+		case slotBytes:
+			dst = strconv.AppendUint(dst, g.uintn(1<<uint(g.intn(20)+1)), 10)
+		case slotTry:
+			dst = strconv.AppendUint(dst, 1+g.uintn(4), 10)
+			dst = append(dst, "/5"...)
+		case slotReason:
+			dst = append(dst, reasons[g.intn(len(reasons))]...)
+		case slotTopic:
+			dst = append(dst, topics[g.intn(len(topics))]...)
+		case slotEvent:
+			dst = append(dst, eventTypes[g.intn(len(eventTypes))]...)
+		case slotJob:
+			dst = append(dst, jobs[g.intn(len(jobs))]...)
+		case slotCache:
+			dst = append(dst, caches[g.intn(len(caches))]...)
+		case slotHandler:
+			dst = append(dst, handlers[g.intn(len(handlers))]...)
+		case slotFlag:
+			dst = append(dst, flags[g.intn(len(flags))]...)
+		case slotSKU:
+			dst = g.appendSKU(dst, g.src.Uint64())
+		case slotTenant:
+			dst = g.appendTenant(dst)
+		case slotCurrency:
+			dst = append(dst, currencies[g.intn(len(currencies))]...)
+		case slotServicePort:
+			dst = append(dst, servicePorts[g.intn(len(servicePorts))]...)
+		case slotPartition:
+			// Topics have 12 partitions.
+			dst = strconv.AppendUint(dst, g.uintn(12), 10)
+		case slotCents:
+			// Prices end in 99: 0.99 to 499.99.
+			dst = strconv.AppendUint(dst, 99+g.uintn(500)*100, 10)
+		case slotQ:
+			dst = append(dst, searchTerms[g.intn(len(searchTerms))]...)
 		case slotHost:
 			dst = append(dst, peerHosts[g.intn(len(peerHosts))]...)
 		case slotCode:
@@ -693,20 +861,6 @@ func (g *Generator) appendTemplate(dst []byte, t template) []byte {
 	return dst
 }
 
-func (g *Generator) appendWord(dst []byte) []byte {
-	return append(dst, words[wordTable.pick(g.src.Uint64())]...)
-}
-
-func (g *Generator) appendWords(dst []byte, n int) []byte {
-	for i := range n {
-		if i > 0 {
-			dst = append(dst, ' ')
-		}
-		dst = g.appendWord(dst)
-	}
-	return dst
-}
-
 // smallN returns a small count, skewed to small values.
 func (g *Generator) smallN() uint64 {
 	u := g.src.Uint64()
@@ -717,11 +871,10 @@ func (g *Generator) smallN() uint64 {
 
 // durMillis returns a request duration in ms, log-uniform-ish 0..~16s.
 func (g *Generator) durMillis() int64 {
+	// Latencies are roughly log-normal: most requests take 4 to 64 ms,
+	// a tail runs to seconds.
 	u := g.src.Uint64()
-	e := u >> 60 // 0..15
-	if e > 13 {
-		e -= 4 // long durations are rarer
-	}
+	e := durTable.pick(u)
 	return int64((u & 0xffffff) % (2 << e))
 }
 

@@ -32,10 +32,22 @@
 // first exactly at Start. Continuation lines report their parent's
 // timestamp.
 //
-// Tokens follow real logs: a Zipf law over a word list (so "the", "request",
-// "user" are everywhere and most words rare), HTTP methods dominated by GET,
-// statuses by 200, request paths by /healthz, and a long tail of
-// identifiers. Levels are mostly INFO and DEBUG, some WARN, about 2% ERROR.
+// Messages come from log statements, as in real services: a fixed set of
+// templates per level (46 INFO, 25 DEBUG, 19 WARN, 13 ERROR; vocab.go),
+// each a constant text with a few variable fields ("Cache miss for key
+// {cache}:{obj}, loading it from the database at {host}"), chosen with a
+// Zipf law whose ranking is rotated per stream, so each service has its own
+// hot statements. There is no free-text filler: a line's length beyond its
+// message comes from the context fields a structured logger attaches
+// (request_id, user_id, route, http_method, caller, region, version, pod,
+// tenant, user_agent, ...), added in a fixed order per service as a logger
+// does, and the longest lines from what makes real lines long: a request
+// body logged whole (write requests) or an ORM's SQL statement loading a
+// batch of rows. Tokens follow real logs: a few words ("the", "request",
+// "user", "GET", "INFO") are everywhere and most tokens are rare
+// identifiers; HTTP methods are dominated by GET, statuses by 200, request
+// paths by /healthz, durations by 4-64 ms. Levels are mostly INFO and
+// DEBUG, some WARN, about 2% ERROR.
 //
 // Identifiers repeat as they do in real services (request.go): each stream
 // has a pool of requests in flight (64 for the busiest stream, 23 for the
@@ -51,8 +63,9 @@
 // are drawn from 50,000 and public client addresses from 4,000 with a
 // Zipf–Mandelbrot law (weight 1/(rank+2): the hottest is about 5%);
 // internal 10.x addresses from 16 per stream; tenants and sessions follow
-// the user; build, version, region and zone are fixed per stream; the ids
-// of a long SQL IN list are sorted and close together. Trace, span and
+// the user; build, version, region and zone are fixed per stream; a
+// request keeps one method, path and user agent; products (SKUs) follow
+// the same Zipf law, each with one price; the ids of a long SQL IN list are sorted and close together. Trace, span and
 // request ids, UUIDs and order ids stay unique per request.
 //
 // Incidents are rare events clustered in time: the timeline is cut into
@@ -64,19 +77,20 @@
 // Line lengths: each line gets a target length drawn from a spread around
 // MeanLen (most lines between a third of it and twice it, 1% of lines up to
 // about 13 times it, so a few KB at the default), and is padded to it with
-// format-appropriate fields (key=value pairs, JSON members, words, the odd
-// long SQL statement). A running correction keeps the mean within a few
+// context fields (key=value pairs, JSON members) and, past them, a request
+// body or SQL statement. A running correction keeps the mean within a few
 // percent of MeanLen (within 6% at 128, closer above); below that the natural
 // length of a line's header and message wins and the mean stays above it.
 //
 // # The default corpus
 //
 // Generate(Config{Lines: 100_000}) measures: 25.6 MB; formats plain 31%,
-// logfmt 26%, json 22%, java 20%, stack-trace lines 1.5%; levels DEBUG 17%,
-// INFO 74%, WARN 5.1%, ERROR 2.2%, FATAL 0.01%; line length p10 107, median
-// 215, p90 380, p99 851, max 3429 bytes. DefaultNeedles lists hit rates.
-// Generation runs at about 350 MB/s on one core of an AMD EPYC (BenchmarkGenerate;
-// 380 MB/s before request lifecycles, in the same run).
+// logfmt 26%, json 22%, java 20%, stack-trace lines 1.3%; levels DEBUG 17%,
+// INFO 74%, WARN 5.2%, ERROR 2.1%, FATAL 0.02%; line length p10 109, median
+// 222, p90 370, p99 812, max 3709 bytes. DefaultNeedles lists hit rates.
+// Generation runs at about 400 MB/s on one core of an AMD EPYC
+// (BenchmarkGenerate; 355 MB/s with the earlier word filler, in the same
+// run).
 package logtest
 
 import (
@@ -248,6 +262,12 @@ type stream struct {
 	version []byte  // "v1.12.3"
 	region  int     // index in regions
 	zone    byte    // 'a'..'c'
+	// rot rotates the Zipf ranking of statements: each service has its
+	// own most frequent log lines.
+	rot uint32
+	// keys is the order in which the service's logger adds context
+	// fields (indexes in extraKeys).
+	keys [numExtraKeys]uint8
 }
 
 // Incident kinds.
@@ -316,6 +336,8 @@ type Generator struct {
 	vals   []byte
 	fields []field
 	used   uint32 // bit i: extraKeys[i] already on this line
+	stmt   uint64 // the statement being logged: level<<16|index+1, 0 for access lines
+	pads   int    // context fields of the stream's order considered so far
 }
 
 // NewGenerator returns a Generator for cfg. Zero and invalid fields take

@@ -100,6 +100,9 @@ type request struct {
 	client   uint32   // client address: peer index if internal, else public rank
 	internal bool     // the client is another service (a 10.x peer)
 	thread   uint64   // java: the worker thread that serves the request
+	method   uint8    // index in methods
+	path     uint8    // index in paths and routes
+	ua       uint8    // the client's user agent, index in userAgents
 	left     int      // lines still to log; the last one is the access line
 	spanLeft int      // lines left in the current span
 }
@@ -135,6 +138,9 @@ func (g *Generator) startRequest(r *request, s *stream) {
 	r.objA, r.objB = g.src.Uint64(), g.src.Uint64()
 	u := g.src.Uint64()
 	r.thread = g.src.Uint64()
+	r.method = uint8(methodTable.pick(g.src.Uint64()))
+	r.path = uint8(pathTable.pick(g.src.Uint64()))
+	r.ua = uint8(uaTable.pick(g.src.Uint64()))
 	if u>>54 < 400 {
 		// Called by another service: the caller's trace and user, from
 		// one of the pods of this service's neighbourhood.
@@ -198,6 +204,16 @@ func (g *Generator) stream(i int) *stream {
 	s.version = strconv.AppendUint(s.version, g.uintn(10), 10)
 	s.region = g.intn(len(regions))
 	s.zone = byte('a' + g.intn(3))
+	s.rot = uint32(g.uintn(1 << 16))
+	// The logger's field order: the more common keys tend to come first
+	// (request-scoped fields are set up early), shuffled a little.
+	for j := range s.keys {
+		s.keys[j] = uint8(j)
+	}
+	for j := len(s.keys) - 1; j > 0; j-- {
+		k := max(0, j-1-g.intn(4))
+		s.keys[j], s.keys[k] = s.keys[k], s.keys[j]
+	}
 	s.reqs = make([]request, poolSize(i))
 	s.last = -1
 	for j := range s.reqs {
