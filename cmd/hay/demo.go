@@ -259,6 +259,8 @@ func demoPrepare(ctx context.Context, o demoOptions) (demoInfo, bool, error) {
 	}
 	if done > 0 {
 		fmt.Fprintf(os.Stderr, "hay demo: resuming after the %d lines already stored\n", done)
+	} else {
+		fmt.Fprintf(os.Stderr, "hay demo: generating %d log lines into %s (later runs reuse them)\n", want.Lines, o.data)
 	}
 	ierr := demoIngest(ctx, st, want, done)
 	if err := st.Close(); ierr == nil {
