@@ -24,7 +24,11 @@
 // generated lines, a rare needle paints at 150-300 ms, and on 1M lines
 // (load 8) at 460-1350 ms: nearly all of it the server's search (340-1210
 // ms elapsed, sent only when complete); the page adds 5-40 ms after the
-// first byte.
+// first byte. Since the server streams rows as soon as they are final and
+// its multi-stream scan asks the skip index, the same 1M-line page paints
+// its first row at a median of 100 ms, and is complete (rows, histogram,
+// facets) at 105 ms (cmd/hay TestDemoBrowser; docs/BENCHMARKS.md, "Web
+// UI (issue 8)").
 package web
 
 import (
