@@ -27,9 +27,11 @@ const (
 
 	// maxSkipBits is the largest filter (32 KiB), and the size every
 	// filter is first built at (small enough for a core's L1 cache). A
-	// block of the default 256 KiB has at most 256 Ki n-grams, so its
-	// filter is never capped; bigger blocks (a huge entry) may get fewer
-	// bits per n-gram and a less selective filter, never a wrong one.
+	// 256 KiB block has at most 256 Ki n-grams, so its filter is never
+	// capped; a block of the default 1 MiB of generated logs gets a 16 KiB
+	// filter. Blocks with more distinct n-grams (a huge entry, very varied
+	// text) may get fewer bits per n-gram and a less selective filter,
+	// never a wrong one.
 	maxSkipBits = 1 << 18
 	minSkipBits = 64
 )
