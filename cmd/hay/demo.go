@@ -26,7 +26,7 @@ import (
 func init() {
 	register(&command{
 		name:    "demo",
-		summary: "generate a million realistic log lines, store them and open the web UI on them",
+		summary: "generate a million realistic log lines, store them and serve the web UI on them",
 		run:     runDemo,
 	})
 }
@@ -191,7 +191,7 @@ func printBanner(w io.Writer, o demoOptions, info demoInfo, base string, reused 
 	}
 	fmt.Fprintf(w, "  Open %s/", base)
 	if rng != "" {
-		fmt.Fprintf(w, "?from=%d&to=%d", info.Start.UnixMilli(), end.UnixMilli()+1)
+		fmt.Fprint(w, "?"+rng[1:])
 	}
 	fmt.Fprint(w, " in a browser. Some searches to try:\n\n")
 	for _, e := range demoExamples() {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -431,5 +432,32 @@ func TestDemoSigterm(t *testing.T) {
 	}
 	if !strings.Contains(string(rest), "hay demo: stopped") {
 		t.Fatalf("stdout after SIGTERM: %q", rest)
+	}
+}
+
+// TestDemoBannerOldData checks that links to demo data older than the UI's
+// default range (the last 24 hours) carry the data's own range.
+func TestDemoBannerOldData(t *testing.T) {
+	start := time.Now().Add(-72 * time.Hour).Truncate(time.Second)
+	info := demoInfo{Format: 1, Lines: 10, Streams: 8, Start: start, SpanNS: int64(24 * time.Hour)}
+	rng := fmt.Sprintf("&from=%d&to=%d", start.UnixMilli(), start.Add(24*time.Hour).UnixMilli()+1)
+	var b strings.Builder
+	printBanner(&b, demoOptions{data: "d"}, info, "http://h:1", true, 0)
+	for _, want := range []string{
+		"Open http://h:1/?" + rng[1:] + " ",
+		"http://h:1/?q=OutOfMemoryError" + rng + "\n",
+		"http://h:1/?q=connection+refused&case=1" + rng + "\n",
+		"reused",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, b.String())
+		}
+	}
+	// Fresh data: plain links.
+	b.Reset()
+	info.Start = time.Now().Add(-24 * time.Hour)
+	printBanner(&b, demoOptions{data: "d"}, info, "http://h:1", false, time.Second)
+	if strings.Contains(b.String(), "from=") || !strings.Contains(b.String(), "http://h:1/?q=OutOfMemoryError\n") {
+		t.Errorf("banner for fresh data:\n%s", b.String())
 	}
 }
