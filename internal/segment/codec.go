@@ -88,8 +88,8 @@ func init() {
 	// blocks of generated logs it stores 4.1x smaller where the fastest
 	// level stores 3.9x (under the 4x target), compresses at ~110 MB/s a
 	// core in ingest (above its 100), and decodes a little faster; the
-	// better level stores 4.5x and scans ~10% faster but ingests at only
-	// ~65 MB/s a core (docs/BENCHMARKS.md, "Store and search (issue 4)").
+	// better level stores 4.5x and scans 7-14% faster but ingests at
+	// only ~70 MB/s a core (docs/BENCHMARKS.md, "Store and search (issue 4)").
 	levels := [5]zstd.EncoderLevel{zstd.SpeedDefault, zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBetterCompression, zstd.SpeedBestCompression}
 	for i, l := range levels {
 		zstdEncoders[i] = sync.OnceValue(func() *zstd.Encoder {

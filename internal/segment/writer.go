@@ -24,12 +24,12 @@ const (
 	// DefaultBlockSize is the target raw bytes per block when
 	// Options.BlockSize is 0. Measured (docs/BENCHMARKS.md, "Store and
 	// search (issue 4)", 2026-11-30): on generated logs with template
-	// messages, 256 KiB blocks store only 3.5x smaller even at zstd's
-	// better level 3.8x; 1 MiB blocks (with zstd's default level) store
-	// 4.1x, have the smallest skip index share (6%), and scan fastest of
-	// the candidates that meet both 4x and ingest's 100 MB/s a core;
-	// 256 KiB blocks prune rare needles finer (a third of the bytes
-	// decoded) but miss 4x.
+	// messages, 256 KiB blocks store 3.5x (zstd fastest) to 3.8x (zstd
+	// better), missing 4x; 1 MiB blocks with zstd's default level store
+	// 4.1x with a smaller skip index share (6% against 11%), and scan
+	// fastest of the settings that meet both 4x and ingest's 100 MB/s a
+	// core. 256 KiB blocks prune rare needles finer (a third of the
+	// bytes decoded for an incident burst).
 	DefaultBlockSize = 1 << 20
 
 	// MaxBlockSize is the largest Options.BlockSize accepted. It also
