@@ -41,7 +41,7 @@ func BenchmarkScanBlock(b *testing.B) {
 			var hits []int32
 			b.SetBytes(int64(len(blk.Data)))
 			for b.Loop() {
-				hits = scanBlock(blk, s, nil, hits[:0])
+				hits = ScanBlock(blk, s, nil, hits[:0])
 			}
 		})
 	}
@@ -91,7 +91,7 @@ func BenchmarkPlanBlock(b *testing.B) {
 		b.SetBytes(int64(len(blk.Data)))
 		for b.Loop() {
 			for _, s := range ss {
-				hits = scanBlock(blk, s, nil, hits[:0])
+				hits = ScanBlock(blk, s, nil, hits[:0])
 			}
 		}
 	})

@@ -438,7 +438,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				e.stats.PrunedStream++
 				continue
 			}
-			if sk != nil && useSkip && !mayMatch(req, sk, bi) {
+			if sk != nil && useSkip && !MayMatch(req, sk, bi) {
 				e.stats.PrunedIndex++
 				continue
 			}
@@ -471,21 +471,27 @@ type Skipper interface {
 // required is what every match contains, for the skip index; nil when
 // nothing is required.
 func (e *exec) required() *query.Expr {
-	if p := e.q.Plan; p != nil {
+	return Required(e.q.Plan, e.q.Pattern, e.q.Fold)
+}
+
+// Required is what every entry matching plan p (or, when p is nil, the
+// literal pattern, ASCII case-insensitively when fold) contains, as a tree
+// for MayMatch; nil when nothing is required.
+func Required(p *query.Plan, pattern []byte, fold bool) *query.Expr {
+	if p != nil {
 		if p.Required == nil || p.Required.Op == query.OpAll {
 			return nil
 		}
 		return p.Required
 	}
-	if len(e.q.Pattern) == 0 {
+	if len(pattern) == 0 {
 		return nil
 	}
-	text := string(e.q.Pattern)
-	if e.q.Fold {
-		text = lowerASCII(e.q.Pattern) // a fold Lit is lowered in ASCII
-
+	text := string(pattern)
+	if fold {
+		text = lowerASCII(pattern) // a fold Lit is lowered in ASCII
 	}
-	return &query.Expr{Op: query.OpLit, Lit: query.Lit{Text: text, Fold: e.q.Fold}}
+	return &query.Expr{Op: query.OpLit, Lit: query.Lit{Text: text, Fold: fold}}
 }
 
 func lowerASCII(b []byte) string {
@@ -498,8 +504,9 @@ func lowerASCII(b []byte) string {
 	return string(out)
 }
 
-// mayMatch evaluates a required-literal tree against a block's skip index.
-func mayMatch(x *query.Expr, sk Skipper, block int) bool {
+// MayMatch evaluates a required-literal tree (from Required) against
+// block's skip index: false means no entry of the block can match.
+func MayMatch(x *query.Expr, sk Skipper, block int) bool {
 	switch x.Op {
 	case query.OpNone:
 		return false
@@ -507,14 +514,14 @@ func mayMatch(x *query.Expr, sk Skipper, block int) bool {
 		return x.Lit.Text == "" || sk.MayContain(block, []byte(x.Lit.Text), x.Lit.Fold)
 	case query.OpAnd:
 		for _, s := range x.Sub {
-			if !mayMatch(s, sk, block) {
+			if !MayMatch(s, sk, block) {
 				return false
 			}
 		}
 		return true
 	case query.OpOr:
 		for _, s := range x.Sub {
-			if mayMatch(s, sk, block) {
+			if MayMatch(s, sk, block) {
 				return true
 			}
 		}
@@ -888,7 +895,7 @@ func (e *exec) scan(f *filter, sc *scratch, hits []int32) []int32 {
 	}
 	f.confirm, f.checks = e.confirm(d), d.checks
 	if len(d.needles) == 1 {
-		return scanBlock(f.b, d.needles[0], f.keep, hits)
+		return ScanBlock(f.b, d.needles[0], f.keep, hits)
 	}
 	for _, k := range anyOf(f.b, d.needles, sc) {
 		if f.keep(int(k)) {
@@ -902,9 +909,9 @@ func (e *exec) scan(f *filter, sc *scratch, hits []int32) []int32 {
 // one pass per needle, merged (measured faster than testing each entry
 // for every needle, see BenchmarkPlanBlock). The result aliases sc.
 func anyOf(b *segment.Block, needles []*needle.Searcher, sc *scratch) []int32 {
-	sc.a = scanBlock(b, needles[0], nil, sc.a[:0])
+	sc.a = ScanBlock(b, needles[0], nil, sc.a[:0])
 	for _, s := range needles[1:] {
-		sc.b = scanBlock(b, s, nil, sc.b[:0])
+		sc.b = ScanBlock(b, s, nil, sc.b[:0])
 		sc.c = union(sc.c[:0], sc.a, sc.b)
 		sc.a, sc.c = sc.c, sc.a
 	}
@@ -932,9 +939,11 @@ func union(dst, a, b []int32) []int32 {
 	return append(dst, b[j:]...)
 }
 
-// scanBlock appends to hits the entries of b that contain the needle (s
-// not empty) and that keep accepts (nil accepts all), ascending.
-func scanBlock(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits []int32) []int32 {
+// ScanBlock appends to hits the entries of b that contain the needle and
+// that keep accepts (nil accepts all), ascending. The kernel runs over the
+// block's whole Data buffer (see the package doc); an empty needle
+// matches every entry.
+func ScanBlock(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits []int32) []int32 {
 	n := len(b.Times)
 	m := s.Len()
 	if m == 0 {

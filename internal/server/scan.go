@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 
 	"haystack/internal/ingest"
@@ -59,7 +58,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		err         error
 	}
 	var tasks []*task
-	req := required(sel)
+	req := search.Required(sel.plan, sel.pat, sel.fold)
 	for pi, p := range v.Parts {
 		sk, _ := p.(search.Skipper)
 		for bi := range p.NumBlocks() {
@@ -67,7 +66,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
 				continue
 			}
-			if sk != nil && req != nil && !mayMatch(req, sk, bi) {
+			if sk != nil && req != nil && !search.MayMatch(req, sk, bi) {
 				continue // the skip index rules the block out
 			}
 			for _, id := range m.Streams {
@@ -117,7 +116,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			return int(id) < len(infos) && infos[id].ok
 		}
 		if srch != nil {
-			t.hits = scanBuffer(b, srch, keep, t.hits)
+			t.hits = search.ScanBlock(b, srch, keep, t.hits)
 			return
 		}
 		for k, tm := range b.Times {
@@ -252,76 +251,4 @@ func streamInfos(v *store.View, sel *selection) []streamInfo {
 		si.ok = sel.plan == nil || sel.plan.MatchStream(si.labels)
 	}
 	return infos
-}
-
-// scanBuffer appends to hits the entries of b that contain the needle and
-// pass keep, running the kernel over the block's whole Data buffer rather
-// than line by line (as internal/search does): a hit is mapped to its
-// entry through the offsets, a hit that runs past its entry's end is
-// rejected, and the scan resumes at the next entry.
-func scanBuffer(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits []int32) []int32 {
-	n, m := len(b.Times), s.Len()
-	data, offs := b.Data, b.Offsets
-	pos, k := 0, 0
-	for pos < len(data) && k < n {
-		i := s.IndexFrom(data, pos)
-		if i < 0 {
-			break
-		}
-		// The entry holding byte i: the first k with offs[k+1] > i.
-		k += sort.Search(n-k, func(j int) bool { return int(offs[k+j+1]) > i })
-		if k >= n {
-			break
-		}
-		end := int(offs[k+1])
-		if i+m <= end && keep(k) {
-			hits = append(hits, int32(k))
-		}
-		pos = end
-		k++
-	}
-	return hits
-}
-
-// required is what every entry sel selects contains, for the skip index
-// (as internal/search asks it); nil when nothing is required.
-func required(sel *selection) *query.Expr {
-	if sel.plan != nil {
-		if r := sel.plan.Required; r != nil && r.Op != query.OpAll {
-			return r
-		}
-		return nil
-	}
-	if len(sel.pat) == 0 {
-		return nil
-	}
-	// The index holds ASCII-lowered n-grams, so it answers a folded
-	// literal as it is.
-	return &query.Expr{Op: query.OpLit, Lit: query.Lit{Text: string(sel.pat), Fold: sel.fold}}
-}
-
-// mayMatch evaluates a required-literal tree against block's skip index:
-// false means no entry of the block can match.
-func mayMatch(x *query.Expr, sk search.Skipper, block int) bool {
-	switch x.Op {
-	case query.OpNone:
-		return false
-	case query.OpLit:
-		return x.Lit.Text == "" || sk.MayContain(block, []byte(x.Lit.Text), x.Lit.Fold)
-	case query.OpAnd:
-		for _, s := range x.Sub {
-			if !mayMatch(s, sk, block) {
-				return false
-			}
-		}
-		return true
-	case query.OpOr:
-		for _, s := range x.Sub {
-			if mayMatch(s, sk, block) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
 }
