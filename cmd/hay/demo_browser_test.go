@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf16"
+
+	"haystack/internal/browsertest"
 
 	"github.com/chromedp/chromedp"
 )
@@ -50,76 +51,6 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	return n
 }
-
-// chromiumPath finds the browser. No browser is a failure, not a skip:
-// scripts/test installs Debian's chromium and CI must run this test.
-func chromiumPath(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no chromium on PATH: install it (apt-get install chromium; scripts/test does)")
-	return ""
-}
-
-// newBrowser starts headless Chromium with the flags of the UI's own
-// browser tests (internal/server/web/browser_test.go).
-func newBrowser(t *testing.T) context.Context {
-	exe := chromiumPath(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	return browser
-}
-
-func jsEval[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluating %s: %v", expr, err)
-	}
-	return v
-}
-
-// waitPage polls until expr is truthy in the page.
-func waitPage(t *testing.T, ctx context.Context, expr string) {
-	t.Helper()
-	for {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", expr, err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", expr, ctx.Err())
-		case <-time.After(15 * time.Millisecond):
-		}
-	}
-}
-
-// pageSettled is true when the search, the histogram and the facets are done.
-const pageSettled = `document.getElementById('status').dataset.state === 'done' &&
-	document.querySelector('#hist svg') !== null &&
-	!document.getElementById('facet-list').hasAttribute('aria-busy') &&
-	document.getElementById('facet-list').childElementCount > 0`
 
 // pageRow is a rendered row as the page shows it.
 type pageRow struct {
@@ -168,7 +99,7 @@ func pageDisplay(line string) string {
 // Performance API's resource entries.
 func pageRequest(t *testing.T, ctx context.Context, ep string) string {
 	t.Helper()
-	u := jsEval[string](t, ctx, `(performance.getEntriesByType('resource').find(e => e.name.includes('/api/v1/`+ep+`?')) || {}).name || ''`)
+	u := browsertest.Eval[string](t, ctx, `(performance.getEntriesByType('resource').find(e => e.name.includes('/api/v1/`+ep+`?')) || {}).name || ''`)
 	if u == "" {
 		t.Fatalf("the page made no /api/v1/%s request", ep)
 	}
@@ -196,7 +127,7 @@ func TestDemoBrowser(t *testing.T) {
 	d := startDemo(t, "--lines", strconv.Itoa(lines), "--data", dir)
 	t.Logf("demo: %d lines generated and stored, serving at %s, in %v", lines, d.base, time.Since(t0).Round(time.Millisecond))
 
-	browser := newBrowser(t)
+	browser := browsertest.New(t)
 	tab, cancelTab := chromedp.NewContext(browser)
 	defer cancelTab()
 	ctx, cancel := context.WithTimeout(tab, 2*time.Minute)
@@ -206,7 +137,7 @@ func TestDemoBrowser(t *testing.T) {
 		if _, err := chromedp.Run(ctx, chromedp.Navigate(d.base+"/?q="+url.QueryEscape(demoNeedle))); err != nil {
 			t.Fatal(err)
 		}
-		waitPage(t, ctx, pageSettled)
+		browsertest.Wait(t, ctx, browsertest.Settled)
 	}
 
 	// Timed loads on the demo's data alone (each a fresh navigation, as a
@@ -226,7 +157,7 @@ func TestDemoBrowser(t *testing.T) {
 	var timings []map[string]float64
 	for range loads {
 		load()
-		tm := jsEval[map[string]float64](t, ctx, timingJS)
+		tm := browsertest.Eval[map[string]float64](t, ctx, timingJS)
 		if tm["first"] < 0 {
 			t.Fatal("the first row time was not recorded")
 		}
@@ -282,7 +213,7 @@ func TestDemoBrowser(t *testing.T) {
 	if len(want) < 3 {
 		t.Fatalf("test corpus: %d matches of %s in the last 24 hours; want a few", len(want), demoNeedle)
 	}
-	got := jsEval[[]pageRow](t, ctx, pageRowsJS)
+	got := browsertest.Eval[[]pageRow](t, ctx, pageRowsJS)
 	if len(got) != len(want) {
 		t.Fatalf("the page shows %d rows, the API sends %d", len(got), len(want))
 	}
@@ -313,7 +244,7 @@ func TestDemoBrowser(t *testing.T) {
 			}
 		}
 	}
-	status := jsEval[string](t, ctx, `document.getElementById('status').textContent`)
+	status := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`)
 	if !strings.HasPrefix(status, fmt.Sprintf("%d results", len(want))) {
 		t.Errorf("status %q, want %d results", status, len(want))
 	}
@@ -329,7 +260,7 @@ func TestDemoBrowser(t *testing.T) {
 		Total int64 `json:"total"`
 	}
 	getJSON(t, d.base+pageRequest(t, ctx, "hits"), &h)
-	bars := jsEval[[]int64](t, ctx, `[...document.querySelectorAll('#hist rect.bar')].map(r => Number(r.dataset.count))`)
+	bars := browsertest.Eval[[]int64](t, ctx, `[...document.querySelectorAll('#hist rect.bar')].map(r => Number(r.dataset.count))`)
 	var wantBars []int64
 	for _, b := range h.Buckets {
 		if b.Count > 0 {
@@ -343,7 +274,7 @@ func TestDemoBrowser(t *testing.T) {
 	if !slices.Equal(bars, wantBars) || sum != h.Total || h.Total != int64(len(want)) {
 		t.Fatalf("histogram bars %v (sum %d); API buckets %v, total %d; %d rows", bars, sum, wantBars, h.Total, len(want))
 	}
-	if txt := jsEval[string](t, ctx, `document.getElementById('hits').textContent`); !strings.HasPrefix(txt, fmt.Sprintf("%d hits", h.Total)) {
+	if txt := browsertest.Eval[string](t, ctx, `document.getElementById('hits').textContent`); !strings.HasPrefix(txt, fmt.Sprintf("%d hits", h.Total)) {
 		t.Errorf("hit count %q, want %d hits", txt, h.Total)
 	}
 
@@ -351,10 +282,10 @@ func TestDemoBrowser(t *testing.T) {
 	if got[0].Line != pageDisplay(hostileLine(demoNeedle)) || !slices.Contains(got[0].Labels, "app=web") {
 		t.Fatalf("first row %q %q, want the pushed line", got[0].Line, got[0].Labels)
 	}
-	if v := jsEval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
+	if v := browsertest.Eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
 		t.Fatalf("window.__xss is %s: the pushed markup ran", v)
 	}
-	if n := jsEval[int](t, ctx, `document.querySelectorAll('#rows script, #rows img, #rows [onerror], #rows [style], #rows b').length`); n != 0 {
+	if n := browsertest.Eval[int](t, ctx, `document.querySelectorAll('#rows script, #rows img, #rows [onerror], #rows [style], #rows b').length`); n != 0 {
 		t.Fatalf("%d elements made from log text", n)
 	}
 
@@ -363,34 +294,6 @@ func TestDemoBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saveDemoArtifact(t, "ui-demo.png", png)
+	browsertest.SaveArtifact(t, "ui-demo.png", png)
 	d.stop(t)
-}
-
-// saveDemoArtifact writes a file to artifacts/ at the repository root
-// (git-ignored).
-func saveDemoArtifact(t *testing.T, name string, b []byte) {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-	out := filepath.Join(dir, "artifacts", name)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%d bytes)", out, len(b))
 }

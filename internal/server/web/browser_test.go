@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +17,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf16"
+
+	"haystack/internal/browsertest"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -43,20 +42,7 @@ type browserEnv struct {
 	browser context.Context
 }
 
-// chromium finds the browser. It is a test failure, not a skip, when there is
-// none: scripts/test installs Debian's chromium, and CI must run this test.
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no chromium on PATH: install it (apt-get install chromium; scripts/test does)")
-	return ""
-}
-
 func newBrowserEnv(t *testing.T) *browserEnv {
-	exe := chromium(t)
 	api := newFakeAPI(fakeStore(time.Now()))
 	mux := http.NewServeMux()
 	mux.Handle("/api/", api)
@@ -65,23 +51,7 @@ func newBrowserEnv(t *testing.T) *browserEnv {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
+	browser := browsertest.New(t)
 	return &browserEnv{srv: srv, api: api, browser: browser}
 }
 
@@ -100,54 +70,19 @@ func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.V
 	}
 }
 
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluating %s: %v", expr, err)
-	}
-	return v
-}
-
-// waitJS polls until expr is truthy in the page.
-func waitJS(t *testing.T, ctx context.Context, expr string) {
-	t.Helper()
-	for {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", expr, err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", expr, ctx.Err())
-		case <-time.After(15 * time.Millisecond):
-		}
-	}
-}
-
-// settled is true when the search, the histogram and the facets are done.
-const settled = `document.getElementById('status').dataset.state === 'done' &&
-	document.querySelector('#hist svg') !== null &&
-	!document.getElementById('facet-list').hasAttribute('aria-busy') &&
-	document.getElementById('facet-list').childElementCount > 0`
-
-// open loads path and waits until everything on it is settled.
 func (env *browserEnv) open(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
 	do(t, ctx, chromedp.Navigate(env.srv.URL+path))
-	waitJS(t, ctx, settled)
+	browsertest.Wait(t, ctx, browsertest.Settled)
 }
 
 // act runs actions that start a new search inside the page, and waits for
 // it to settle. The marker set first tells the new run from the old one.
 func act(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	eval[any](t, ctx, `document.getElementById('status').dataset.state = 'test-pending'; null`)
+	browsertest.Eval[any](t, ctx, `document.getElementById('status').dataset.state = 'test-pending'; null`)
 	do(t, ctx, actions...)
-	waitJS(t, ctx, settled)
+	browsertest.Wait(t, ctx, browsertest.Settled)
 }
 
 // js is an action that runs expr in the page for its effect.
@@ -199,7 +134,7 @@ const rowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
 
 func rows(t *testing.T, ctx context.Context) []rowInfo {
 	t.Helper()
-	return eval[[]rowInfo](t, ctx, rowsJS)
+	return browsertest.Eval[[]rowInfo](t, ctx, rowsJS)
 }
 
 // display is what the page shows for a raw line: control characters as
@@ -273,13 +208,13 @@ func (env *browserEnv) testSearch(t *testing.T) {
 	ctx := env.tab(t)
 	env.open(t, ctx, "/?q=timeout")
 
-	first := eval[float64](t, ctx, `window.__firstRowMs ?? -1`)
-	mark := eval[float64](t, ctx, `performance.getEntriesByName('haystack-first-row')[0]?.startTime ?? -1`)
+	first := browsertest.Eval[float64](t, ctx, `window.__firstRowMs ?? -1`)
+	mark := browsertest.Eval[float64](t, ctx, `performance.getEntriesByName('haystack-first-row')[0]?.startTime ?? -1`)
 	if first < 0 || mark < 0 {
 		t.Fatalf("first row time not recorded: __firstRowMs=%v mark=%v", first, mark)
 	}
 	// Where the time goes, from the page's own clock (ms since navigation start).
-	tm := eval[map[string]float64](t, ctx, `(() => {
+	tm := browsertest.Eval[map[string]float64](t, ctx, `(() => {
 		const n = performance.getEntriesByType('navigation')[0], r = {html: n.responseEnd, dcl: n.domContentLoadedEventEnd};
 		for (const p of performance.getEntriesByType('paint')) r[p.name] = p.startTime;
 		for (const e of performance.getEntriesByType('resource')) {
@@ -318,7 +253,7 @@ func (env *browserEnv) testSearch(t *testing.T) {
 			t.Fatalf("row %d %q: %d marks, %d occurrences", i, r.Line, len(r.Marks), n)
 		}
 	}
-	status := eval[string](t, ctx, `document.getElementById('status').textContent`)
+	status := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`)
 	if !strings.HasPrefix(status, fmt.Sprintf("%d results", len(want))) {
 		t.Errorf("status %q, want %d results", status, len(want))
 	}
@@ -328,13 +263,13 @@ func (env *browserEnv) testSearch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := eval[int](t, ctx, `[...document.querySelectorAll('#hist rect.bar')].reduce((s, r) => s + Number(r.dataset.count), 0)`)
-	bars := eval[int](t, ctx, `document.querySelectorAll('#hist rect.bar').length`)
+	sum := browsertest.Eval[int](t, ctx, `[...document.querySelectorAll('#hist rect.bar')].reduce((s, r) => s + Number(r.dataset.count), 0)`)
+	bars := browsertest.Eval[int](t, ctx, `document.querySelectorAll('#hist rect.bar').length`)
 	if sum != h.Total || h.Total != len(want) || bars == 0 {
 		t.Fatalf("histogram: %d bars summing to %d; API total %d; matches %d", bars, sum, h.Total, len(want))
 	}
 	// The facets: every value the API counted, with its count.
-	facets := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#facet-list button')].map(b => [b.dataset.label + '=' + b.dataset.value, b.querySelector('.n').textContent]))`)
+	facets := browsertest.Eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#facet-list button')].map(b => [b.dataset.label + '=' + b.dataset.value, b.querySelector('.n').textContent]))`)
 	wantFacets := map[string]string{}
 	for _, e := range want {
 		for k, v := range e.labels {
@@ -377,7 +312,7 @@ func (env *browserEnv) testFold(t *testing.T) {
 	if exact == 0 {
 		t.Fatal("test corpus: no mixed-case match")
 	}
-	if !eval[bool](t, ctx, `document.getElementById('fold').checked`) {
+	if !browsertest.Eval[bool](t, ctx, `document.getElementById('fold').checked`) {
 		t.Fatal("Ignore case is not checked")
 	}
 }
@@ -442,41 +377,41 @@ func (env *browserEnv) testInert(t *testing.T) {
 	if _, ok := byLine[escShown]; !ok {
 		t.Errorf("no row shows %q", escShown)
 	}
-	if n := eval[int](t, ctx, `[...document.querySelectorAll('#rows .ctl')].filter(e => e.textContent === '\u241b').length`); n != 2 {
+	if n := browsertest.Eval[int](t, ctx, `[...document.querySelectorAll('#rows .ctl')].filter(e => e.textContent === '\u241b').length`); n != 2 {
 		t.Errorf("%d ␛ symbols, want 2", n)
 	}
 	if _, ok := byLine["hostile bidi <U+202E>gnp.exe"]; !ok {
 		t.Errorf("the bidi override is not shown as <U+202E>")
 	}
-	if bad := eval[[]string](t, ctx, rowElementsJS); len(bad) > 0 {
+	if bad := browsertest.Eval[[]string](t, ctx, rowElementsJS); len(bad) > 0 {
 		t.Errorf("foreign elements or attributes in rows or facets: %q", bad)
 	}
-	if n := eval[int](t, ctx, `document.querySelectorAll('#rows [style], #rows script, #rows img, #rows svg, #facet-list svg').length`); n != 0 {
+	if n := browsertest.Eval[int](t, ctx, `document.querySelectorAll('#rows [style], #rows script, #rows img, #rows svg, #facet-list svg').length`); n != 0 {
 		t.Errorf("%d styled or injected elements", n)
 	}
 	// The label value with markup shows as text in the row and the sidebar.
-	if n := eval[int](t, ctx, `[...document.querySelectorAll('#rows .lbl')].filter(e => e.textContent === 'app=' + `+strconv.Quote(labelXSS)+`).length`); n != 1 {
+	if n := browsertest.Eval[int](t, ctx, `[...document.querySelectorAll('#rows .lbl')].filter(e => e.textContent === 'app=' + `+strconv.Quote(labelXSS)+`).length`); n != 1 {
 		t.Errorf("%d rows show the label app=%s as text, want 1", n, labelXSS)
 	}
-	if n := eval[int](t, ctx, `[...document.querySelectorAll('#facet-list button')].filter(b => b.dataset.value === `+strconv.Quote(labelXSS)+` && b.querySelector('.v').textContent === `+strconv.Quote(labelXSS)+`).length`); n != 1 {
+	if n := browsertest.Eval[int](t, ctx, `[...document.querySelectorAll('#facet-list button')].filter(b => b.dataset.value === `+strconv.Quote(labelXSS)+` && b.querySelector('.v').textContent === `+strconv.Quote(labelXSS)+`).length`); n != 1 {
 		t.Errorf("%d facet buttons show %s as text, want 1", n, labelXSS)
 	}
 
 	// A hostile query is as inert as hostile lines.
 	q := `<img src=x onerror=window.__xss=3>`
 	env.open(t, ctx, "/?q="+url.QueryEscape(q))
-	if v := eval[string](t, ctx, `document.getElementById('q').value`); v != q {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('q').value`); v != q {
 		t.Errorf("query box shows %q, want %q", v, q)
 	}
 	time.Sleep(100 * time.Millisecond) // give an injected handler time to fire
-	if v := eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
+	if v := browsertest.Eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
 		t.Fatalf("window.__xss is %s: a payload ran", v)
 	}
 	if n := dialogs.Load(); n != 0 {
 		t.Fatalf("%d dialogs opened", n)
 	}
 	// The dialog listener itself works: a real alert is seen.
-	eval[any](t, ctx, `setTimeout(() => alert('control'), 0); null`)
+	browsertest.Eval[any](t, ctx, `setTimeout(() => alert('control'), 0); null`)
 	deadline := time.Now().Add(5 * time.Second)
 	for dialogs.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -508,12 +443,12 @@ func (env *browserEnv) testLongLine(t *testing.T) {
 func (env *browserEnv) testURLState(t *testing.T) {
 	ctx := env.tab(t)
 	env.open(t, ctx, "/?q=timeout")
-	if v := eval[string](t, ctx, `document.getElementById('range').value`); v != "24h" {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('range').value`); v != "24h" {
 		t.Fatalf("range %q, want the default 24h", v)
 	}
 	act(t, ctx, js(`(() => { const r = document.getElementById('range'); r.value = '1h'; r.dispatchEvent(new Event('change')); })()`))
 	act(t, ctx, chromedp.Click(chromedp.ID("fold")))
-	search := eval[string](t, ctx, `location.search`)
+	search := browsertest.Eval[string](t, ctx, `location.search`)
 	if search != "?q=timeout&from=now-1h&case=1" {
 		t.Fatalf("URL %q", search)
 	}
@@ -529,8 +464,8 @@ func (env *browserEnv) testURLState(t *testing.T) {
 	checkReq("1", time.Hour)
 
 	do(t, ctx, chromedp.Reload())
-	waitJS(t, ctx, settled)
-	state := eval[[]any](t, ctx, `[document.getElementById('q').value, document.getElementById('range').value, document.getElementById('fold').checked]`)
+	browsertest.Wait(t, ctx, browsertest.Settled)
+	state := browsertest.Eval[[]any](t, ctx, `[document.getElementById('q').value, document.getElementById('range').value, document.getElementById('fold').checked]`)
 	if fmt.Sprint(state) != "[timeout 1h true]" {
 		t.Fatalf("after reload: %v", state)
 	}
@@ -538,19 +473,19 @@ func (env *browserEnv) testURLState(t *testing.T) {
 
 	// Back: the case toggle goes off again; back once more: 24 hours.
 	act(t, ctx, chromedp.NavigateBack())
-	if s := eval[string](t, ctx, `location.search`); s != "?q=timeout&from=now-1h" {
+	if s := browsertest.Eval[string](t, ctx, `location.search`); s != "?q=timeout&from=now-1h" {
 		t.Fatalf("after back: URL %q", s)
 	}
-	if eval[bool](t, ctx, `document.getElementById('fold').checked`) {
+	if browsertest.Eval[bool](t, ctx, `document.getElementById('fold').checked`) {
 		t.Fatal("after back: Ignore case still checked")
 	}
 	checkReq("", time.Hour)
 	act(t, ctx, chromedp.NavigateBack())
-	if v := eval[string](t, ctx, `document.getElementById('range').value`); v != "24h" {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('range').value`); v != "24h" {
 		t.Fatalf("after second back: range %q", v)
 	}
 	checkReq("", 24*time.Hour)
-	if p := eval[string](t, ctx, `document.getElementById('permalink').getAttribute('href')`); p != "?q=timeout" {
+	if p := browsertest.Eval[string](t, ctx, `document.getElementById('permalink').getAttribute('href')`); p != "?q=timeout" {
 		t.Fatalf("permalink %q", p)
 	}
 }
@@ -560,10 +495,10 @@ func (env *browserEnv) testFacet(t *testing.T) {
 	env.open(t, ctx, "/?q=timeout")
 	act(t, ctx, chromedp.Click(chromedp.CSS(`#facet-list button[data-label="app"][data-value="api"]`)))
 	wantQ := `{app="api"} |= "timeout"`
-	if v := eval[string](t, ctx, `document.getElementById('q').value`); v != wantQ {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('q').value`); v != wantQ {
 		t.Fatalf("query after facet click %q, want %q", v, wantQ)
 	}
-	if v := eval[string](t, ctx, `new URLSearchParams(location.search).get('q')`); v != wantQ {
+	if v := browsertest.Eval[string](t, ctx, `new URLSearchParams(location.search).get('q')`); v != wantQ {
 		t.Fatalf("URL q %q", v)
 	}
 	req := env.api.last("search")
@@ -584,18 +519,18 @@ func (env *browserEnv) testFacet(t *testing.T) {
 			t.Fatalf("row %d %q: %d marks, %d occurrences of the |= literal", i, r.Line, len(r.Marks), n)
 		}
 	}
-	if !eval[bool](t, ctx, `document.querySelector('#facet-list button[data-label="app"][data-value="api"]').getAttribute('aria-pressed') === 'true'`) {
+	if !browsertest.Eval[bool](t, ctx, `document.querySelector('#facet-list button[data-label="app"][data-value="api"]').getAttribute('aria-pressed') === 'true'`) {
 		t.Fatal("the applied facet is not shown as pressed")
 	}
 	// A second value of another label narrows further; clicking a pressed
 	// value removes it again.
 	act(t, ctx, chromedp.Click(chromedp.CSS(`#facet-list button[data-label="level"][data-value="error"]`)))
-	if v := eval[string](t, ctx, `document.getElementById('q').value`); v != `{app="api", level="error"} |= "timeout"` {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('q').value`); v != `{app="api", level="error"} |= "timeout"` {
 		t.Fatalf("query %q", v)
 	}
 	act(t, ctx, chromedp.Click(chromedp.CSS(`#facet-list button[data-label="app"][data-value="api"]`)))
 	act(t, ctx, chromedp.Click(chromedp.CSS(`#facet-list button[data-label="level"][data-value="error"]`)))
-	if v := eval[string](t, ctx, `document.getElementById('q').value`); v != "timeout" {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('q').value`); v != "timeout" {
 		t.Fatalf("after removing both facets the query is %q, want timeout", v)
 	}
 }
@@ -617,9 +552,9 @@ func (env *browserEnv) testLoadMore(t *testing.T) {
 		t.Fatalf("test corpus: %d tick lines", len(want))
 	}
 	checkRows(t, rows(t, ctx), want[:50])
-	status := eval[string](t, ctx, `document.getElementById('status').textContent`)
-	if status != "Stopped at 50 — load more" || eval[bool](t, ctx, `document.getElementById('more').hidden`) {
-		t.Fatalf("status %q, load more hidden: %v", status, eval[bool](t, ctx, `document.getElementById('more').hidden`))
+	status := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`)
+	if status != "Stopped at 50 — load more" || browsertest.Eval[bool](t, ctx, `document.getElementById('more').hidden`) {
+		t.Fatalf("status %q, load more hidden: %v", status, browsertest.Eval[bool](t, ctx, `document.getElementById('more').hidden`))
 	}
 	// The 50th and 51st entries share a timestamp: the next page must start
 	// at the 51st, neither losing nor repeating any.
@@ -630,10 +565,10 @@ func (env *browserEnv) testLoadMore(t *testing.T) {
 	checkRows(t, rows(t, ctx), want[:100])
 	act(t, ctx, chromedp.Click(chromedp.ID("more-foot")))
 	checkRows(t, rows(t, ctx), want)
-	if !eval[bool](t, ctx, `document.getElementById('more').hidden`) {
+	if !browsertest.Eval[bool](t, ctx, `document.getElementById('more').hidden`) {
 		t.Fatal("load more still offered after the last page")
 	}
-	if s := eval[string](t, ctx, `document.getElementById('status').textContent`); !strings.HasPrefix(s, "120 results") {
+	if s := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`); !strings.HasPrefix(s, "120 results") {
 		t.Fatalf("status %q", s)
 	}
 
@@ -660,7 +595,7 @@ func (env *browserEnv) testDragZoom(t *testing.T) {
 	before := env.api.last("search")
 	s0, _ := strconv.ParseInt(before.Get("start"), 10, 64)
 	e0, _ := strconv.ParseInt(before.Get("end"), 10, 64)
-	box := eval[map[string]float64](t, ctx, `(() => { const r = document.getElementById('hist').getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; })()`)
+	box := browsertest.Eval[map[string]float64](t, ctx, `(() => { const r = document.getElementById('hist').getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; })()`)
 	y := box["y"] + box["h"]/2
 	x0, x1 := box["x"]+0.25*box["w"], box["x"]+0.75*box["w"]
 	held := func(p *input.DispatchMouseEventParams) {
@@ -674,7 +609,7 @@ func (env *browserEnv) testDragZoom(t *testing.T) {
 		chromedp.MouseEvent(chromedp.MouseMoved, x1, y, held),
 		chromedp.MouseEvent(chromedp.MouseReleased, x1, y, chromedp.ButtonLeft, chromedp.ClickCount(1)),
 	)
-	p := eval[map[string]string](t, ctx, `Object.fromEntries(new URLSearchParams(location.search))`)
+	p := browsertest.Eval[map[string]string](t, ctx, `Object.fromEntries(new URLSearchParams(location.search))`)
 	from, err1 := strconv.ParseInt(p["from"], 10, 64)
 	to, err2 := strconv.ParseInt(p["to"], 10, 64)
 	if err1 != nil || err2 != nil {
@@ -691,14 +626,14 @@ func (env *browserEnv) testDragZoom(t *testing.T) {
 	}
 	want, _, _ := env.api.search(req)
 	checkRows(t, rows(t, ctx), want)
-	if v := eval[string](t, ctx, `document.getElementById('range').value`); v != "custom" {
+	if v := browsertest.Eval[string](t, ctx, `document.getElementById('range').value`); v != "custom" {
 		t.Fatalf("range select shows %q after zoom", v)
 	}
 
 	// Zoom out: three times the span around the same middle, but not past
 	// now (here the middle half of the last 24 hours: it ends at now).
 	act(t, ctx, chromedp.Click(chromedp.ID("zoomout")))
-	p = eval[map[string]string](t, ctx, `Object.fromEntries(new URLSearchParams(location.search))`)
+	p = browsertest.Eval[map[string]string](t, ctx, `Object.fromEntries(new URLSearchParams(location.search))`)
 	from2, _ := strconv.ParseInt(p["from"], 10, 64)
 	nowMs := time.Now().UnixMilli()
 	if _, ok := p["to"]; ok || math.Abs(float64(nowMs-3*(to-from)-from2)) > 2000 {
@@ -710,25 +645,25 @@ func (env *browserEnv) testKeyboard(t *testing.T) {
 	ctx := env.tab(t)
 	env.open(t, ctx, "/")
 	// Every control has a name a screen reader can say.
-	unnamed := eval[[]string](t, ctx, `[...document.querySelectorAll('input, select, button')].filter(e =>
+	unnamed := browsertest.Eval[[]string](t, ctx, `[...document.querySelectorAll('input, select, button')].filter(e =>
 		!(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim()).map(e => e.id || e.outerHTML)`)
 	if len(unnamed) > 0 {
 		t.Fatalf("controls without a label: %q", unnamed)
 	}
 	do(t, ctx, typeKey("/", "Slash", 191))
-	if id := eval[string](t, ctx, `document.activeElement.id`); id != "q" {
+	if id := browsertest.Eval[string](t, ctx, `document.activeElement.id`); id != "q" {
 		t.Fatalf("after /, focus is on %q", id)
 	}
 	do(t, ctx, chromedp.KeyEvent("request"))
 	act(t, ctx, chromedp.KeyEvent(kb.Enter))
-	if s := eval[string](t, ctx, `location.search`); s != "?q=request" {
+	if s := browsertest.Eval[string](t, ctx, `location.search`); s != "?q=request" {
 		t.Fatalf("URL after typing and Enter: %q", s)
 	}
 	want, _, _ := env.api.search(env.api.last("search"))
 	checkRows(t, rows(t, ctx), want)
 	// Tab moves from the query box to the next control.
 	do(t, ctx, chromedp.KeyEvent(kb.Tab))
-	if id := eval[string](t, ctx, `document.activeElement.id`); id != "range" {
+	if id := browsertest.Eval[string](t, ctx, `document.activeElement.id`); id != "range" {
 		t.Fatalf("Tab from the query box goes to %q", id)
 	}
 }
@@ -736,9 +671,9 @@ func (env *browserEnv) testKeyboard(t *testing.T) {
 func (env *browserEnv) testEscape(t *testing.T) {
 	ctx := env.tab(t)
 	do(t, ctx, chromedp.Navigate(env.srv.URL+"/?q=slowquery"))
-	waitJS(t, ctx, `document.querySelectorAll('#rows .row').length === 1 && document.getElementById('status').dataset.state === 'running'`)
+	browsertest.Wait(t, ctx, `document.querySelectorAll('#rows .row').length === 1 && document.getElementById('status').dataset.state === 'running'`)
 	do(t, ctx, chromedp.KeyEvent(kb.Escape))
-	waitJS(t, ctx, `document.getElementById('status').dataset.state === 'stopped'`)
+	browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'stopped'`)
 	select {
 	case q := <-env.api.cancelled:
 		if q != "slowquery" {
@@ -747,7 +682,7 @@ func (env *browserEnv) testEscape(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server never saw the search end after Escape")
 	}
-	if s := eval[string](t, ctx, `document.getElementById('status').textContent`); s != "Stopped at 1 (Escape)" {
+	if s := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`); s != "Stopped at 1 (Escape)" {
 		t.Fatalf("status %q", s)
 	}
 }
@@ -755,7 +690,7 @@ func (env *browserEnv) testEscape(t *testing.T) {
 func (env *browserEnv) testTail(t *testing.T) {
 	ctx := env.tab(t)
 	env.open(t, ctx, "/?q=tail+event&live=1")
-	waitJS(t, ctx, `document.querySelectorAll('#rows .row').length === `+strconv.Itoa(pageTailCap)+` && document.querySelector('#rows .row .line').textContent === 'tail event 1009 <b>x</b>'`)
+	browsertest.Wait(t, ctx, `document.querySelectorAll('#rows .row').length === `+strconv.Itoa(pageTailCap)+` && document.querySelector('#rows .row .line').textContent === 'tail event 1009 <b>x</b>'`)
 	if req := env.api.last("tail"); req.Get("q") != "tail event" {
 		t.Fatalf("tail request %v", req)
 	}
@@ -765,11 +700,11 @@ func (env *browserEnv) testTail(t *testing.T) {
 			t.Fatalf("tail row %d: %q, want %q (newest first, capped at %d)", i, r.Line, w, pageTailCap)
 		}
 	}
-	if !eval[bool](t, ctx, `document.getElementById('live').checked`) {
+	if !browsertest.Eval[bool](t, ctx, `document.getElementById('live').checked`) {
 		t.Fatal("live toggle off")
 	}
 	do(t, ctx, chromedp.KeyEvent(kb.Escape))
-	waitJS(t, ctx, `!document.getElementById('live').checked && location.search === '?q=tail+event'`)
+	browsertest.Wait(t, ctx, `!document.getElementById('live').checked && location.search === '?q=tail+event'`)
 }
 
 func (env *browserEnv) testScreenshot(t *testing.T) {
@@ -779,7 +714,7 @@ func (env *browserEnv) testScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saveArtifact(t, "ui-screenshot.png", png)
+	browsertest.SaveArtifact(t, "ui-screenshot.png", png)
 
 	// The hostile lines in the dark theme.
 	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
@@ -789,50 +724,14 @@ func (env *browserEnv) testScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.open(t, ctx, "/?q=hostile")
-	if bg := eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(22, 23, 26)" {
+	if bg := browsertest.Eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(22, 23, 26)" {
 		t.Fatalf("dark theme: body background %s", bg)
 	}
 	png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	saveArtifact(t, "ui-screenshot-dark.png", png)
-}
-
-// saveArtifact writes a file to artifacts/ at the repository root (git-ignored).
-func saveArtifact(t *testing.T, name string, b []byte) {
-	t.Helper()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "artifacts")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	if err := os.WriteFile(out, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%d bytes)", out, len(b))
-}
-
-// repoRoot is the directory of go.mod above the package.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
+	browsertest.SaveArtifact(t, "ui-screenshot-dark.png", png)
 }
 
 // helperCase is what the page's query helpers made of one string.
@@ -870,7 +769,7 @@ func (env *browserEnv) testHelpers(t *testing.T) {
 	in, _ := json.Marshal(kept)
 	label := `v "q" \ é`
 	lab, _ := json.Marshal(label)
-	got := eval[[]helperCase](t, ctx, `(() => { const H = window.__haystack, L = `+string(lab)+`; return `+string(in)+`.map(s => {
+	got := browsertest.Eval[[]helperCase](t, ctx, `(() => { const H = window.__haystack, L = `+string(lab)+`; return `+string(in)+`.map(s => {
 		const plain = H.withLabel(s, false, 'app', L);
 		return {plain, fold: H.withLabel(s, true, 'app', L), removed: H.withLabel(plain, false, 'app', L),
 			lits: H.highlighters(plain, false).filter(h => h.lit !== undefined).map(h => h.lit)};
@@ -923,7 +822,7 @@ func (env *browserEnv) testHelpers(t *testing.T) {
 		cases = append(cases, rangeCase{line.String(), needle.String(), rng.IntN(2) == 0})
 	}
 	cj, _ := json.Marshal(cases)
-	ranges := eval[[][][2]int](t, ctx, `(() => { const H = window.__haystack; return `+string(cj)+`.map(c => H.ranges(c.Line, H.highlighters(c.Needle, c.Fold))); })()`)
+	ranges := browsertest.Eval[[][][2]int](t, ctx, `(() => { const H = window.__haystack; return `+string(cj)+`.map(c => H.ranges(c.Line, H.highlighters(c.Needle, c.Fold))); })()`)
 	for i, c := range cases {
 		line, needle := c.Line, c.Needle
 		if c.Fold {
@@ -948,19 +847,19 @@ func (env *browserEnv) testBadQuery(t *testing.T) {
 	ctx := env.tab(t)
 	q := `{app="<img src=x onerror=window.__xss=4>"`
 	do(t, ctx, chromedp.Navigate(env.srv.URL+"/?q="+url.QueryEscape(q)))
-	waitJS(t, ctx, `document.getElementById('status').dataset.state === 'error' && document.getElementById('hits').textContent !== '' && !document.getElementById('facet-list').hasAttribute('aria-busy')`)
-	status := eval[string](t, ctx, `document.getElementById('status').textContent`)
+	browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'error' && document.getElementById('hits').textContent !== '' && !document.getElementById('facet-list').hasAttribute('aria-busy')`)
+	status := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`)
 	if want := "Error: bad query " + q + ": "; !strings.HasPrefix(status, want) {
 		t.Fatalf("status %q, want it to start with %q", status, want)
 	}
-	if hits := eval[string](t, ctx, `document.getElementById('hits').textContent`); !strings.HasPrefix(hits, "Histogram: bad query "+q) {
+	if hits := browsertest.Eval[string](t, ctx, `document.getElementById('hits').textContent`); !strings.HasPrefix(hits, "Histogram: bad query "+q) {
 		t.Fatalf("histogram message %q", hits)
 	}
 	time.Sleep(100 * time.Millisecond) // give an injected handler time to fire
-	if n := eval[int](t, ctx, `document.querySelectorAll('#status *, #hits *, #facet-list *, #rows *').length`); n != 0 {
+	if n := browsertest.Eval[int](t, ctx, `document.querySelectorAll('#status *, #hits *, #facet-list *, #rows *').length`); n != 0 {
 		t.Fatalf("%d elements made from the error messages", n)
 	}
-	if v := eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
+	if v := browsertest.Eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {
 		t.Fatalf("window.__xss is %s: a payload in an error message ran", v)
 	}
 }

@@ -1,0 +1,135 @@
+// Package browsertest starts headless Chromium for the web UI's browser
+// tests (internal/server/web against a fake API, cmd/hay against `hay
+// demo`'s real server), so both drive the same browser the same way:
+// the flags, a fresh profile per test, polling the page, and saving
+// screenshots to artifacts/ at the repository root.
+//
+// No browser is a test failure, not a skip: scripts/test installs
+// Debian's chromium, and CI must run these tests.
+package browsertest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Settled is true in the page when the search, the histogram and the
+// facets are done.
+const Settled = `document.getElementById('status').dataset.state === 'done' &&
+	document.querySelector('#hist svg') !== null &&
+	!document.getElementById('facet-list').hasAttribute('aria-busy') &&
+	document.getElementById('facet-list').childElementCount > 0`
+
+// Chromium finds the browser on PATH, failing t when there is none.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: install it (apt-get install chromium; scripts/test does)")
+	return ""
+}
+
+// New starts headless Chromium with a fresh user-data-dir (under
+// t.TempDir) and a 1280×800 window, and returns its context; tabs are
+// chromedp.NewContext of it. The browser stops when the test ends.
+func New(t testing.TB) context.Context {
+	t.Helper()
+	exe := Chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		// No traffic of its own: the tests' requests are the only ones.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return browser
+}
+
+// Eval evaluates expr in the page and returns its value, failing t on an
+// error.
+func Eval[T any](t testing.TB, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// Wait polls until expr is truthy in the page, failing t when ctx ends
+// first.
+func Wait(t testing.TB, ctx context.Context, expr string) {
+	t.Helper()
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", expr, err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", expr, ctx.Err())
+		case <-time.After(15 * time.Millisecond):
+		}
+	}
+}
+
+// SaveArtifact writes b to artifacts/name at the repository root (the
+// directory of go.mod above the test's; git-ignored).
+func SaveArtifact(t testing.TB, name string, b []byte) {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "artifacts", name)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(b))
+}
+
+// repoRoot is the directory of go.mod above the working directory (a
+// test's package directory).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
