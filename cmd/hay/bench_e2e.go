@@ -131,11 +131,8 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintln(stderr)
 		fset.PrintDefaults()
 	}
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fset, args); err != nil {
+		return err
 	}
 	if fset.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fset.Arg(0))

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -155,11 +154,8 @@ func runBenchPush(args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long to push")
 	format := fs.String("format", "protobuf", "body format: protobuf (snappy) or json")
 	dir := fs.String("data", "", "data directory for the server (default: a temporary one, removed after)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *format != "protobuf" && *format != "json" {
 		return fmt.Errorf("%w: --format must be protobuf or json", errUsage)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,11 +18,8 @@ func runBenchQuery(args []string) error {
 	clients := fs.Int("clients", 8, "concurrent querying clients")
 	duration := fs.Duration("duration", 30*time.Second, "how long to query")
 	lines := fs.Int("lines", 200_000, "lines pushed first (generated corpus, 8 streams, the last hour)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	d, err := os.MkdirTemp("", "hay-bench-query-")
 	if err != nil {

@@ -40,11 +40,8 @@ func benchVLJSON(args []string, stdin io.Reader, stdout, stderr io.Writer) (err 
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 1 {
 		return fmt.Errorf("%w: want at most one FILE", errUsage)

@@ -111,11 +111,8 @@ func demo(ctx context.Context, args []string, out io.Writer, listening func(base
 	fs.StringVar(&o.data, "data", "hay-demo", "data `dir`ectory (created; reused when it already holds this demo)")
 	fs.Int64Var(&o.seed, "seed", 0, "generator seed")
 	fs.BoolVar(&o.fresh, "fresh", false, "discard the demo data in --data and generate it again, ending now")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())

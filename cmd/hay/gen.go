@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,11 +51,8 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 	start := fs.String("start", logtest.DefaultStart().Format(time.RFC3339), "timestamp of the first line, RFC 3339 `time`")
 	span := fs.String("span", "24h", "time the lines cover, a Go `duration` (90m, 24h) or days (7d)")
 	out := fs.String("o", "", "write to `FILE` instead of stdout, and print a summary (and progress on a terminal)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))

@@ -68,11 +68,8 @@ func runIngest(args []string) error {
 	formatFlag := fs.String("format", "auto", "input `format`: auto, plain or jsonl")
 	fsyncInterval := fs.Duration("fsync-interval", store.DefaultFsyncInterval, "fsync the write-ahead log at least this often (0: only at the end)")
 	headBytes := fs.Int64("head-bytes", store.DefaultHeadBytes, "flush entries from memory into a segment at this many `bytes` (memory bound)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	format, err := ingest.ParseFormat(*formatFlag)
 	if err != nil {

@@ -35,6 +35,19 @@ func register(c *command) {
 // grep and flag do.
 var errUsage = errors.New("usage")
 
+// parseFlags parses a subcommand's arguments: --help comes back as
+// flag.ErrHelp (main exits 0 for it, the usage already printed), any
+// other flag error as errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "hay: search logs like grep, over a durable compressed store.")
 	fmt.Fprintln(w)

@@ -93,11 +93,8 @@ func runSearch(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded")
-	if err := fs.Parse(grepNumArgs(args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, grepNumArgs(args)); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

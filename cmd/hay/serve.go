@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -79,11 +78,8 @@ func runServe(args []string) error {
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
 	headBytes := int64(0)
 	fs.Var(byteSizeFlag{&headBytes}, "head-bytes", "head size at which a tenant's head is flushed into a segment (default 32MiB)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
