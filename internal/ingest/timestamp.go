@@ -160,13 +160,8 @@ func isoTime(b []byte, i int) (int64, bool) {
 	if c := b[i+10]; c != 'T' && c != ' ' && c != 't' {
 		return 0, false
 	}
-	sod, j, ok := clock(b, i+11)
+	sod, frac, off, ok := clockEnd(b, i+11, true)
 	if !ok {
-		return 0, false
-	}
-	frac, j := fraction(b, j)
-	off, j := zone(b, j)
-	if j < len(b) && isDigit(b[j]) {
 		return 0, false
 	}
 	return civil(year, month, day, sod, frac, off)
@@ -204,12 +199,8 @@ func sparkTime(b []byte, i int) (int64, bool) {
 	if !(ok0 && ok1 && ok2) {
 		return 0, false
 	}
-	sod, j, ok := clock(b, i+9)
+	sod, frac, _, ok := clockEnd(b, i+9, false)
 	if !ok {
-		return 0, false
-	}
-	frac, j := fraction(b, j)
-	if j < len(b) && isDigit(b[j]) {
 		return 0, false
 	}
 	return civil(year2(yy), month, day, sod, frac, 0)
@@ -227,13 +218,8 @@ func clfTime(b []byte, i int) (int64, bool) {
 	if !ok1 || !ok2 {
 		return 0, false
 	}
-	sod, j, ok := clock(b, i+12)
+	sod, frac, off, ok := clockEnd(b, i+12, true)
 	if !ok {
-		return 0, false
-	}
-	frac, j := fraction(b, j)
-	off, j := zone(b, j)
-	if j < len(b) && isDigit(b[j]) {
 		return 0, false
 	}
 	return civil(year, month, day, sod, frac, off)
@@ -246,12 +232,8 @@ func syslogTime(b []byte, i int, ref *refTime) (int64, bool) {
 	if !ok || j >= len(b) || b[j] != ' ' {
 		return 0, false
 	}
-	sod, j, ok := clock(b, j+1)
+	sod, frac, _, ok := clockEnd(b, j+1, false)
 	if !ok {
-		return 0, false
-	}
-	frac, j := fraction(b, j)
-	if j < len(b) && isDigit(b[j]) {
 		return 0, false
 	}
 	return inferYear(month, day, sod, frac, ref)
@@ -264,12 +246,8 @@ func klogTime(b []byte, i int, ref *refTime) (int64, bool) {
 	if !ok1 || !ok2 || i+5 >= len(b) || b[i+5] != ' ' {
 		return 0, false
 	}
-	sod, j, ok := clock(b, i+6)
+	sod, frac, _, ok := clockEnd(b, i+6, false)
 	if !ok {
-		return 0, false
-	}
-	frac, j := fraction(b, j)
-	if j < len(b) && isDigit(b[j]) {
 		return 0, false
 	}
 	return inferYear(month, day, sod, frac, ref)
@@ -327,6 +305,24 @@ func inferYear(month, day int, sod, frac int64, ref *refTime) (int64, bool) {
 		return 0, false
 	}
 	return civil(prev(y), month, day, sod, frac, 0)
+}
+
+// clockEnd parses a time of day that ends a timestamp at b[i:]:
+// "hh:mm:ss[.frac]", then a zone when zoned (off is 0 otherwise), with no
+// digit after it.
+func clockEnd(b []byte, i int, zoned bool) (sod, frac, off int64, ok bool) {
+	sod, j, ok := clock(b, i)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	frac, j = fraction(b, j)
+	if zoned {
+		off, j = zone(b, j)
+	}
+	if j < len(b) && isDigit(b[j]) {
+		return 0, 0, 0, false
+	}
+	return sod, frac, off, true
 }
 
 // clock parses "hh:mm:ss" at b[i:] into seconds of the day and returns the
