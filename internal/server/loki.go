@@ -464,15 +464,25 @@ func streamsIn(ts *tenantStore, q string, start, end int64) ([]ingest.Labels, er
 	return out, nil
 }
 
-func (s *Server) lokiLabels(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+// requestStreams is streamsIn for a request's query and time range; on
+// an error it has answered the request and returns false.
+func (s *Server) requestStreams(w http.ResponseWriter, r *http.Request, ts *tenantStore) ([]ingest.Labels, bool) {
 	start, end, err := s.rangeParams(r)
 	if err != nil {
 		s.queryErr(w, err)
-		return
+		return nil, false
 	}
 	streams, err := streamsIn(ts, r.URL.Query().Get("query"), start, end)
 	if err != nil {
 		s.queryErr(w, err)
+		return nil, false
+	}
+	return streams, true
+}
+
+func (s *Server) lokiLabels(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	streams, ok := s.requestStreams(w, r, ts)
+	if !ok {
 		return
 	}
 	names := []string{}
@@ -487,14 +497,8 @@ func (s *Server) lokiLabels(w http.ResponseWriter, r *http.Request, ts *tenantSt
 
 func (s *Server) lokiLabelValues(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	name := r.PathValue("name")
-	start, end, err := s.rangeParams(r)
-	if err != nil {
-		s.queryErr(w, err)
-		return
-	}
-	streams, err := streamsIn(ts, r.URL.Query().Get("query"), start, end)
-	if err != nil {
-		s.queryErr(w, err)
+	streams, ok := s.requestStreams(w, r, ts)
+	if !ok {
 		return
 	}
 	vals := []string{}
