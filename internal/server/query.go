@@ -171,6 +171,17 @@ type streamInfo struct {
 	text   string
 }
 
+// queryLabels parses a stream's label text for a plan; text that does not
+// parse gives no labels.
+func queryLabels(text string) []query.Label {
+	ls, _ := ingest.ParseLabels(text)
+	var out []query.Label
+	for _, l := range ls {
+		out = append(out, query.Label(l))
+	}
+	return out
+}
+
 // hasStages reports whether a plan has parser or label-filter stages, the
 // only ones that add labels to a result.
 func hasStages(p *query.Plan) bool {
@@ -193,7 +204,6 @@ const anyOrder search.Order = -1
 func selectedStreams(v *store.View, sel *selection, limit int) int {
 	seen := map[uint32]bool{}
 	n := 0
-	var labs []query.Label
 	for _, p := range v.Parts {
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
@@ -207,12 +217,7 @@ func selectedStreams(v *store.View, sel *selection, limit int) int {
 				seen[id] = true
 				ok := sel.plan == nil
 				if !ok {
-					labs = labs[:0]
-					ls, _ := ingest.ParseLabels(v.Labels(id))
-					for _, l := range ls {
-						labs = append(labs, query.Label(l))
-					}
-					ok = sel.plan.MatchStream(labs)
+					ok = sel.plan.MatchStream(queryLabels(v.Labels(id)))
 				}
 				if ok {
 					if n++; n >= limit {
@@ -264,11 +269,7 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 		if !si.known {
 			si.known = true
 			si.text = v.Labels(id)
-			if labs, err := ingest.ParseLabels(si.text); err == nil {
-				for _, l := range labs {
-					si.labels = append(si.labels, query.Label(l))
-				}
-			}
+			si.labels = queryLabels(si.text)
 		}
 		return si
 	}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"haystack/internal/ingest"
-	"haystack/internal/query"
 	"haystack/internal/search"
 	"haystack/internal/segment"
 	"haystack/internal/store"
@@ -243,11 +241,7 @@ func streamInfos(v *store.View, sel *selection) []streamInfo {
 		si := &infos[id]
 		si.known = true
 		si.text = v.Labels(uint32(id))
-		if labs, err := ingest.ParseLabels(si.text); err == nil {
-			for _, l := range labs {
-				si.labels = append(si.labels, query.Label(l))
-			}
-		}
+		si.labels = queryLabels(si.text)
 		si.ok = sel.plan == nil || sel.plan.MatchStream(si.labels)
 	}
 	return infos

@@ -12,7 +12,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/store"
 )
@@ -113,10 +112,7 @@ func (f *tailFilter) match(e *store.LabeledEntry) (string, bool) {
 	}
 	labs, ok := f.cache[e.Labels]
 	if !ok {
-		ls, _ := ingest.ParseLabels(e.Labels)
-		for _, l := range ls {
-			labs = append(labs, query.Label(l))
-		}
+		labs = queryLabels(e.Labels)
 		f.cache[e.Labels] = labs
 	}
 	if !f.sel.plan.MatchStream(labs) {
