@@ -755,13 +755,7 @@ type scratch struct{ a, b, c, x []int32 }
 func (e *exec) do(t *task, sc *scratch) {
 	p := e.parts[t.part]
 	m := p.BlockMeta(t.block)
-	timeOK := m.MinTime >= e.q.Since && m.MaxTime < e.q.Until
-	allSel := true
-	if e.sel != nil {
-		for _, s := range m.Streams {
-			allSel = allSel && e.sel[s]
-		}
-	}
+	timeOK, allSel := e.whole(m)
 	if e.q.Count && e.hist == nil && len(e.drivers) == 0 && len(e.excl) == 0 && !e.confirm(nil) && timeOK && allSel && t.stream < 0 {
 		// Every entry matches: the (checksummed) block index has the count.
 		t.res.count = int64(m.Entries)
@@ -792,8 +786,7 @@ func (e *exec) do(t *task, sc *scratch) {
 	if stream >= 0 && len(m.Streams) == 1 {
 		stream = -1 // the whole block is that stream
 	}
-	f := filter{e: e, b: b, timeOK: timeOK, stream: stream, sel: stream < 0 && !allSel}
-	t.res.hits = e.scan(&f, sc, t.res.hits[:0])
+	t.res.hits = e.match(b, timeOK, allSel, stream, sc, t.res.hits[:0])
 	t.res.count = int64(len(t.res.hits))
 	if h := e.hist; h != nil {
 		t.res.buckets = make([]int64, h.N)
@@ -809,6 +802,27 @@ func (e *exec) do(t *task, sc *scratch) {
 		return
 	}
 	t.res.blk = b
+}
+
+// whole reports whether all of block m is in the time range (timeOK) and
+// holds only selected streams (allSel), so its entries need no such check.
+func (e *exec) whole(m segment.BlockMeta) (timeOK, allSel bool) {
+	timeOK = m.MinTime >= e.q.Since && m.MaxTime < e.q.Until
+	allSel = true
+	if e.sel != nil {
+		for _, s := range m.Streams {
+			allSel = allSel && e.sel[s]
+		}
+	}
+	return timeOK, allSel
+}
+
+// match appends to hits the matching entries of b (of stream when >= 0),
+// ascending. timeOK says the whole block is in the time range, allSel that
+// it holds only selected streams.
+func (e *exec) match(b *segment.Block, timeOK, allSel bool, stream int64, sc *scratch, hits []int32) []int32 {
+	f := filter{e: e, b: b, timeOK: timeOK, stream: stream, sel: stream < 0 && !allSel}
+	return e.scan(&f, sc, hits)
 }
 
 // filter decides whether a candidate entry of a block matches.

@@ -1,0 +1,139 @@
+package search
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"haystack/internal/segment"
+	"haystack/internal/store"
+)
+
+// scanAll runs a Scanner over every block it keeps, in the order given,
+// and returns the matches (as "time stream line" keys, in scan order) and
+// the blocks kept.
+func scanAll(t *testing.T, parts []store.Part, q Query) ([]string, []BlockRef) {
+	t.Helper()
+	s, refs, err := NewScanner(parts, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var sc Scratch
+	var b segment.Block
+	var hits []int32
+	for _, r := range refs {
+		if err := parts[r.Part].ReadBlock(r.Block, &b); err != nil {
+			t.Fatal(err)
+		}
+		hits = s.Match(r, &b, &sc, hits[:0])
+		if !slices.IsSorted(hits) {
+			t.Fatalf("block %d/%d: hits not ascending: %v", r.Part, r.Block, hits)
+		}
+		for _, k := range hits {
+			got = append(got, fmt.Sprintf("%d %d %q", b.Times[k], b.Streams[k], b.Line(int(k))))
+		}
+	}
+	return got, refs
+}
+
+func outKeys(o []out) []string {
+	var keys []string
+	for _, e := range o {
+		keys = append(keys, fmt.Sprintf("%d %d %q", e.time, e.stream, e.line))
+	}
+	return keys
+}
+
+// TestScannerOracle compares the Scanner's matches, all streams of a block
+// at once, with the brute-force oracle for every query in planQueries and
+// for literals, with time ranges: the same entries (order aside), blocks
+// in store order, and the same blocks pruned as Run prunes.
+func TestScannerOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, streams := range []int{1, 3} {
+		es := genLog(r, 2500, streams)
+		snap := build(t, es, 90)
+		var qs []Query
+		for _, src := range planQueries {
+			qs = append(qs, Query{Plan: mustPlan(t, src), Labels: snap.Labels})
+		}
+		for _, lit := range []string{"", "error", "ERROR", "timeout", "zzz", "\n", "id="} {
+			qs = append(qs, Query{Pattern: []byte(lit)}, Query{Pattern: []byte(lit), Fold: true})
+		}
+		for _, q := range qs {
+			for _, rng := range [][2]int64{{0, 0}, {200, 500}, {100, 101}} {
+				q.Since, q.Until = rng[0], rng[1]
+				var want []string
+				if q.Plan != nil {
+					o, _ := planOracle(t, snap, es, q, streams)
+					want = outKeys(o)
+				} else {
+					for _, e := range oracle(es, q, streams) {
+						want = append(want, fmt.Sprintf("%d %d %q", e.time, e.stream, e.line))
+					}
+				}
+				var st, runSt Stats
+				q.Stats = &st
+				got, refs := scanAll(t, snap.Parts, q)
+				slices.Sort(got)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Fatalf("streams %d %q fold=%v plan=%v range %v: %d matches, oracle %d\n got %.5q\nwant %.5q",
+						streams, q.Pattern, q.Fold, q.Plan != nil, rng, len(got), len(want), got, want)
+				}
+				if !slices.IsSortedFunc(refs, func(a, b BlockRef) int {
+					if a.Part != b.Part {
+						return a.Part - b.Part
+					}
+					return a.Block - b.Block
+				}) {
+					t.Fatalf("blocks not in store order: %v", refs)
+				}
+				q.Stats, q.Count = &runSt, true
+				if _, err := Run(t.Context(), snap.Parts, q, nil, func(err error) { t.Error(err) }); err != nil {
+					t.Fatal(err)
+				}
+				runSt.Decoded = 0
+				if st != runSt {
+					t.Fatalf("pruning differs from Run's: %+v, Run %+v", st, runSt)
+				}
+				q.Count = false
+			}
+		}
+	}
+}
+
+// TestScannerSkipIndex: blocks the skip index rules out are not kept, and
+// the matches are unchanged.
+func TestScannerSkipIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	es := genLog(r, 3000, 3)
+	for _, i := range []int{5, 1700, 2900} {
+		es[i].line += "needle42"
+	}
+	snap := build(t, es, 0)
+	var reads, asked atomic.Int64
+	var parts []store.Part
+	blocks := 0
+	for _, p := range snap.Parts {
+		parts = append(parts, skipPart{p, &reads, &asked})
+		blocks += p.NumBlocks()
+	}
+	for _, q := range []Query{
+		{Pattern: []byte("needle42")},
+		{Pattern: []byte("NEEDLE42"), Fold: true},
+		{Plan: mustPlan(t, `{s=~".+"} |= "error" |= "needle42"`), Labels: snap.Labels},
+	} {
+		want, _ := scanAll(t, snap.Parts, q)
+		got, refs := scanAll(t, parts, q)
+		if !slices.Equal(got, want) || len(refs) >= blocks || asked.Load() == 0 {
+			t.Fatalf("%q: %d matches (%d without the index), %d of %d blocks kept", q.Pattern, len(got), len(want), len(refs), blocks)
+		}
+	}
+	if _, _, err := NewScanner(parts, Query{Pattern: []byte("x"), After: 1}); err == nil {
+		t.Fatal("a Scanner with context: no error")
+	}
+}
