@@ -54,6 +54,17 @@ func NewScanner(parts []store.Part, q Query) (*Scanner, []BlockRef, error) {
 // Match appends to hits the matching entries of b, the decoded block r,
 // ascending.
 func (s *Scanner) Match(r BlockRef, b *segment.Block, sc *Scratch, hits []int32) []int32 {
+	return s.MatchStages(r, b, sc, hits, nil)
+}
+
+// MatchStages is Match where, for a plan with parser or label stages,
+// stages(k) decides whether entry k matches instead of Plan.MatchEntry:
+// it is called at most once per entry, in ascending order, after every
+// other check, and true makes k a match. A caller that wants the labels
+// the pipeline extracts (Plan.Labels, which decides the same) gets them
+// there without running the pipeline twice. Without stages in the plan,
+// stages is not called.
+func (s *Scanner) MatchStages(r BlockRef, b *segment.Block, sc *Scratch, hits []int32, stages func(k int) bool) []int32 {
 	timeOK, allSel := s.e.whole(r.Meta)
-	return s.e.match(b, timeOK, allSel, -1, &sc.sc, hits)
+	return s.e.match(b, timeOK, allSel, -1, &sc.sc, hits, stages)
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"haystack/internal/query"
 	"haystack/internal/segment"
 	"haystack/internal/store"
 )
@@ -14,7 +15,7 @@ import (
 // scanAll runs a Scanner over every block it keeps, in the order given,
 // and returns the matches (as "time stream line" keys, in scan order) and
 // the blocks kept.
-func scanAll(t *testing.T, parts []store.Part, q Query) ([]string, []BlockRef) {
+func scanAll(t *testing.T, snap *store.Snapshot, parts []store.Part, q Query) ([]string, []BlockRef) {
 	t.Helper()
 	s, refs, err := NewScanner(parts, q)
 	if err != nil {
@@ -31,6 +32,31 @@ func scanAll(t *testing.T, parts []store.Part, q Query) ([]string, []BlockRef) {
 		hits = s.Match(r, &b, &sc, hits[:0])
 		if !slices.IsSorted(hits) {
 			t.Fatalf("block %d/%d: hits not ascending: %v", r.Part, r.Block, hits)
+		}
+		if q.Plan != nil {
+			// MatchStages with Plan.Labels deciding: the same matches,
+			// each entry asked at most once, in ascending order.
+			ls := map[uint32][]query.Label{}
+			last := -1
+			var yes []int32
+			again := s.MatchStages(r, &b, &sc, nil, func(k int) bool {
+				if k <= last {
+					t.Fatalf("block %d/%d: stages asked about %d after %d", r.Part, r.Block, k, last)
+				}
+				last = k
+				id := b.Streams[k]
+				if ls[id] == nil {
+					ls[id] = labelsOf(t, snap, id)
+				}
+				_, ok := q.Plan.Labels(ls[id], b.Line(k))
+				if ok {
+					yes = append(yes, int32(k))
+				}
+				return ok
+			})
+			if !slices.Equal(again, hits) || last >= 0 && !slices.Equal(yes, hits) {
+				t.Fatalf("block %d/%d: MatchStages %v (stages said yes to %v), Match %v", r.Part, r.Block, again, yes, hits)
+			}
 		}
 		for _, k := range hits {
 			got = append(got, fmt.Sprintf("%d %d %q", b.Times[k], b.Streams[k], b.Line(int(k))))
@@ -77,7 +103,7 @@ func TestScannerOracle(t *testing.T) {
 				}
 				var st, runSt Stats
 				q.Stats = &st
-				got, refs := scanAll(t, snap.Parts, q)
+				got, refs := scanAll(t, snap, snap.Parts, q)
 				slices.Sort(got)
 				slices.Sort(want)
 				if !slices.Equal(got, want) {
@@ -127,8 +153,8 @@ func TestScannerSkipIndex(t *testing.T) {
 		{Pattern: []byte("NEEDLE42"), Fold: true},
 		{Plan: mustPlan(t, `{s=~".+"} |= "error" |= "needle42"`), Labels: snap.Labels},
 	} {
-		want, _ := scanAll(t, snap.Parts, q)
-		got, refs := scanAll(t, parts, q)
+		want, _ := scanAll(t, snap, snap.Parts, q)
+		got, refs := scanAll(t, snap, parts, q)
 		if !slices.Equal(got, want) || len(refs) >= blocks || asked.Load() == 0 {
 			t.Fatalf("%q: %d matches (%d without the index), %d of %d blocks kept", q.Pattern, len(got), len(want), len(refs), blocks)
 		}

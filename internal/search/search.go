@@ -786,7 +786,7 @@ func (e *exec) do(t *task, sc *scratch) {
 	if stream >= 0 && len(m.Streams) == 1 {
 		stream = -1 // the whole block is that stream
 	}
-	t.res.hits = e.match(b, timeOK, allSel, stream, sc, t.res.hits[:0])
+	t.res.hits = e.match(b, timeOK, allSel, stream, sc, t.res.hits[:0], nil)
 	t.res.count = int64(len(t.res.hits))
 	if h := e.hist; h != nil {
 		t.res.buckets = make([]int64, h.N)
@@ -820,8 +820,9 @@ func (e *exec) whole(m segment.BlockMeta) (timeOK, allSel bool) {
 // match appends to hits the matching entries of b (of stream when >= 0),
 // ascending. timeOK says the whole block is in the time range, allSel that
 // it holds only selected streams.
-func (e *exec) match(b *segment.Block, timeOK, allSel bool, stream int64, sc *scratch, hits []int32) []int32 {
-	f := filter{e: e, b: b, timeOK: timeOK, stream: stream, sel: stream < 0 && !allSel}
+// stages, if set, replaces Plan.MatchEntry (see Scanner.MatchStages).
+func (e *exec) match(b *segment.Block, timeOK, allSel bool, stream int64, sc *scratch, hits []int32, stages func(int) bool) []int32 {
+	f := filter{e: e, b: b, timeOK: timeOK, stream: stream, sel: stream < 0 && !allSel, stagesFn: stages}
 	return e.scan(&f, sc, hits)
 }
 
@@ -836,6 +837,8 @@ type filter struct {
 	xi      int  // candidates come ascending: next index into ex
 	confirm bool // check checks, or the whole plan when e.stages
 	checks  []*query.Filter
+	// stagesFn, if set, decides instead of MatchEntry when e.stages.
+	stagesFn func(k int) bool
 }
 
 func (f *filter) keep(k int) bool {
@@ -863,6 +866,9 @@ func (f *filter) keep(k int) bool {
 	}
 	line := b.Line(k)
 	if f.e.stages {
+		if f.stagesFn != nil {
+			return f.stagesFn(k)
+		}
 		return f.e.q.Plan.MatchEntry(f.e.labels[b.Streams[k]], line)
 	}
 	for _, c := range f.checks {

@@ -166,7 +166,6 @@ type hit struct {
 // streamInfo caches a stream's labels, parsed once per query.
 type streamInfo struct {
 	known  bool
-	ok     bool // admitted by the stream selector (scanBlocks)
 	labels []query.Label
 	text   string
 }

@@ -11,12 +11,12 @@ import (
 	"haystack/internal/search"
 	"haystack/internal/segment"
 	"haystack/internal/store"
-	"haystack/needle"
 )
 
-// scanBlocks is the server's unordered scan: each selected block is
-// decoded and checked once, entry by entry, on a pool of workers, and fn
-// sees the matches in store order (parts, blocks, entries). The ordered
+// scanBlocks is the server's unordered scan: each block search.Scanner
+// keeps is decoded and matched once (all its selected streams in one
+// pass) on a pool of workers, and fn sees the matches in store order
+// (parts, blocks, entries). The ordered
 // search.Run decodes a block once per selected stream it holds (it merges
 // streams by time), which costs up to S times more for S interleaved
 // streams; every caller here either needs no order or sorts by time
@@ -44,106 +44,87 @@ type scanOpts struct {
 func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanOpts, fn func(*hit) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	infos := streamInfos(v, sel)
+	// internal/search keeps the blocks (time range, selected streams,
+	// skip index) and matches each one; this scan only orders them.
+	scanner, refs, err := search.NewScanner(v.Parts, searchQuery(v, sel))
+	if err != nil {
+		return err
+	}
+	infos := streamInfos(v)
 	type task struct {
-		part, block int
-		meta        segment.BlockMeta
-		skipped     bool
-		done        chan struct{}
-		blk         *segment.Block
-		hits        []int32
-		labels      []string // per hit, when the plan extracts labels
-		err         error
+		ref     search.BlockRef
+		skipped bool
+		done    chan struct{}
+		blk     *segment.Block
+		hits    []int32
+		labels  []string // per hit, when the plan extracts labels
+		err     error
 	}
-	var tasks []*task
-	req := search.Required(sel.plan, sel.pat, sel.fold)
-	for pi, p := range v.Parts {
-		sk, _ := p.(search.Skipper)
-		for bi := range p.NumBlocks() {
-			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
-				continue
-			}
-			if sk != nil && req != nil && !search.MayMatch(req, sk, bi) {
-				continue // the skip index rules the block out
-			}
-			for _, id := range m.Streams {
-				if int(id) < len(infos) && infos[id].ok {
-					tasks = append(tasks, &task{part: pi, block: bi, meta: m, done: make(chan struct{})})
-					break
-				}
-			}
-		}
-	}
-	if len(tasks) == 0 {
+	if len(refs) == 0 {
 		return nil
+	}
+	tasks := make([]*task, len(refs))
+	for i, r := range refs {
+		tasks[i] = &task{ref: r, done: make(chan struct{})}
 	}
 	switch {
 	case opt.byTime < 0:
-		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(b.meta.MaxTime, a.meta.MaxTime) })
+		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(b.ref.Meta.MaxTime, a.ref.Meta.MaxTime) })
 	case opt.byTime > 0:
-		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(a.meta.MinTime, b.meta.MinTime) })
-	}
-	var srch *needle.Searcher
-	if sel.plan == nil && len(sel.pat) > 0 {
-		if sel.fold {
-			srch = needle.NewFold(sel.pat)
-		} else {
-			srch = needle.New(sel.pat)
-		}
+		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(a.ref.Meta.MinTime, b.ref.Meta.MinTime) })
 	}
 	extract := sel.plan != nil && hasStages(sel.plan)
-	do := func(t *task) {
-		if opt.skip != nil && opt.skip(t.meta) {
+	do := func(t *task, sc *search.Scratch) {
+		if opt.skip != nil && opt.skip(t.ref.Meta) {
 			t.skipped = true
 			return
 		}
 		b := segment.GetBlock()
-		if err := v.Parts[t.part].ReadBlock(t.block, b); err != nil {
+		p := v.Parts[t.ref.Part]
+		if err := p.ReadBlock(t.ref.Block, b); err != nil {
 			segment.PutBlock(b)
-			t.err = fmt.Errorf("%s block %d: %w", v.Parts[t.part].Name(), t.block, err)
+			t.err = fmt.Errorf("%s block %d: %w", p.Name(), t.ref.Block, err)
 			return
 		}
 		t.blk = b
-		keep := func(k int) bool {
-			tm := b.Times[k]
-			if tm < sel.start || tm > sel.end {
-				return false
-			}
-			id := b.Streams[k]
-			return int(id) < len(infos) && infos[id].ok
-		}
-		if srch != nil {
-			t.hits = search.ScanBlock(b, srch, keep, t.hits)
-			return
-		}
-		for k, tm := range b.Times {
-			if tm < sel.start || tm > sel.end {
-				continue
-			}
-			id := b.Streams[k]
-			if int(id) >= len(infos) || !infos[id].ok {
-				continue
-			}
-			line := b.Line(k)
-			switch {
-			case sel.plan != nil && !extract:
-				if !sel.plan.MatchEntry(infos[id].labels, line) {
-					continue
+		var stages func(int) bool
+		if extract {
+			// The pipeline decides and gives the labels in one run. search
+			// asks stages exactly when the plan has stages beyond line
+			// filters (hasStages), so t.labels matches t.hits.
+			stages = func(k int) bool {
+				id := b.Streams[k]
+				if int(id) >= len(infos) {
+					return false
 				}
-			case extract:
-				ext, ok := sel.plan.Labels(infos[id].labels, line)
+				ext, ok := sel.plan.Labels(infos[id].labels, b.Line(k))
 				if !ok {
-					continue
+					return false
 				}
 				l := infos[id].text
 				if len(ext) > 0 {
 					l = mergeLabels(infos[id].labels, ext)
 				}
 				t.labels = append(t.labels, l)
+				return true
 			}
-			t.hits = append(t.hits, int32(k))
 		}
+		t.hits = scanner.MatchStages(t.ref, b, sc, t.hits, stages)
+		// search reads a zero Since or Until as no bound (see
+		// searchQuery): re-check the range. A stream the view does not
+		// name is never selected.
+		kept, labels := t.hits[:0], t.labels[:0]
+		for j, k := range t.hits {
+			id := b.Streams[k]
+			if tm := b.Times[k]; tm < sel.start || tm > sel.end || int(id) >= len(infos) {
+				continue
+			}
+			kept = append(kept, k)
+			if extract {
+				labels = append(labels, t.labels[j])
+			}
+		}
+		t.hits, t.labels = kept, labels
 	}
 
 	workers := runtime.GOMAXPROCS(0)
@@ -154,12 +135,13 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 	defer cancel()
 	for range workers {
 		wg.Go(func() {
+			var sc search.Scratch
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case t := <-work:
-					do(t)
+					do(t, &sc)
 					close(t.done)
 				}
 			}
@@ -192,9 +174,9 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		}
 		var next *segment.BlockMeta
 		if i+1 < len(tasks) {
-			next = &tasks[i+1].meta
+			next = &tasks[i+1].ref.Meta
 		}
-		if t.skipped || opt.skip != nil && opt.skip(t.meta) {
+		if t.skipped || opt.skip != nil && opt.skip(t.ref.Meta) {
 			if t.blk != nil {
 				segment.PutBlock(t.blk)
 			}
@@ -233,16 +215,15 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 	return nil
 }
 
-// streamInfos parses every stream's labels once and marks the ones the
-// selection's stream selector admits.
-func streamInfos(v *store.View, sel *selection) []streamInfo {
+// streamInfos parses every stream's labels once, for the labels a
+// pipeline extracts.
+func streamInfos(v *store.View) []streamInfo {
 	infos := make([]streamInfo, len(v.Streams))
 	for id := range infos {
 		si := &infos[id]
 		si.known = true
 		si.text = v.Labels(uint32(id))
 		si.labels = queryLabels(si.text)
-		si.ok = sel.plan == nil || sel.plan.MatchStream(si.labels)
 	}
 	return infos
 }
