@@ -65,10 +65,12 @@
 // parallel block scan (scan.go), because search.Run merges streams by
 // time and so decodes a block once per stream it holds, and no caller
 // here needs that order: /api/v1/hits uses search.Hist, metric queries
-// and facets count, and log queries sort by time themselves. Both paths
-// prune blocks by time range, stream and the segments' skip index (the
-// literals every match must contain, from the plan or the plain-text
-// needle), so a rare needle reads a few blocks of thousands. Loki clients
+// and facets count, and log queries sort by time themselves. That scan
+// only schedules blocks: which blocks to read and each block's matches
+// come from search.Scanner, so both paths prune blocks by time range,
+// stream and the segments' skip index (the literals every match must
+// contain, from the plan or the plain-text needle), and a rare needle
+// reads a few blocks of thousands. Loki clients
 // may push a stream's entries out of time order, so the limit is applied
 // with a bounded top-k: blocks are visited by their time bounds, and once
 // the top-k is full a block that cannot beat its worst entry is skipped
