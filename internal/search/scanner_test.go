@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -161,5 +162,59 @@ func TestScannerSkipIndex(t *testing.T) {
 	}
 	if _, _, err := NewScanner(parts, Query{Pattern: []byte("x"), After: 1}); err == nil {
 		t.Fatal("a Scanner with context: no error")
+	}
+}
+
+// TestTimeBounds: no Until means no bound, so an entry at math.MaxInt64
+// matches (as one at math.MinInt64 does without Since); Until is
+// exclusive otherwise. Run, Scanner and TimeRange agree.
+func TestTimeBounds(t *testing.T) {
+	es := []entry{
+		{math.MinInt64, 0, "x min"}, {-1, 1, "x neg"}, {0, 0, "x zero"},
+		{5, 1, "x five"}, {math.MaxInt64 - 1, 0, "x max-1"}, {math.MaxInt64, 1, "x max"},
+	}
+	snap := build(t, es, 0)
+	for _, c := range []struct {
+		since, until int64
+		want         []string
+	}{
+		{0, 0, []string{"x min", "x neg", "x zero", "x five", "x max-1", "x max"}},
+		{0, math.MaxInt64, []string{"x min", "x neg", "x zero", "x five", "x max-1"}},
+		{1, 0, []string{"x five", "x max-1", "x max"}},
+		{-1, 5, []string{"x neg", "x zero"}},
+		{math.MaxInt64, 0, []string{"x max"}},
+	} {
+		q := Query{Pattern: []byte("x"), Since: c.since, Until: c.until}
+		got, _ := collect(t, snap, q)
+		var lines []string
+		for _, e := range got {
+			lines = append(lines, e.line)
+		}
+		slices.Sort(lines)
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		if !slices.Equal(lines, want) {
+			t.Fatalf("since %d until %d: Run %q, want %q", c.since, c.until, lines, want)
+		}
+		keys, _ := scanAll(t, snap, snap.Parts, q)
+		if len(keys) != len(want) {
+			t.Fatalf("since %d until %d: Scanner %q, want %q", c.since, c.until, keys, want)
+		}
+		lo, hi, ok := TimeRange(snap.Parts, q)
+		var times []int64
+		for _, e := range es {
+			if slices.Contains(want, e.line) {
+				times = append(times, e.time)
+			}
+		}
+		// Block bounds clipped to the range: they cover the matches and
+		// stay inside the range.
+		last := int64(math.MaxInt64)
+		if c.until != 0 {
+			last = c.until - 1
+		}
+		if !ok || lo > slices.Min(times) || hi < slices.Max(times) || c.since != 0 && lo < c.since || hi > last {
+			t.Fatalf("since %d until %d: TimeRange %d..%d (%v), want it to cover %d..%d", c.since, c.until, lo, hi, ok, slices.Min(times), slices.Max(times))
+		}
 	}
 }

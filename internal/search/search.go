@@ -117,7 +117,8 @@ type Query struct {
 	// label filters.
 	Labels func(stream uint32) string
 
-	// Entries with Since <= time < Until match. Zero values mean no bound.
+	// Entries with Since <= time < Until match. Zero values mean no bound
+	// (a zero Until admits math.MaxInt64 itself).
 	Since, Until int64
 	Limit        int64 // stop after this many matches; 0 means no limit
 	Count        bool  // only count: Run's emit is not called
@@ -273,7 +274,7 @@ func TimeRange(parts []store.Part, q Query) (lo, hi int64, ok bool) {
 	lo, hi = math.MaxInt64, math.MinInt64
 	for _, t := range e.tasks {
 		m := parts[t.part].BlockMeta(t.block)
-		lo, hi = min(lo, max(m.MinTime, e.q.Since)), max(hi, min(m.MaxTime, e.q.Until-1))
+		lo, hi = min(lo, max(m.MinTime, e.q.Since)), max(hi, min(m.MaxTime, e.last))
 	}
 	return lo, hi, len(e.tasks) > 0
 }
@@ -317,6 +318,7 @@ func ChooseBuckets(lo, hi int64, maxN int) Buckets {
 
 type exec struct {
 	q       Query
+	last    int64 // the latest matching time (inclusive): Until-1, or no bound
 	parts   []store.Part
 	workers int
 	rev     bool // Newest: iterate backwards
@@ -353,8 +355,11 @@ func (e *exec) report() {
 }
 
 func newExec(parts []store.Part, q Query) (*exec, error) {
-	if q.Until == 0 {
-		q.Until = math.MaxInt64
+	// last is the latest time that matches: no bound means every time,
+	// math.MaxInt64 included.
+	last := int64(math.MaxInt64)
+	if q.Until != 0 {
+		last = q.Until - 1
 	}
 	if q.Since == 0 {
 		q.Since = math.MinInt64
@@ -366,7 +371,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	e := &exec{q: q, parts: parts, workers: workers, rev: q.Order == Newest, work: make(chan *task, workers)}
+	e := &exec{q: q, last: last, parts: parts, workers: workers, rev: q.Order == Newest, work: make(chan *task, workers)}
 	if err := e.prepare(); err != nil {
 		return nil, err
 	}
@@ -423,7 +428,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 		sk, _ := p.(Skipper)
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < q.Since || m.MinTime >= q.Until {
+			if m.Entries == 0 || m.MaxTime < q.Since || m.MinTime > e.last {
 				e.stats.PrunedTime++
 				continue
 			}
@@ -807,7 +812,7 @@ func (e *exec) do(t *task, sc *scratch) {
 // whole reports whether all of block m is in the time range (timeOK) and
 // holds only selected streams (allSel), so its entries need no such check.
 func (e *exec) whole(m segment.BlockMeta) (timeOK, allSel bool) {
-	timeOK = m.MinTime >= e.q.Since && m.MaxTime < e.q.Until
+	timeOK = m.MinTime >= e.q.Since && m.MaxTime <= e.last
 	allSel = true
 	if e.sel != nil {
 		for _, s := range m.Streams {
@@ -843,7 +848,7 @@ type filter struct {
 
 func (f *filter) keep(k int) bool {
 	b := f.b
-	if !f.timeOK && (b.Times[k] < f.e.q.Since || b.Times[k] >= f.e.q.Until) {
+	if !f.timeOK && (b.Times[k] < f.e.q.Since || b.Times[k] > f.e.last) {
 		return false
 	}
 	if f.stream >= 0 {
@@ -1357,7 +1362,7 @@ func (c *ctxState) load(r *run, t *task) {
 	e, b := r.e, t.res.blk
 	c.ents = c.ents[:0]
 	for k := range b.Len() {
-		if b.Times[k] < e.q.Since || b.Times[k] >= e.q.Until {
+		if b.Times[k] < e.q.Since || b.Times[k] > e.last {
 			continue
 		}
 		s := b.Streams[k]
