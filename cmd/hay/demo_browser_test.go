@@ -15,7 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf16"
 
 	"haystack/internal/browsertest"
 
@@ -34,6 +33,10 @@ import (
 //
 //	HAY_DEMO_BROWSER_LINES=1000000 HAY_DEMO_BROWSER_LOADS=15 go test -count=1 -run TestDemoBrowser -v ./cmd/hay
 
+// pageTrunc is where the page (app.js) cuts a displayed line, in UTF-16
+// code units.
+const pageTrunc = 1000
+
 // hostileLine is pushed before the last page load; it holds the needle,
 // so it is the newest row of the page.
 func hostileLine(needle string) string {
@@ -50,48 +53,6 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
-}
-
-// pageRow is a rendered row as the page shows it.
-type pageRow struct {
-	TS     string   `json:"ts"`
-	Labels []string `json:"labels"`
-	Line   string   `json:"line"` // visible text, without the expand button
-	Marks  []string `json:"marks"`
-}
-
-const pageRowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
-	const l = r.querySelector('.line');
-	return {
-		ts: r.dataset.ts,
-		labels: [...r.querySelectorAll('.lbl')].map(x => x.textContent),
-		line: [...l.childNodes].filter(n => !(n.nodeType === 1 && n.tagName === 'BUTTON')).map(n => n.textContent).join(''),
-		marks: [...l.querySelectorAll('mark')].map(m => m.textContent),
-	};
-})`
-
-// pageDisplay is what the page shows for a raw line (app.js): control
-// characters as visible symbols, bidi controls named, cut after 1000
-// UTF-16 code units.
-func pageDisplay(line string) string {
-	const limit = 1000
-	if u := utf16.Encode([]rune(line)); len(u) > limit {
-		line = string(utf16.Decode(u[:limit]))
-	}
-	var b strings.Builder
-	for _, r := range line {
-		switch {
-		case r < 0x20 && r != '\t' && r != '\n':
-			b.WriteRune(0x2400 + r)
-		case r == 0x7f:
-			b.WriteRune('\u2421')
-		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-			fmt.Fprintf(&b, "<U+%X>", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // pageRequest returns the URL (relative to the server) of the page's
@@ -213,7 +174,7 @@ func TestDemoBrowser(t *testing.T) {
 	if len(want) < 3 {
 		t.Fatalf("test corpus: %d matches of %s in the last 24 hours; want a few", len(want), demoNeedle)
 	}
-	got := browsertest.Eval[[]pageRow](t, ctx, pageRowsJS)
+	got := browsertest.Eval[[]browsertest.Row](t, ctx, browsertest.RowsJS)
 	if len(got) != len(want) {
 		t.Fatalf("the page shows %d rows, the API sends %d", len(got), len(want))
 	}
@@ -223,7 +184,7 @@ func TestDemoBrowser(t *testing.T) {
 			t.Fatalf("row %d: ts %s, API %v", i, g.TS, w["ts"])
 		}
 		line := w["line"].(string)
-		if g.Line != pageDisplay(line) {
+		if g.Line != browsertest.Display(line, pageTrunc) {
 			t.Fatalf("row %d: line %q, API %q", i, g.Line, line)
 		}
 		var labels []string
@@ -279,7 +240,7 @@ func TestDemoBrowser(t *testing.T) {
 	}
 
 	// The pushed line is the newest match: shown as its text, inert.
-	if got[0].Line != pageDisplay(hostileLine(demoNeedle)) || !slices.Contains(got[0].Labels, "app=web") {
+	if got[0].Line != browsertest.Display(hostileLine(demoNeedle), pageTrunc) || !slices.Contains(got[0].Labels, "app=web") {
 		t.Fatalf("first row %q %q, want the pushed line", got[0].Line, got[0].Labels)
 	}
 	if v := browsertest.Eval[string](t, ctx, `typeof window.__xss`); v != "undefined" {

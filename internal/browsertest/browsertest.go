@@ -11,11 +11,14 @@ package browsertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/chromedp/chromedp"
 )
@@ -26,6 +29,51 @@ const Settled = `document.getElementById('status').dataset.state === 'done' &&
 	document.querySelector('#hist svg') !== null &&
 	!document.getElementById('facet-list').hasAttribute('aria-busy') &&
 	document.getElementById('facet-list').childElementCount > 0`
+
+// Row is a rendered result row as the page shows it (RowsJS).
+type Row struct {
+	TS     string   `json:"ts"`
+	Labels []string `json:"labels"`
+	Line   string   `json:"line"` // the line's visible text, without the expand button
+	Marks  []string `json:"marks"`
+	Expand bool     `json:"expand"`
+}
+
+// RowsJS evaluates in the page to its result rows, as []Row.
+const RowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
+	const l = r.querySelector('.line');
+	return {
+		ts: r.dataset.ts,
+		labels: [...r.querySelectorAll('.lbl')].map(x => x.textContent),
+		line: [...l.childNodes].filter(n => !(n.nodeType === 1 && n.tagName === 'BUTTON')).map(n => n.textContent).join(''),
+		marks: [...l.querySelectorAll('mark')].map(m => m.textContent),
+		expand: l.querySelector('button.expand') !== null,
+	};
+})`
+
+// Display is what the page (app.js) shows for a raw line: control
+// characters as visible symbols, bidi controls named, cut after limit
+// UTF-16 code units.
+func Display(line string, limit int) string {
+	u := utf16.Encode([]rune(line))
+	if len(u) > limit {
+		line = string(utf16.Decode(u[:limit]))
+	}
+	var b strings.Builder
+	for _, r := range line {
+		switch {
+		case r < 0x20 && r != '\t' && r != '\n':
+			b.WriteRune(0x2400 + r)
+		case r == 0x7f:
+			b.WriteRune('\u2421')
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, "<U+%X>", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
 
 // Chromium finds the browser on PATH, failing t when there is none.
 func Chromium(t testing.TB) string {

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode/utf16"
 
 	"haystack/internal/browsertest"
 
@@ -112,56 +111,13 @@ func typeKey(key, code string, vk int64) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// rowInfo is a rendered row as the page shows it.
-type rowInfo struct {
-	TS     string   `json:"ts"`
-	Labels []string `json:"labels"`
-	Line   string   `json:"line"` // the line's visible text, without the expand button
-	Marks  []string `json:"marks"`
-	Expand bool     `json:"expand"`
-}
-
-const rowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
-	const l = r.querySelector('.line');
-	return {
-		ts: r.dataset.ts,
-		labels: [...r.querySelectorAll('.lbl')].map(x => x.textContent),
-		line: [...l.childNodes].filter(n => !(n.nodeType === 1 && n.tagName === 'BUTTON')).map(n => n.textContent).join(''),
-		marks: [...l.querySelectorAll('mark')].map(m => m.textContent),
-		expand: l.querySelector('button.expand') !== null,
-	};
-})`
-
-func rows(t *testing.T, ctx context.Context) []rowInfo {
+func rows(t *testing.T, ctx context.Context) []browsertest.Row {
 	t.Helper()
-	return browsertest.Eval[[]rowInfo](t, ctx, rowsJS)
-}
-
-// display is what the page shows for a raw line: control characters as
-// visible symbols, cut after limit UTF-16 code units.
-func display(line string, limit int) string {
-	u := utf16.Encode([]rune(line))
-	if len(u) > limit {
-		line = string(utf16.Decode(u[:limit]))
-	}
-	var b strings.Builder
-	for _, r := range line {
-		switch {
-		case r < 0x20 && r != '\t' && r != '\n':
-			b.WriteRune(0x2400 + r)
-		case r == 0x7f:
-			b.WriteRune('\u2421')
-		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-			fmt.Fprintf(&b, "<U+%X>", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return browsertest.Eval[[]browsertest.Row](t, ctx, browsertest.RowsJS)
 }
 
 // checkRows compares the rendered rows with the entries the API sent.
-func checkRows(t *testing.T, got []rowInfo, want []entry) {
+func checkRows(t *testing.T, got []browsertest.Row, want []entry) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("page shows %d rows, API sent %d", len(got), len(want))
@@ -171,7 +127,7 @@ func checkRows(t *testing.T, got []rowInfo, want []entry) {
 		if g.TS != strconv.FormatInt(e.ts, 10) {
 			t.Fatalf("row %d: ts %s, want %d", i, g.TS, e.ts)
 		}
-		if w := display(e.line, pageTrunc); g.Line != w {
+		if w := browsertest.Display(e.line, pageTrunc); g.Line != w {
 			t.Fatalf("row %d: line %q, want %q", i, g.Line, w)
 		}
 		var labels []string
@@ -362,7 +318,7 @@ func (env *browserEnv) testInert(t *testing.T) {
 	if len(got) != 5 {
 		t.Fatalf("%d hostile rows, want 5", len(got))
 	}
-	byLine := map[string]rowInfo{}
+	byLine := map[string]browsertest.Row{}
 	for _, r := range got {
 		byLine[r.Line] = r
 	}
