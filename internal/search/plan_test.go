@@ -379,25 +379,28 @@ func (p skipPart) MayContain(i int, lit []byte, fold bool) bool {
 	return bytes.Contains(b.Data, lit)
 }
 
-// TestSkipIndex: with parts that implement Skipper, results are unchanged
-// and blocks the index rules out are not read (except with context).
-func TestSkipIndex(t *testing.T) {
+// skipCorpus is 3000 entries of 3 streams, "needle42" in 3 of them, and
+// its parts as Skippers that count block reads and index questions.
+func skipCorpus(t *testing.T) (snap *store.Snapshot, parts []store.Part, blocks int, reads, asked *atomic.Int64) {
 	r := rand.New(rand.NewPCG(8, 8))
 	es := genLog(r, 3000, 3)
 	// A rare word in a few entries only.
 	for _, i := range []int{5, 1700, 2900} {
 		es[i].line += "needle42"
 	}
-	snap := build(t, es, 0)
-	var reads, asked atomic.Int64
-	var parts []store.Part
+	snap = build(t, es, 0)
+	reads, asked = new(atomic.Int64), new(atomic.Int64)
 	for _, p := range snap.Parts {
-		parts = append(parts, skipPart{p, &reads, &asked})
-	}
-	blocks := 0
-	for _, p := range snap.Parts {
+		parts = append(parts, skipPart{p, reads, asked})
 		blocks += p.NumBlocks()
 	}
+	return snap, parts, blocks, reads, asked
+}
+
+// TestSkipIndex: with parts that implement Skipper, results are unchanged
+// and blocks the index rules out are not read (except with context).
+func TestSkipIndex(t *testing.T) {
+	snap, parts, blocks, reads, asked := skipCorpus(t)
 	for _, c := range []struct {
 		src   string
 		fewer bool

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"testing"
 
 	"haystack/internal/query"
@@ -136,19 +135,7 @@ func TestScannerOracle(t *testing.T) {
 // TestScannerSkipIndex: blocks the skip index rules out are not kept, and
 // the matches are unchanged.
 func TestScannerSkipIndex(t *testing.T) {
-	r := rand.New(rand.NewPCG(8, 8))
-	es := genLog(r, 3000, 3)
-	for _, i := range []int{5, 1700, 2900} {
-		es[i].line += "needle42"
-	}
-	snap := build(t, es, 0)
-	var reads, asked atomic.Int64
-	var parts []store.Part
-	blocks := 0
-	for _, p := range snap.Parts {
-		parts = append(parts, skipPart{p, &reads, &asked})
-		blocks += p.NumBlocks()
-	}
+	snap, parts, blocks, _, asked := skipCorpus(t)
 	for _, q := range []Query{
 		{Pattern: []byte("needle42")},
 		{Pattern: []byte("NEEDLE42"), Fold: true},
