@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -279,13 +280,8 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 			return nil, err
 		}
 	}
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var out []*series
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
 		a := groups[k]
 		idx := make([]int, len(a.times))
 		for i := range idx {
@@ -367,13 +363,8 @@ func aggregate(e *mexpr, in []*series) []*series {
 			p.n++
 		}
 	}
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var out []*series
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
 		g := groups[k]
 		se := &series{labels: g.labels}
 		for t := range g.pts {
