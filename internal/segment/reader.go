@@ -271,10 +271,36 @@ func (r *Reader) ReadBlock(i int, dst *Block) error {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
 	m := &r.blocks[i]
-	if err := decodeBlock(r.data[m.offset:m.offset+m.length], m, dst); err != nil {
+	err := decodeBlock(r.data[m.offset:m.offset+m.length], m, dst)
+	r.release(int(m.offset), int(m.length))
+	if err != nil {
 		return &CorruptError{File: r.path, Block: i, Reason: err.Error()}
 	}
 	return nil
+}
+
+// release tells the kernel this process is done with the mapped pages of
+// one block's stored bytes. A full scan touches every page of every
+// segment, and touched pages of a mapping stay in the process's resident
+// set until it exits, so without this a scan's RSS grows with the data
+// (1.2 GB at 20M lines) although those pages are only reclaimable page
+// cache. MADV_DONTNEED on a read-only file mapping drops just the page
+// table entries: the pages stay cached, and a later read (a block read
+// again, or one sharing an edge page, since the range is rounded out to
+// whole pages) faults them back in with the same bytes.
+//
+// Only a mapping may be released this way: on ordinary memory (a Reader
+// over a byte slice, as in tests) MADV_DONTNEED would zero the pages.
+func (r *Reader) release(off, n int) {
+	if !r.mapped {
+		return
+	}
+	page := os.Getpagesize()
+	start := off &^ (page - 1)
+	end := min(len(r.data), (off+n+page-1)&^(page-1))
+	if start < end {
+		_ = unix.Madvise(r.data[start:end], unix.MADV_DONTNEED)
+	}
 }
 
 // Verify decodes every block and returns the errors.Join of a
