@@ -2,30 +2,14 @@
 
 package needle
 
-import (
-	"testing"
-
-	"golang.org/x/sys/unix"
-)
+import "testing"
 
 // TestScanGuardPages calls every kernel directly on haystacks that end
 // exactly at a PROT_NONE page and on haystacks that start right after one
 // (the technique of Go's bytes/boundary_test.go): a load of even one byte
 // outside h faults and kills the test.
 func TestScanGuardPages(t *testing.T) {
-	ps := unix.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, 3*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatalf("mmap: %v", err)
-	}
-	defer unix.Munmap(mem)
-	if err := unix.Mprotect(mem[:ps], unix.PROT_NONE); err != nil {
-		t.Fatalf("mprotect: %v", err)
-	}
-	if err := unix.Mprotect(mem[2*ps:], unix.PROT_NONE); err != nil {
-		t.Fatalf("mprotect: %v", err)
-	}
-	page := mem[ps : 2*ps]
+	region := guarded(t)
 
 	// Anchor offsets as a needle of length m would have them.
 	offsets := [][2]int{{0, 1}, {1, 0}, {0, 2}, {2, 7}, {0, 32}, {70, 3}}
@@ -33,9 +17,9 @@ func TestScanGuardPages(t *testing.T) {
 		for _, atEnd := range []bool{false, true} {
 			var h []byte
 			if atEnd {
-				h = page[ps-n:] // ends at the guard page after
+				h = region[len(region)-n:] // ends at the guard page after
 			} else {
-				h = page[:n:n] // starts right after the guard page before
+				h = region[:n:n] // starts right after the guard page before
 			}
 			for _, offs := range offsets {
 				o1, o2 := offs[0], offs[1]
