@@ -3,6 +3,7 @@ package logtest
 import (
 	"bytes"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -75,16 +76,29 @@ const (
 	slotCents
 )
 
-var slotNames = map[string]byte{
-	"user": slotUser, "ip": slotIP, "port": slotPort, "n": slotN, "big": slotBig,
-	"dur": slotDur, "uuid": slotUUID, "hex8": slotHex8, "host": slotHost, "code": slotCode, "path": slotPath,
-	"table": slotTable, "pct": slotPct, "cip": slotClientIP,
-	"session": slotSession, "build": slotBuild, "obj": slotObj,
-	"method": slotMethod, "route": slotRoute, "bytes": slotBytes, "try": slotTry,
-	"reason": slotReason, "topic": slotTopic, "event": slotEvent, "job": slotJob,
-	"cache": slotCache, "handler": slotHandler, "flag": slotFlag, "sku": slotSKU,
-	"tenant": slotTenant, "currency": slotCurrency, "q": slotQ,
-	"sport": slotServicePort, "part": slotPartition, "cents": slotCents,
+// slotNames names the slots as templates write them ("{user}"). An array,
+// not a map: a map literal is built by package init code, and this one is
+// only read while the tables are built.
+var slotNames = [...]string{
+	slotUser: "user", slotIP: "ip", slotPort: "port", slotN: "n", slotBig: "big",
+	slotDur: "dur", slotUUID: "uuid", slotHex8: "hex8", slotHost: "host", slotCode: "code", slotPath: "path",
+	slotTable: "table", slotPct: "pct", slotClientIP: "cip",
+	slotSession: "session", slotBuild: "build", slotObj: "obj",
+	slotMethod: "method", slotRoute: "route", slotBytes: "bytes", slotTry: "try",
+	slotReason: "reason", slotTopic: "topic", slotEvent: "event", slotJob: "job",
+	slotCache: "cache", slotHandler: "handler", slotFlag: "flag", slotSKU: "sku",
+	slotTenant: "tenant", slotCurrency: "currency", slotQ: "q",
+	slotServicePort: "sport", slotPartition: "part", slotCents: "cents",
+}
+
+// slotByName returns the slot named name, or false.
+func slotByName(name string) (byte, bool) {
+	for i, n := range slotNames {
+		if i > 0 && n == name {
+			return byte(i), true
+		}
+	}
+	return 0, false
 }
 
 func parseTemplates(ss []string) []template {
@@ -98,8 +112,11 @@ func parseTemplates(ss []string) []template {
 				break
 			}
 			k := indexByte(s[j:], '}')
-			slot, ok := slotNames[s[j+1:j+k]]
-			if k < 0 || !ok {
+			if k < 0 {
+				panic("logtest: bad template " + ss[i])
+			}
+			slot, ok := slotByName(s[j+1 : j+k])
+			if !ok {
 				panic("logtest: bad template " + ss[i])
 			}
 			if j > 0 {
@@ -133,37 +150,6 @@ func indexByte(s string, c byte) int {
 	}
 	return -1
 }
-
-var (
-	infoT    = parseTemplates(infoMsgs)
-	debugT   = parseTemplates(debugMsgs)
-	warnT    = parseTemplates(warnMsgs)
-	errorT   = parseTemplates(errorMsgs)
-	refusedT = parseTemplates(refusedMsgs)
-	panicT   = parseTemplates(panicMsgs)
-	diskT    = parseTemplates(diskMsgs)
-	pathT    = parseTemplates(paths)
-	timeoutT = parseTemplates([]string{
-		"request timeout after {dur}, retrying",
-		"dial tcp {ip}:{sport}: i/o timeout",
-		"upstream {host} timeout: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
-		"timeout waiting for response from {host} after {dur}",
-	})
-	exceptionT = func() []template {
-		ss := make([]string, len(exceptions))
-		for i, e := range exceptions {
-			ss[i] = e.class + ": " + e.msg
-		}
-		return parseTemplates(ss)
-	}()
-	causeT = func() []template {
-		ss := make([]string, len(causes))
-		for i, e := range causes {
-			ss[i] = "Caused by: " + e.class + ": " + e.msg
-		}
-		return parseTemplates(ss)
-	}()
-)
 
 // A table maps the top bits of a random word to an index with given
 // integer weights: an O(1) weighted choice.
@@ -203,29 +189,85 @@ func zipf(n int) []uint64 {
 	return w
 }
 
+// Statuses and methods that access lines draw (weights in newTables).
 var (
+	statuses = []string{"200", "201", "204", "304", "301", "400", "401", "403", "404", "429", "500", "502", "503", "504"}
+	methods  = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+)
+
+// genTables are the parsed templates and the weighted-choice tables that
+// every Generator shares. They are built on first use, not at package
+// init: every binary that links logtest (all of cmd/hay) would otherwise
+// pay ~570 KB of heap and ~0.7 ms at each start, searches included.
+type genTables struct {
+	infoT, debugT, warnT, errorT []template
+	refusedT, panicT, diskT      []template
+	pathT, timeoutT              []template
+	exceptionT, causeT           []template
+
 	// Statements by level, Zipf over each list (rotated per stream).
-	levelTemplates = [...][]template{lvlDebug: debugT, lvlInfo: infoT, lvlWarn: warnT, lvlError: errorT}
-	templateTables = [...]table{
+	levelTemplates [lvlError + 1][]template
+	templateTables [lvlError + 1]table
+	pathTable      table
+	statusTable    table // statuses, per mille
+	methodTable    table
+	durTable       table // duration exponents 0..13 (durMillis)
+	levelTable     table // levels of message (non-access) lines, per mille
+	uaTable        table // user agents, most frequent first
+
+	userCDF, clientCDF zipfCDF
+	ormSelects         []string
+}
+
+// sharedTables builds the tables once; they are read-only afterwards, so
+// Generators in several goroutines may share them.
+var sharedTables = sync.OnceValue(newTables)
+
+func newTables() *genTables {
+	t := &genTables{
+		infoT:    parseTemplates(infoMsgs),
+		debugT:   parseTemplates(debugMsgs),
+		warnT:    parseTemplates(warnMsgs),
+		errorT:   parseTemplates(errorMsgs),
+		refusedT: parseTemplates(refusedMsgs),
+		panicT:   parseTemplates(panicMsgs),
+		diskT:    parseTemplates(diskMsgs),
+		pathT:    parseTemplates(paths),
+		timeoutT: parseTemplates([]string{
+			"request timeout after {dur}, retrying",
+			"dial tcp {ip}:{sport}: i/o timeout",
+			"upstream {host} timeout: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+			"timeout waiting for response from {host} after {dur}",
+		}),
+		pathTable:   newTable(zipf(len(paths)), 12),
+		statusTable: newTable([]uint64{770, 30, 30, 40, 10, 20, 15, 7, 50, 8, 10, 4, 4, 2}, 12),
+		methodTable: newTable([]uint64{640, 200, 60, 40, 30, 20, 10}, 10),
+		durTable:    newTable([]uint64{2, 4, 8, 12, 14, 14, 12, 10, 8, 6, 4, 3, 2, 1}, 10),
+		levelTable:  newTable([]uint64{300, 590, 90, 20}, 10),
+		uaTable:     newTable(zipf(len(userAgents)), 10),
+		userCDF:     newZipfCDF(numUsers),
+		clientCDF:   newZipfCDF(numClientIPs),
+		ormSelects:  newORMSelects(),
+	}
+	ss := make([]string, len(exceptions))
+	for i, e := range exceptions {
+		ss[i] = e.class + ": " + e.msg
+	}
+	t.exceptionT = parseTemplates(ss)
+	ss = make([]string, len(causes))
+	for i, e := range causes {
+		ss[i] = "Caused by: " + e.class + ": " + e.msg
+	}
+	t.causeT = parseTemplates(ss)
+	t.levelTemplates = [...][]template{lvlDebug: t.debugT, lvlInfo: t.infoT, lvlWarn: t.warnT, lvlError: t.errorT}
+	t.templateTables = [...]table{
 		lvlDebug: newTable(zipf(len(debugMsgs)), 12),
 		lvlInfo:  newTable(zipf(len(infoMsgs)), 12),
 		lvlWarn:  newTable(zipf(len(warnMsgs)), 12),
 		lvlError: newTable(zipf(len(errorMsgs)), 12),
 	}
-	pathTable = newTable(zipf(len(paths)), 12)
-	// Statuses and their weights (per mille).
-	statuses    = []string{"200", "201", "204", "304", "301", "400", "401", "403", "404", "429", "500", "502", "503", "504"}
-	statusTable = newTable([]uint64{770, 30, 30, 40, 10, 20, 15, 7, 50, 8, 10, 4, 4, 2}, 12)
-	methods     = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
-	methodTable = newTable([]uint64{640, 200, 60, 40, 30, 20, 10}, 10)
-	// Levels of message (non-access) lines, per mille.
-	// Duration exponents 0..13 (durMillis).
-	durTable   = newTable([]uint64{2, 4, 8, 12, 14, 14, 12, 10, 8, 6, 4, 3, 2, 1}, 10)
-	levelTable = newTable([]uint64{300, 590, 90, 20}, 10)
-	// User agents, most frequent first.
-	uaTable = newTable(zipf(len(userAgents)), 10)
-	// Keys of padding fields.
-)
+	return t
+}
 
 // lenBands is the spread of target lengths: with probability p/1024 a line
 // targets lo..hi thousandths of lenNorm-scaled MeanLen. lenNorm is the
@@ -302,19 +344,19 @@ func (g *Generator) line(dst []byte, si int, incident bool, ns int64) []byte {
 	case access:
 		lvl = g.accessEvent(s)
 	default:
-		lvl = levelTable.pick(g.src.Uint64())
+		lvl = g.tb.levelTable.pick(g.src.Uint64())
 		if lvl >= lvlError {
 			lvl = lvlError
 			trace = s.format == fmtJava && g.chance(620)
 		}
-		ts := levelTemplates[lvl]
-		i := (templateTables[lvl].pick(g.src.Uint64()) + int(s.rot)) % len(ts)
+		ts := g.tb.levelTemplates[lvl]
+		i := (g.tb.templateTables[lvl].pick(g.src.Uint64()) + int(s.rot)) % len(ts)
 		if g.total-int64(g.meanLen)*int64(g.n-1) > 4*int64(g.meanLen) {
 			// The mean runs high (a small MeanLen, below the natural
 			// length of many statements): the shortest of six, so
 			// that small MeanLen values can be met.
 			for range 5 {
-				j := (templateTables[lvl].pick(g.src.Uint64()) + int(s.rot)) % len(ts)
+				j := (g.tb.templateTables[lvl].pick(g.src.Uint64()) + int(s.rot)) % len(ts)
 				if ts[j].size() < ts[i].size() {
 					i = j
 				}
@@ -441,7 +483,7 @@ func (g *Generator) accessEvent(s *stream) int {
 	// The request's method, path and user agent were set when it
 	// started (its other lines name them too).
 	method := methods[g.rq.method]
-	si := statusTable.pick(g.src.Uint64())
+	si := g.tb.statusTable.pick(g.src.Uint64())
 	status := statuses[si]
 	lvl := lvlInfo
 	if status[0] == '5' {
@@ -449,7 +491,7 @@ func (g *Generator) accessEvent(s *stream) int {
 	}
 	ms := g.durMillis()
 	pathStart := len(g.vals)
-	g.vals = g.appendTemplate(g.vals, pathT[g.rq.path])
+	g.vals = g.appendTemplate(g.vals, g.tb.pathT[g.rq.path])
 	pathEnd := len(g.vals)
 	switch s.format {
 	case fmtPlain:
@@ -509,22 +551,22 @@ func (g *Generator) accessEvent(s *stream) int {
 func (g *Generator) incidentEvent(s *stream) (lvl int, trace bool) {
 	switch g.incKind {
 	case incRefused:
-		g.msg = g.appendTemplate(g.msg, refusedT[g.intn(len(refusedT))])
+		g.msg = g.appendTemplate(g.msg, g.tb.refusedT[g.intn(len(g.tb.refusedT))])
 		return lvlError, false
 	case incTimeout:
-		g.msg = g.appendTemplate(g.msg, timeoutT[g.intn(len(timeoutT))])
+		g.msg = g.appendTemplate(g.msg, g.tb.timeoutT[g.intn(len(g.tb.timeoutT))])
 		if g.chance(300) {
 			return lvlWarn, false
 		}
 		return lvlError, false
 	case incDisk:
-		g.msg = g.appendTemplate(g.msg, diskT[g.intn(len(diskT))])
+		g.msg = g.appendTemplate(g.msg, g.tb.diskT[g.intn(len(g.tb.diskT))])
 		return lvlError, false
 	case incPanic:
 		if s.format == fmtJava {
 			g.msg = append(g.msg, "Unexpected error, shutting down"...)
 		} else {
-			g.msg = g.appendTemplate(g.msg, panicT[g.intn(len(panicT))])
+			g.msg = g.appendTemplate(g.msg, g.tb.panicT[g.intn(len(g.tb.panicT))])
 		}
 		return lvlFatal, true
 	default: // incOOM
@@ -623,8 +665,8 @@ func (g *Generator) pad(dst []byte, s *stream, want int) []byte {
 		// an ORM's generated query, long for its column list, loading
 		// a batch of rows.
 		t := g.intn(len(tables))
-		if want > len(ormSelects[t])+40 {
-			g.vals = append(g.vals, ormSelects[t]...)
+		if want > len(g.tb.ormSelects[t])+40 {
+			g.vals = append(g.vals, g.tb.ormSelects[t]...)
 		} else {
 			g.vals = append(g.vals, "SELECT id, status, updated_at FROM "...)
 			g.vals = append(g.vals, tables[t]...)
@@ -729,7 +771,7 @@ func (g *Generator) appendSKU(dst []byte, u uint64) []byte {
 }
 
 func (g *Generator) skuID(u uint64) uint64 {
-	return 10_000 + mix(g.ipSalt^0x736b75+uint64(clientCDF.rank(u)))%90_000
+	return 10_000 + mix(g.ipSalt^0x736b75+uint64(g.tb.clientCDF.rank(u)))%90_000
 }
 
 // appendBody renders an order as the JSON body a checkout request posts,
@@ -851,7 +893,7 @@ func (g *Generator) appendTemplate(dst []byte, t template) []byte {
 		case slotCode:
 			dst = append(dst, errorCodes[g.intn(len(errorCodes))]...)
 		case slotPath:
-			dst = g.appendTemplate(dst, pathT[pathTable.pick(g.src.Uint64())])
+			dst = g.appendTemplate(dst, g.tb.pathT[g.tb.pathTable.pick(g.src.Uint64())])
 		case slotTable:
 			dst = append(dst, tables[g.intn(len(tables))]...)
 		case slotPct:
@@ -874,7 +916,7 @@ func (g *Generator) durMillis() int64 {
 	// Latencies are roughly log-normal: most requests take 4 to 64 ms,
 	// a tail runs to seconds.
 	u := g.src.Uint64()
-	e := durTable.pick(u)
+	e := g.tb.durTable.pick(u)
 	return int64((u & 0xffffff) % (2 << e))
 }
 

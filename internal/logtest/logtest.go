@@ -284,6 +284,7 @@ const (
 // concurrent use.
 type Generator struct {
 	src     rand.PCG
+	tb      *genTables // shared, read-only
 	meanLen int
 	planned uint64
 
@@ -351,6 +352,7 @@ func NewGenerator(cfg Config) *Generator {
 	}
 	cfg = cfg.withDefaults()
 	g := &Generator{
+		tb:      sharedTables(),
 		meanLen: cfg.MeanLen,
 		planned: cfg.planned(),
 		start:   cfg.Start.UnixNano(),
@@ -409,7 +411,7 @@ func NewGenerator(cfg Config) *Generator {
 		t := &g.traceRing[i]
 		appendHex(t.trace[:0], g.src.Uint64(), 16)
 		appendHex(t.trace[16:16], g.src.Uint64(), 16)
-		t.user = uint32(userCDF.rank(g.src.Uint64()))
+		t.user = uint32(g.tb.userCDF.rank(g.src.Uint64()))
 	}
 	g.cur, g.rq = g.stream(0), &g.single
 	g.startRequest(g.rq, g.cur)

@@ -73,11 +73,6 @@ func (z zipfCDF) rank(u uint64) int {
 	return lo
 }
 
-var (
-	userCDF   = newZipfCDF(numUsers)
-	clientCDF = newZipfCDF(numClientIPs)
-)
-
 // mix is the splitmix64 finalizer: it turns a population rank and a
 // per-Generator salt into the identifier's bits, so a population costs no
 // memory and the same rank always renders the same id.
@@ -138,9 +133,9 @@ func (g *Generator) startRequest(r *request, s *stream) {
 	r.objA, r.objB = g.src.Uint64(), g.src.Uint64()
 	u := g.src.Uint64()
 	r.thread = g.src.Uint64()
-	r.method = uint8(methodTable.pick(g.src.Uint64()))
-	r.path = uint8(pathTable.pick(g.src.Uint64()))
-	r.ua = uint8(uaTable.pick(g.src.Uint64()))
+	r.method = uint8(g.tb.methodTable.pick(g.src.Uint64()))
+	r.path = uint8(g.tb.pathTable.pick(g.src.Uint64()))
+	r.ua = uint8(g.tb.uaTable.pick(g.src.Uint64()))
 	if u>>54 < 400 {
 		// Called by another service: the caller's trace and user, from
 		// one of the pods of this service's neighbourhood.
@@ -152,7 +147,7 @@ func (g *Generator) startRequest(r *request, s *stream) {
 	} else {
 		appendHex(r.trace[:0], g.src.Uint64(), 16)
 		appendHex(r.trace[16:16], g.src.Uint64(), 16)
-		r.user = uint32(userCDF.rank(g.src.Uint64()))
+		r.user = uint32(g.tb.userCDF.rank(g.src.Uint64()))
 		// Half the external requests show the ingress or load balancer
 		// pod's address, half the client's (X-Forwarded-For).
 		if (u>>53)&1 == 0 {
@@ -160,7 +155,7 @@ func (g *Generator) startRequest(r *request, s *stream) {
 			r.client = uint32((u >> 8) % numPeers)
 		} else {
 			r.internal = false
-			r.client = uint32(clientCDF.rank(g.src.Uint64()))
+			r.client = uint32(g.tb.clientCDF.rank(g.src.Uint64()))
 		}
 		t := &g.traceRing[g.traceNext&(numTraceRing-1)]
 		g.traceNext++

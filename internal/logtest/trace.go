@@ -33,7 +33,7 @@ func (g *Generator) javaTrace(si int, oom bool) {
 		g.cont = append(g.cont, "\tat java.base/java.util.HashMap.resize(HashMap.java:702)"...)
 		g.endCont()
 	} else {
-		g.cont = g.appendTemplate(g.cont, exceptionT[g.intn(len(exceptionT))])
+		g.cont = g.appendTemplate(g.cont, g.tb.exceptionT[g.intn(len(g.tb.exceptionT))])
 		g.endCont()
 	}
 	for range 1 + g.intn(3) {
@@ -48,7 +48,7 @@ func (g *Generator) javaTrace(si int, oom bool) {
 		g.endCont()
 	}
 	if !oom && g.chance(360) {
-		g.cont = g.appendTemplate(g.cont, causeT[g.intn(len(causeT))])
+		g.cont = g.appendTemplate(g.cont, g.tb.causeT[g.intn(len(g.tb.causeT))])
 		g.endCont()
 		for range 1 + g.intn(3) {
 			g.cont = append(g.cont, "\tat "...)

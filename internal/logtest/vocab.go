@@ -301,10 +301,10 @@ var columns = []string{
 	"currency", "external_ref", "metadata", "deleted_at", "region", "source",
 }
 
-// ormSelects are the queries an ORM generates to load a batch of rows of
+// newORMSelects returns the queries an ORM generates to load a batch of rows of
 // each table, Hibernate style (alias.column as column_N_M_), up to the
-// list of ids.
-var ormSelects = func() []string {
+// list of ids. Built with the other tables (newTables).
+func newORMSelects() []string {
 	ss := make([]string, len(tables))
 	for i, t := range tables {
 		alias := t[:1] + "0_"
@@ -318,7 +318,7 @@ var ormSelects = func() []string {
 		ss[i] = s + " from " + t + " " + alias + " where " + alias + ".id in ("
 	}
 	return ss
-}()
+}
 
 // callerFiles are the source files statements live in; a statement's
 // caller (file:line) is fixed, as a logger reports where it was called.
