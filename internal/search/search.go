@@ -178,6 +178,12 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		return 0, err
 	}
 	defer e.report() // after wg.Wait: the workers have stopped
+	if len(e.tasks) == 0 {
+		// Every block was pruned (or there are none): no goroutine to
+		// start. A short CLI search that the skip index answers would
+		// otherwise spend more on waking threads than on the search.
+		return 0, ctx.Err()
+	}
 	merging := !e.q.Count && len(e.present) > 1
 	if merging {
 		e.cache = &blockCache{m: map[blockKey]*cachedBlock{}}
@@ -185,7 +191,8 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // runs before wg.Wait: stop the workers first
-	for range e.workers {
+	// No more workers than blocks: each idle one would cost a thread.
+	for range min(e.workers, len(e.tasks)) {
 		wg.Go(func() { e.worker(ctx) })
 	}
 
@@ -236,14 +243,17 @@ func Hist(ctx context.Context, parts []store.Part, q Query, b Buckets, onErr fun
 	}
 	e.hist = &b
 	defer e.report()
+	counts := make([]int64, b.N)
+	if len(e.tasks) == 0 {
+		return counts, ctx.Err() // as in Run: nothing to start
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	for range e.workers {
+	for range min(e.workers, len(e.tasks)) {
 		wg.Go(func() { e.worker(ctx) })
 	}
 	r := e.start(ctx, &wg, e.tasks, 2*e.workers, -1)
-	counts := make([]int64, b.N)
 	for {
 		t, err := r.next(ctx)
 		if err != nil {

@@ -238,3 +238,57 @@ func TestDamagedSegment(t *testing.T) {
 		t.Fatalf("count %d, want %d", n, int64(len(es))-lost)
 	}
 }
+
+// TestAllPruned: when the skip index rules out every block, Run and Hist
+// start no worker and still report the counts: nothing matched, every
+// block pruned by the index, none decoded. The same query without the
+// index decodes every block and finds nothing either.
+func TestAllPruned(t *testing.T) {
+	var es []entry
+	for i := range 500 {
+		es = append(es, entry{time: int64(i) * 1e9, stream: uint32(i % 4), line: fmt.Sprintf("line %d of the corpus, status=%d", i, 200+i%5)})
+	}
+	snap := build(t, es, 0)
+	for _, noIndex := range []bool{false, true} {
+		for _, count := range []bool{false, true} {
+			var st Stats
+			q := Query{Pattern: []byte("needle-absent-7c3e9a"), Count: count, NoIndex: noIndex, Stats: &st}
+			n, err := Run(context.Background(), snap.Parts, q, func(m *Match) error {
+				t.Errorf("emitted %q", m.Line)
+				return nil
+			}, func(err error) { t.Error(err) })
+			if err != nil || n != 0 {
+				t.Fatalf("noIndex=%v count=%v: Run = %d, %v", noIndex, count, n, err)
+			}
+			if st.Blocks == 0 {
+				t.Fatal("no blocks")
+			}
+			if !noIndex && (st.PrunedIndex != st.Blocks || st.Decoded != 0) {
+				t.Fatalf("count=%v: stats %+v, want every block pruned by the index", count, st)
+			}
+			if noIndex && (st.PrunedIndex != 0 || st.Decoded < st.Blocks) {
+				t.Fatalf("count=%v: brute force stats %+v", count, st)
+			}
+		}
+		var st Stats
+		q := Query{Pattern: []byte("needle-absent-7c3e9a"), NoIndex: noIndex, Stats: &st}
+		counts, err := Hist(context.Background(), snap.Parts, q, Buckets{Start: 0, Width: 60e9, N: 9}, func(err error) { t.Error(err) })
+		if err != nil || len(counts) != 9 {
+			t.Fatalf("Hist = %v, %v", counts, err)
+		}
+		for _, c := range counts {
+			if c != 0 {
+				t.Fatalf("Hist = %v", counts)
+			}
+		}
+		if !noIndex && st.PrunedIndex != st.Blocks {
+			t.Fatalf("Hist stats %+v", st)
+		}
+	}
+	// A cancelled context is still reported when there is nothing to do.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, snap.Parts, Query{Pattern: []byte("needle-absent-7c3e9a"), Count: true}, nil, func(error) {}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Run: %v", err)
+	}
+}
