@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"haystack/internal/segment"
 )
@@ -96,15 +99,22 @@ func openSnapshot(dir string) (*Snapshot, error) {
 	for _, d := range m.Streams {
 		s.labels[d.ID] = d.Labels
 	}
-	for _, sm := range m.Segments {
+	// Opening a segment validates its footer, block index and skip index
+	// (checksums over ~6% of the file): ~0.1 ms each, the largest part of
+	// a search the skip index answers. Open them on all cores.
+	readers := make([]*segment.Reader, len(m.Segments))
+	errs := make([]error, len(m.Segments))
+	parallel(len(m.Segments), func(i int) {
+		readers[i], errs[i] = segment.Open(filepath.Join(dir, segDir, m.Segments[i].Name))
+	})
+	for i, sm := range m.Segments {
 		name := filepath.Join(segDir, sm.Name)
-		r, err := segment.Open(filepath.Join(dir, name))
-		if err != nil {
-			s.Damaged = append(s.Damaged, fmt.Errorf("%s: %w", name, err))
+		if errs[i] != nil {
+			s.Damaged = append(s.Damaged, fmt.Errorf("%s: %w", name, errs[i]))
 			continue
 		}
-		s.readers = append(s.readers, r)
-		s.Parts = append(s.Parts, &SegmentPart{name: name, r: r})
+		s.readers = append(s.readers, readers[i])
+		s.Parts = append(s.Parts, &SegmentPart{name: name, r: readers[i]})
 	}
 	seqs, err := walSeqs(dir)
 	if err != nil {
@@ -178,4 +188,25 @@ func (s *Snapshot) Close() error {
 	}
 	s.readers = nil
 	return first
+}
+
+// parallel calls f(0) .. f(n-1) on up to GOMAXPROCS goroutines, this one
+// included, and returns when all have returned.
+func parallel(n int, f func(int)) {
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			f(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
