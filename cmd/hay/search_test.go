@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // hayInProcess runs `hay args...` in this process with stdout captured;
@@ -201,6 +205,46 @@ func TestAppendEscaped(t *testing.T) {
 	} {
 		if got := string(appendEscaped(nil, []byte(in))); got != want {
 			t.Errorf("appendEscaped(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestInterruptContext: SIGINT cancels the context once the delay has
+// passed, not before, and stop cancels it. The test holds its own
+// signal.Notify so that no SIGINT can end the test process.
+func TestInterruptContext(t *testing.T) {
+	hold := make(chan os.Signal, 16)
+	signal.Notify(hold, os.Interrupt)
+	defer signal.Stop(hold)
+
+	ctx, stop := interruptContext(context.Background(), time.Hour)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-hold // delivered (to the test's channel only)
+	select {
+	case <-ctx.Done():
+		t.Fatal("SIGINT before the delay cancelled the search")
+	case <-time.After(50 * time.Millisecond):
+	}
+	stop()
+	if ctx.Err() == nil {
+		t.Fatal("stop did not cancel the context")
+	}
+
+	ctx, stop = interruptContext(context.Background(), 0)
+	defer stop()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	// The handler is installed by a timer: signal until it is there.
+	for ctx.Err() == nil {
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("SIGINT after the delay did not cancel the search")
 		}
 	}
 }
