@@ -73,6 +73,9 @@ func decodeManifest(data []byte) (*Manifest, error) {
 	if crc32.Checksum(body, castagnoli) != uint32(crc) {
 		return nil, errors.New("manifest: checksum mismatch")
 	}
+	if m, ok := parseManifestJSON(body); ok {
+		return m, nil
+	}
 	m := new(Manifest)
 	if err := json.Unmarshal(body, m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
