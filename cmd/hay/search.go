@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -92,7 +93,7 @@ func runSearch(args []string) error {
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
-	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded")
+	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
 	if err := parseFlags(fs, grepNumArgs(args)); err != nil {
 		return err
 	}
@@ -167,7 +168,15 @@ func runSearch(args []string) error {
 		return fmt.Errorf("%w: want a PATTERN, --query, or -e/-E/-v", errUsage)
 	}
 
-	snap, err := store.OpenSnapshot(*data)
+	// Segments wholly outside --since/--until are not even opened.
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if q.Since != 0 {
+		lo = q.Since
+	}
+	if q.Until != 0 {
+		hi = q.Until - 1
+	}
+	snap, err := store.OpenSnapshotRange(*data, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -200,8 +209,12 @@ func runSearch(args []string) error {
 		err = ferr
 	}
 	if *stats {
-		fmt.Fprintf(os.Stderr, "hay search: blocks %d, pruned by time %d, by stream %d, by index %d; decoded %d\n",
-			st.Blocks, st.PrunedTime, st.PrunedStream, st.PrunedIndex, st.Decoded)
+		skipped := ""
+		if snap.Skipped > 0 {
+			skipped = fmt.Sprintf("; segments not opened (out of time range) %d", snap.Skipped)
+		}
+		fmt.Fprintf(os.Stderr, "hay search: blocks %d, pruned by time %d, by stream %d, by index %d; decoded %d%s\n",
+			st.Blocks, st.PrunedTime, st.PrunedStream, st.PrunedIndex, st.Decoded, skipped)
 	}
 	switch {
 	case err != nil:

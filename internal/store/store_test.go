@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -512,5 +513,77 @@ func TestSnapshotDamagedOrder(t *testing.T) {
 	}
 	if !equalEntries(got, want) {
 		t.Fatalf("got %d entries, want %d (or content differs)", len(got), len(want))
+	}
+}
+
+// TestOpenSnapshotRange: exactly the segments whose time range meets
+// [lo, hi] (bounds inclusive) are opened, in order; the others are
+// counted in Skipped; the WAL's entries are always there.
+func TestOpenSnapshotRange(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, Options{HeadBytes: 1}) // a segment per append
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := st.Stream(`{a="b"}`)
+	// Segment i holds times 100i .. 100i+50.
+	for i := range 5 {
+		es := []Entry{{Time: int64(100*i + 50), Stream: id, Line: []byte("y")}, {Time: int64(100 * i), Stream: id, Line: []byte("x")}}
+		if err := st.Append(&Batch{Entries: es}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// An unflushed entry, older than every segment: in the head.
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(&Batch{Entries: []Entry{{Time: -5, Stream: id, Line: []byte("w")}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+
+	for _, c := range []struct {
+		lo, hi int64
+		want   []int // segment indexes opened
+	}{
+		{math.MinInt64, math.MaxInt64, []int{0, 1, 2, 3, 4}},
+		{0, 0, []int{0}},
+		{50, 50, []int{0}},
+		{51, 99, nil},
+		{51, 100, []int{1}},
+		{150, 250, []int{1, 2}},
+		{-10, -1, nil},
+		{450, math.MaxInt64, []int{4}},
+		{451, math.MaxInt64, nil},
+		{math.MinInt64, 199, []int{0, 1}},
+	} {
+		s, err := OpenSnapshotRange(dir, c.lo, c.hi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, i := range c.want {
+			names = append(names, filepath.Join(segDir, s.Manifest.Segments[i].Name))
+		}
+		names = append(names, "head")
+		var got []string
+		for _, p := range s.Parts {
+			if _, ok := p.(*HeadPart); ok {
+				got = append(got, "head")
+				if p.NumBlocks() != 1 || p.BlockMeta(0).MinTime != -5 {
+					t.Errorf("head part: %d blocks", p.NumBlocks())
+				}
+				continue
+			}
+			got = append(got, p.Name())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(names) || s.Skipped != 5-len(c.want) || len(s.Damaged) != 0 {
+			t.Errorf("[%d, %d]: parts %v skipped %d, want %v skipped %d", c.lo, c.hi, got, s.Skipped, names, 5-len(c.want))
+		}
+		s.Close()
 	}
 }
