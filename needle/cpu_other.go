@@ -6,10 +6,10 @@ package needle
 func supported() []kernel { return []kernel{kernGeneric} }
 
 // The vector kernels are never selected in this build.
-func scanAVX2(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, uint64) {
+func scanAVX2(a *scanArgs, h []byte, from, last int) (int, uint64) {
 	panic("needle: avx2 kernel not built")
 }
 
-func scanAVX512(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, uint64) {
+func scanAVX512(a *scanArgs, h []byte, from, last int) (int, uint64) {
 	panic("needle: avx512 kernel not built")
 }

@@ -38,14 +38,14 @@ func (k kernel) laneShift() uint {
 	return 0
 }
 
-func (k kernel) scan(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, uint64) {
+func (k kernel) scan(a *scanArgs, h []byte, from, last int) (int, uint64) {
 	switch k {
 	case kernAVX2:
-		return scanAVX2(h, from, last, o1, o2, c1, c2, or1, or2)
+		return scanAVX2(a, h, from, last)
 	case kernAVX512:
-		return scanAVX512(h, from, last, o1, o2, c1, c2, or1, or2)
+		return scanAVX512(a, h, from, last)
 	}
-	return scanGeneric(h, from, last, o1, o2, c1, c2, or1, or2)
+	return scanGeneric(h, from, last, a.off1, a.off2, a.c1, a.c2, a.or1, a.or2)
 }
 
 // best is the kernel every Searcher uses unless told otherwise, chosen once.

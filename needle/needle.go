@@ -66,14 +66,27 @@ func IndexFold(haystack, needle []byte) int {
 // Searcher is a needle prepared once and used on many haystacks.
 // It is safe for concurrent use: Index does not modify it.
 type Searcher struct {
-	needle []byte // exact bytes, or ASCII-lowered when fold
-	fold   bool
-	kern   kernel
+	scanArgs        // the anchors, first so that &s.scanArgs is s
+	needle   []byte // exact bytes, or ASCII-lowered when fold
+	fold     bool
+	kern     kernel
 
-	// Anchors: offsets into the needle and the byte expected there. For a
-	// fold search a letter anchor is stored lower-case with or1/or2 = 0x20,
-	// so that haystack byte | 0x20 == anchor matches both cases and nothing
-	// else.
+	// min512 and min256 are the shortest haystacks that Index hands
+	// straight to the AVX-512 and the AVX2 kernel (the needle's length
+	// plus a vector of positions), or 0 when the Searcher does not use that
+	// kernel, so that the common call costs one comparison before the
+	// kernel. They agree with kernelFor.
+	min512, min256 int
+}
+
+// scanArgs are a scan's anchors: offsets into the needle and the byte
+// expected there. For a fold search a letter anchor is stored lower-case
+// with or1/or2 = 0x20, so that haystack byte | 0x20 == anchor matches both
+// cases and nothing else. The assembly kernels take a pointer to them
+// rather than six arguments, a saving on every call. It is an alias of a
+// struct type, not a defined type, because the stubs avo generates for
+// the kernels spell the struct out (needle/_asm).
+type scanArgs = struct {
 	off1, off2 int
 	c1, c2     byte
 	or1, or2   byte
@@ -113,6 +126,14 @@ func (s *Searcher) init(needle []byte, fold bool, k kernel) {
 	if len(needle) == 0 {
 		return
 	}
+	if len(needle) >= 2 {
+		if k == kernAVX512 {
+			s.min512 = len(needle) + kernAVX512.width() - 1
+		}
+		if k >= kernAVX2 {
+			s.min256 = len(needle) + kernAVX2.width() - 1
+		}
+	}
 	s.off1, s.off2 = chooseAnchors(s.needle, fold)
 	s.c1, s.c2 = s.needle[s.off1], s.needle[s.off2]
 	if fold {
@@ -129,8 +150,29 @@ func (s *Searcher) init(needle []byte, fold bool, k kernel) {
 // or -1. An empty needle matches at 0.
 //
 // Most calls are one log line with no candidate at all, so this first step
-// is kept flat: one direct kernel call, and a return when its mask is empty.
+// is kept flat: one comparison, one direct kernel call, and a return when
+// its mask is empty.
 func (s *Searcher) Index(haystack []byte) int {
+	if n := s.min512; n > 0 && len(haystack) >= n {
+		base, mask := scanAVX512(&s.scanArgs, haystack, 0, len(haystack)-len(s.needle))
+		if mask == 0 {
+			return -1
+		}
+		return s.search(haystack, kernAVX512, base, mask)
+	}
+	if n := s.min256; n > 0 && len(haystack) >= n {
+		base, mask := scanAVX2(&s.scanArgs, haystack, 0, len(haystack)-len(s.needle))
+		if mask == 0 {
+			return -1
+		}
+		return s.search(haystack, kernAVX2, base, mask)
+	}
+	return s.indexShort(haystack)
+}
+
+// indexShort is Index for what does not fill a vector of the Searcher's
+// kernel: short haystacks, needles of 0 or 1 bytes, and the generic kernel.
+func (s *Searcher) indexShort(haystack []byte) int {
 	m := len(s.needle)
 	last := len(haystack) - m
 	if m <= 1 || last < 0 {
@@ -141,9 +183,9 @@ func (s *Searcher) Index(haystack []byte) int {
 	var mask uint64
 	switch k {
 	case kernAVX512:
-		base, mask = scanAVX512(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+		base, mask = scanAVX512(&s.scanArgs, haystack, 0, last)
 	case kernAVX2:
-		base, mask = scanAVX2(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+		base, mask = scanAVX2(&s.scanArgs, haystack, 0, last)
 	default:
 		base, mask = scanGeneric(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
 	}
@@ -181,7 +223,7 @@ func (s *Searcher) indexTiny(haystack []byte) int {
 	}
 	last := len(haystack) - 1
 	k := s.kernelFor(last)
-	base, mask := k.scan(haystack, 0, last, 0, 0, s.c1, s.c1, s.or1, s.or1)
+	base, mask := k.scan(&scanArgs{c1: s.c1, c2: s.c1, or1: s.or1, or2: s.or1}, haystack, 0, last)
 	if mask == 0 {
 		return -1
 	}
@@ -286,7 +328,7 @@ func (s *Searcher) search(h []byte, k kernel, base int, mask uint64) int {
 		if falses > degradeMinFalse && from < falses*degradeMinSkip {
 			return s.fallback(h, from)
 		}
-		base, mask = k.scan(h, from, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+		base, mask = k.scan(&s.scanArgs, h, from, last)
 		if mask == 0 {
 			return -1
 		}

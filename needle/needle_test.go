@@ -341,3 +341,32 @@ func ExampleIndex() {
 	// 12
 	// 11
 }
+
+// TestFastPath checks that Index's direct kernel calls (min512, min256)
+// take exactly the haystacks kernelFor gives those kernels.
+func TestFastPath(t *testing.T) {
+	for _, name := range Kernels() {
+		for _, m := range []int{1, 2, 3, 17, 70} {
+			s, err := NewKernel(bytes.Repeat([]byte{'q'}, m), false, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := 0; n <= 200; n++ {
+				var got kernel = kernGeneric
+				switch {
+				case s.min512 > 0 && n >= s.min512:
+					got = kernAVX512
+				case s.min256 > 0 && n >= s.min256:
+					got = kernAVX2
+				}
+				want := kernGeneric
+				if m >= 2 && n >= m {
+					want = s.kernelFor(n - m)
+				}
+				if got != want {
+					t.Fatalf("%s, needle %d bytes, haystack %d: Index calls %v, kernelFor says %v", name, m, n, got, want)
+				}
+			}
+		}
+	}
+}

@@ -4,44 +4,37 @@
 
 #include "textflag.h"
 
-// func scanAVX2(h []byte, from int, last int, o1 int, o2 int, c1 byte, c2 byte, or1 byte, or2 byte) (base int, mask uint64)
-// Requires: AVX, AVX2
-TEXT ·scanAVX2(SB), NOSPLIT, $0-80
-	MOVQ         h_base+0(FP), BX
-	MOVQ         from+24(FP), CX
-	MOVQ         last+32(FP), AX
-	MOVQ         o1+40(FP), DX
-	MOVQ         o2+48(FP), SI
-	LEAQ         (BX)(DX*1), DX
-	LEAQ         (BX)(SI*1), BX
-	MOVBLZX      c1+56(FP), SI
-	MOVBLZX      c2+57(FP), DI
-	MOVBLZX      or1+58(FP), R8
-	MOVBLZX      or2+59(FP), R9
-	MOVL         R8, R10
-	ORL          R9, R10
-	VMOVD        SI, X0
-	VPBROADCASTB X0, Y0
-	VMOVD        DI, X1
-	VPBROADCASTB X1, Y1
-	TESTL        R10, R10
-	JNZ          avx2_fold
-	LEAQ         -127(AX), SI
-	CMPQ         CX, SI
-	JG           avx2_exact_one
+// func scanAVX2(a *struct{off1 int; off2 int; c1 byte; c2 byte; or1 byte; or2 byte}, h []byte, from int, last int) (base int, mask uint64)
+// Requires: AVX, AVX2, CMOV
+TEXT ·scanAVX2(SB), NOSPLIT, $0-64
+	MOVQ         a+0(FP), AX
+	MOVQ         h_base+8(FP), DI
+	MOVQ         from+32(FP), CX
+	MOVQ         last+40(FP), DX
+	MOVQ         (AX), BX
+	MOVQ         8(AX), SI
+	ADDQ         DI, BX
+	ADDQ         DI, SI
+	VPBROADCASTB 16(AX), Y0
+	VPBROADCASTB 17(AX), Y1
+	CMPW         18(AX), $0x0000
+	JNE          avx2_fold
+	LEAQ         -127(DX), AX
+	CMPQ         CX, AX
+	JG           avx2_exact_block
 
 avx2_exact_loop:
-	VPCMPEQB (DX)(CX*1), Y0, Y2
-	VPCMPEQB (BX)(CX*1), Y1, Y3
+	VPCMPEQB (BX)(CX*1), Y0, Y2
+	VPCMPEQB (SI)(CX*1), Y1, Y3
 	VPAND    Y2, Y3, Y2
-	VPCMPEQB 32(DX)(CX*1), Y0, Y3
-	VPCMPEQB 32(BX)(CX*1), Y1, Y4
+	VPCMPEQB 32(BX)(CX*1), Y0, Y3
+	VPCMPEQB 32(SI)(CX*1), Y1, Y4
 	VPAND    Y3, Y4, Y3
-	VPCMPEQB 64(DX)(CX*1), Y0, Y4
-	VPCMPEQB 64(BX)(CX*1), Y1, Y5
+	VPCMPEQB 64(BX)(CX*1), Y0, Y4
+	VPCMPEQB 64(SI)(CX*1), Y1, Y5
 	VPAND    Y4, Y5, Y4
-	VPCMPEQB 96(DX)(CX*1), Y0, Y5
-	VPCMPEQB 96(BX)(CX*1), Y1, Y6
+	VPCMPEQB 96(BX)(CX*1), Y0, Y5
+	VPCMPEQB 96(SI)(CX*1), Y1, Y6
 	VPAND    Y5, Y6, Y5
 	VPOR     Y2, Y3, Y6
 	VPOR     Y4, Y5, Y7
@@ -49,16 +42,16 @@ avx2_exact_loop:
 	VPTEST   Y6, Y6
 	JNZ      avx2_exact_found
 	ADDQ     $0x00000080, CX
-	CMPQ     CX, SI
+	CMPQ     CX, AX
 	JLE      avx2_exact_loop
-	JMP      avx2_exact_one
+	JMP      avx2_exact_block
 
 avx2_exact_found:
 	VPMOVMSKB Y2, AX
 	TESTQ     AX, AX
 	JZ        avx2_exact_found1
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -67,8 +60,8 @@ avx2_exact_found1:
 	VPMOVMSKB Y3, AX
 	TESTQ     AX, AX
 	JZ        avx2_exact_found2
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -77,91 +70,185 @@ avx2_exact_found2:
 	VPMOVMSKB Y4, AX
 	TESTQ     AX, AX
 	JZ        avx2_exact_found3
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_found3:
 	ADDQ      $0x00000020, CX
 	VPMOVMSKB Y5, AX
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx2_exact_one:
-	LEAQ -31(AX), SI
-
-avx2_exact_oneloop:
-	CMPQ      CX, SI
-	JG        avx2_exact_tail
-	VPCMPEQB  (DX)(CX*1), Y0, Y2
-	VPCMPEQB  (BX)(CX*1), Y1, Y3
-	VPAND     Y2, Y3, Y2
-	VPMOVMSKB Y2, DI
-	TESTQ     DI, DI
-	JNZ       avx2_exact_oneret
-	ADDQ      $0x00000020, CX
-	JMP       avx2_exact_oneloop
-
-avx2_exact_oneret:
-	MOVQ CX, base+64(FP)
-	MOVQ DI, mask+72(FP)
+avx2_exact_block:
+	LEAQ     -31(DX), AX
+	MOVQ     CX, DI
+	CMPQ     DI, AX
+	CMOVQGT  AX, DI
+	LEAQ     32(CX), R8
+	CMPQ     R8, AX
+	CMOVQGT  AX, R8
+	LEAQ     64(CX), R9
+	CMPQ     R9, AX
+	CMOVQGT  AX, R9
+	LEAQ     96(CX), R10
+	CMPQ     R10, AX
+	CMOVQGT  AX, R10
+	VPCMPEQB (BX)(DI*1), Y0, Y2
+	VPCMPEQB (SI)(DI*1), Y1, Y3
+	VPAND    Y2, Y3, Y2
+	VPCMPEQB (BX)(R8*1), Y0, Y3
+	VPCMPEQB (SI)(R8*1), Y1, Y4
+	VPAND    Y3, Y4, Y3
+	VPCMPEQB (BX)(R9*1), Y0, Y4
+	VPCMPEQB (SI)(R9*1), Y1, Y5
+	VPAND    Y4, Y5, Y4
+	VPCMPEQB (BX)(R10*1), Y0, Y0
+	VPCMPEQB (SI)(R10*1), Y1, Y1
+	VPAND    Y0, Y1, Y0
+	VPOR     Y2, Y3, Y1
+	VPOR     Y4, Y0, Y5
+	VPOR     Y1, Y5, Y1
+	VPTEST   Y1, Y1
+	JNZ      avx2_exact_bfound
+	XORQ     AX, AX
+	MOVQ     AX, base+48(FP)
+	MOVQ     AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx2_exact_tail:
+avx2_exact_bfound:
 	CMPQ      CX, AX
+	JG        avx2_exact_bpart0
+	VPMOVMSKB Y2, BX
+	TESTQ     BX, BX
+	JZ        avx2_exact_bnext0
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bpart0:
+	CMPQ      CX, DX
 	JG        avx2_exact_none
-	LEAQ      -31(AX), AX
-	VPCMPEQB  (DX)(AX*1), Y0, Y0
-	VPCMPEQB  (BX)(AX*1), Y1, Y1
-	VPAND     Y0, Y1, Y0
+	VPMOVMSKB Y2, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bnext0:
+	ADDQ      $0x00000020, CX
+	CMPQ      CX, AX
+	JG        avx2_exact_bpart1
+	VPMOVMSKB Y3, BX
+	TESTQ     BX, BX
+	JZ        avx2_exact_bnext1
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bpart1:
+	CMPQ      CX, DX
+	JG        avx2_exact_none
+	VPMOVMSKB Y3, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bnext1:
+	ADDQ      $0x00000020, CX
+	CMPQ      CX, AX
+	JG        avx2_exact_bpart2
+	VPMOVMSKB Y4, BX
+	TESTQ     BX, BX
+	JZ        avx2_exact_bnext2
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bpart2:
+	CMPQ      CX, DX
+	JG        avx2_exact_none
+	VPMOVMSKB Y4, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bnext2:
+	ADDQ      $0x00000020, CX
+	CMPQ      CX, AX
+	JG        avx2_exact_bpart3
+	VPMOVMSKB Y0, AX
+	TESTQ     AX, AX
+	JZ        avx2_exact_bnext3
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_exact_bpart3:
+	CMPQ      CX, DX
+	JG        avx2_exact_none
 	VPMOVMSKB Y0, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
-	MOVQ      AX, base+64(FP)
-	MOVQ      DX, mask+72(FP)
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx2_exact_bnext3:
 avx2_exact_none:
 	XORQ AX, AX
-	MOVQ AX, base+64(FP)
-	MOVQ AX, mask+72(FP)
+	MOVQ AX, base+48(FP)
+	MOVQ AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold:
-	VMOVD        R8, X2
-	VPBROADCASTB X2, Y2
-	VMOVD        R9, X3
-	VPBROADCASTB X3, Y3
-	LEAQ         -127(AX), SI
-	CMPQ         CX, SI
-	JG           avx2_fold_one
+	VPBROADCASTB 18(AX), Y2
+	VPBROADCASTB 19(AX), Y3
+	LEAQ         -127(DX), AX
+	CMPQ         CX, AX
+	JG           avx2_fold_block
 
 avx2_fold_loop:
-	VPOR     (DX)(CX*1), Y2, Y4
+	VPOR     (BX)(CX*1), Y2, Y4
 	VPCMPEQB Y4, Y0, Y4
-	VPOR     (BX)(CX*1), Y3, Y5
+	VPOR     (SI)(CX*1), Y3, Y5
 	VPCMPEQB Y5, Y1, Y5
 	VPAND    Y4, Y5, Y4
-	VPOR     32(DX)(CX*1), Y2, Y5
+	VPOR     32(BX)(CX*1), Y2, Y5
 	VPCMPEQB Y5, Y0, Y5
-	VPOR     32(BX)(CX*1), Y3, Y6
+	VPOR     32(SI)(CX*1), Y3, Y6
 	VPCMPEQB Y6, Y1, Y6
 	VPAND    Y5, Y6, Y5
-	VPOR     64(DX)(CX*1), Y2, Y6
+	VPOR     64(BX)(CX*1), Y2, Y6
 	VPCMPEQB Y6, Y0, Y6
-	VPOR     64(BX)(CX*1), Y3, Y7
+	VPOR     64(SI)(CX*1), Y3, Y7
 	VPCMPEQB Y7, Y1, Y7
 	VPAND    Y6, Y7, Y6
-	VPOR     96(DX)(CX*1), Y2, Y7
+	VPOR     96(BX)(CX*1), Y2, Y7
 	VPCMPEQB Y7, Y0, Y7
-	VPOR     96(BX)(CX*1), Y3, Y8
+	VPOR     96(SI)(CX*1), Y3, Y8
 	VPCMPEQB Y8, Y1, Y8
 	VPAND    Y7, Y8, Y7
 	VPOR     Y4, Y5, Y8
@@ -170,16 +257,16 @@ avx2_fold_loop:
 	VPTEST   Y8, Y8
 	JNZ      avx2_fold_found
 	ADDQ     $0x00000080, CX
-	CMPQ     CX, SI
+	CMPQ     CX, AX
 	JLE      avx2_fold_loop
-	JMP      avx2_fold_one
+	JMP      avx2_fold_block
 
 avx2_fold_found:
 	VPMOVMSKB Y4, AX
 	TESTQ     AX, AX
 	JZ        avx2_fold_found1
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -188,8 +275,8 @@ avx2_fold_found1:
 	VPMOVMSKB Y5, AX
 	TESTQ     AX, AX
 	JZ        avx2_fold_found2
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -198,118 +285,207 @@ avx2_fold_found2:
 	VPMOVMSKB Y6, AX
 	TESTQ     AX, AX
 	JZ        avx2_fold_found3
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_found3:
 	ADDQ      $0x00000020, CX
 	VPMOVMSKB Y7, AX
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx2_fold_one:
-	LEAQ -31(AX), SI
-
-avx2_fold_oneloop:
-	CMPQ      CX, SI
-	JG        avx2_fold_tail
-	VPOR      (DX)(CX*1), Y2, Y4
-	VPCMPEQB  Y4, Y0, Y4
-	VPOR      (BX)(CX*1), Y3, Y5
-	VPCMPEQB  Y5, Y1, Y5
-	VPAND     Y4, Y5, Y4
-	VPMOVMSKB Y4, DI
-	TESTQ     DI, DI
-	JNZ       avx2_fold_oneret
-	ADDQ      $0x00000020, CX
-	JMP       avx2_fold_oneloop
-
-avx2_fold_oneret:
-	MOVQ CX, base+64(FP)
-	MOVQ DI, mask+72(FP)
+avx2_fold_block:
+	LEAQ     -31(DX), AX
+	MOVQ     CX, DI
+	CMPQ     DI, AX
+	CMOVQGT  AX, DI
+	LEAQ     32(CX), R8
+	CMPQ     R8, AX
+	CMOVQGT  AX, R8
+	LEAQ     64(CX), R9
+	CMPQ     R9, AX
+	CMOVQGT  AX, R9
+	LEAQ     96(CX), R10
+	CMPQ     R10, AX
+	CMOVQGT  AX, R10
+	VPOR     (BX)(DI*1), Y2, Y4
+	VPCMPEQB Y4, Y0, Y4
+	VPOR     (SI)(DI*1), Y3, Y5
+	VPCMPEQB Y5, Y1, Y5
+	VPAND    Y4, Y5, Y4
+	VPOR     (BX)(R8*1), Y2, Y5
+	VPCMPEQB Y5, Y0, Y5
+	VPOR     (SI)(R8*1), Y3, Y6
+	VPCMPEQB Y6, Y1, Y6
+	VPAND    Y5, Y6, Y5
+	VPOR     (BX)(R9*1), Y2, Y6
+	VPCMPEQB Y6, Y0, Y6
+	VPOR     (SI)(R9*1), Y3, Y7
+	VPCMPEQB Y7, Y1, Y7
+	VPAND    Y6, Y7, Y6
+	VPOR     (BX)(R10*1), Y2, Y2
+	VPCMPEQB Y2, Y0, Y2
+	VPOR     (SI)(R10*1), Y3, Y0
+	VPCMPEQB Y0, Y1, Y0
+	VPAND    Y2, Y0, Y2
+	VPOR     Y4, Y5, Y0
+	VPOR     Y6, Y2, Y1
+	VPOR     Y0, Y1, Y0
+	VPTEST   Y0, Y0
+	JNZ      avx2_fold_bfound
+	XORQ     AX, AX
+	MOVQ     AX, base+48(FP)
+	MOVQ     AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx2_fold_tail:
+avx2_fold_bfound:
 	CMPQ      CX, AX
+	JG        avx2_fold_bpart0
+	VPMOVMSKB Y4, BX
+	TESTQ     BX, BX
+	JZ        avx2_fold_bnext0
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bpart0:
+	CMPQ      CX, DX
 	JG        avx2_fold_none
-	LEAQ      -31(AX), AX
-	VPOR      (DX)(AX*1), Y2, Y2
-	VPCMPEQB  Y2, Y0, Y2
-	VPOR      (BX)(AX*1), Y3, Y0
-	VPCMPEQB  Y0, Y1, Y0
-	VPAND     Y2, Y0, Y2
+	VPMOVMSKB Y4, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bnext0:
+	ADDQ      $0x00000020, CX
+	CMPQ      CX, AX
+	JG        avx2_fold_bpart1
+	VPMOVMSKB Y5, BX
+	TESTQ     BX, BX
+	JZ        avx2_fold_bnext1
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bpart1:
+	CMPQ      CX, DX
+	JG        avx2_fold_none
+	VPMOVMSKB Y5, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bnext1:
+	ADDQ      $0x00000020, CX
+	CMPQ      CX, AX
+	JG        avx2_fold_bpart2
+	VPMOVMSKB Y6, BX
+	TESTQ     BX, BX
+	JZ        avx2_fold_bnext2
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bpart2:
+	CMPQ      CX, DX
+	JG        avx2_fold_none
+	VPMOVMSKB Y6, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bnext2:
+	ADDQ      $0x00000020, CX
+	CMPQ      CX, AX
+	JG        avx2_fold_bpart3
+	VPMOVMSKB Y2, AX
+	TESTQ     AX, AX
+	JZ        avx2_fold_bnext3
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx2_fold_bpart3:
+	CMPQ      CX, DX
+	JG        avx2_fold_none
 	VPMOVMSKB Y2, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
-	MOVQ      AX, base+64(FP)
-	MOVQ      DX, mask+72(FP)
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx2_fold_bnext3:
 avx2_fold_none:
 	XORQ AX, AX
-	MOVQ AX, base+64(FP)
-	MOVQ AX, mask+72(FP)
+	MOVQ AX, base+48(FP)
+	MOVQ AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-// func scanAVX512(h []byte, from int, last int, o1 int, o2 int, c1 byte, c2 byte, or1 byte, or2 byte) (base int, mask uint64)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·scanAVX512(SB), NOSPLIT, $0-80
-	MOVQ         h_base+0(FP), BX
-	MOVQ         from+24(FP), CX
-	MOVQ         last+32(FP), AX
-	MOVQ         o1+40(FP), DX
-	MOVQ         o2+48(FP), SI
-	LEAQ         (BX)(DX*1), DX
-	LEAQ         (BX)(SI*1), BX
-	MOVBLZX      c1+56(FP), SI
-	MOVBLZX      c2+57(FP), DI
-	MOVBLZX      or1+58(FP), R8
-	MOVBLZX      or2+59(FP), R9
-	MOVL         R8, R10
-	ORL          R9, R10
-	VPBROADCASTB SI, Z0
-	VPBROADCASTB DI, Z1
-	TESTL        R10, R10
-	JNZ          avx512_fold
-	LEAQ         -255(AX), SI
-	CMPQ         CX, SI
-	JG           avx512_exact_one
+// func scanAVX512(a *struct{off1 int; off2 int; c1 byte; c2 byte; or1 byte; or2 byte}, h []byte, from int, last int) (base int, mask uint64)
+// Requires: AVX, AVX512BW, AVX512F, CMOV
+TEXT ·scanAVX512(SB), NOSPLIT, $0-64
+	MOVQ         a+0(FP), AX
+	MOVQ         h_base+8(FP), DI
+	MOVQ         from+32(FP), CX
+	MOVQ         last+40(FP), DX
+	MOVQ         (AX), BX
+	MOVQ         8(AX), SI
+	ADDQ         DI, BX
+	ADDQ         DI, SI
+	VPBROADCASTB 16(AX), Z0
+	VPBROADCASTB 17(AX), Z1
+	CMPW         18(AX), $0x0000
+	JNE          avx512_fold
+	LEAQ         -127(DX), AX
+	CMPQ         CX, AX
+	JG           avx512_exact_block
 
 avx512_exact_loop:
-	VPXORQ     (DX)(CX*1), Z0, Z2
-	VPTERNLOGD $0xf6, (BX)(CX*1), Z1, Z2
-	VPXORQ     64(DX)(CX*1), Z0, Z3
-	VPTERNLOGD $0xf6, 64(BX)(CX*1), Z1, Z3
-	VPXORQ     128(DX)(CX*1), Z0, Z4
-	VPTERNLOGD $0xf6, 128(BX)(CX*1), Z1, Z4
-	VPXORQ     192(DX)(CX*1), Z0, Z5
-	VPTERNLOGD $0xf6, 192(BX)(CX*1), Z1, Z5
-	VPMINUB    Z2, Z3, Z6
-	VPMINUB    Z4, Z5, Z7
-	VPMINUB    Z6, Z7, Z6
-	VPTESTNMB  Z6, Z6, K1
+	VPXORQ     (BX)(CX*1), Z0, Z2
+	VPTERNLOGD $0xf6, (SI)(CX*1), Z1, Z2
+	VPXORQ     64(BX)(CX*1), Z0, Z3
+	VPTERNLOGD $0xf6, 64(SI)(CX*1), Z1, Z3
+	VPMINUB    Z2, Z3, Z4
+	VPTESTNMB  Z4, Z4, K1
 	KORTESTQ   K1, K1
 	JNZ        avx512_exact_found
-	ADDQ       $0x00000100, CX
-	CMPQ       CX, SI
+	ADDQ       $0x00000080, CX
+	CMPQ       CX, AX
 	JLE        avx512_exact_loop
-	JMP        avx512_exact_one
+	JMP        avx512_exact_block
 
 avx512_exact_found:
 	VPTESTNMB Z2, Z2, K1
 	KMOVQ     K1, AX
 	TESTQ     AX, AX
 	JZ        avx512_exact_found1
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -317,119 +493,124 @@ avx512_exact_found1:
 	ADDQ      $0x00000040, CX
 	VPTESTNMB Z3, Z3, K1
 	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_exact_found2
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx512_exact_found2:
+avx512_exact_block:
+	LEAQ       -63(DX), AX
+	MOVQ       CX, DI
+	CMPQ       DI, AX
+	CMOVQGT    AX, DI
+	LEAQ       64(CX), R8
+	CMPQ       R8, AX
+	CMOVQGT    AX, R8
+	VPXORQ     (BX)(DI*1), Z0, Z2
+	VPTERNLOGD $0xf6, (SI)(DI*1), Z1, Z2
+	VPXORQ     (BX)(R8*1), Z0, Z0
+	VPTERNLOGD $0xf6, (SI)(R8*1), Z1, Z0
+	VPMINUB    Z2, Z0, Z1
+	VPTESTNMB  Z1, Z1, K1
+	KORTESTQ   K1, K1
+	JNZ        avx512_exact_bfound
+	XORQ       AX, AX
+	MOVQ       AX, base+48(FP)
+	MOVQ       AX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_exact_bfound:
+	CMPQ      CX, AX
+	JG        avx512_exact_bpart0
+	VPTESTNMB Z2, Z2, K1
+	KMOVQ     K1, BX
+	TESTQ     BX, BX
+	JZ        avx512_exact_bnext0
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_exact_bpart0:
+	CMPQ      CX, DX
+	JG        avx512_exact_none
+	VPTESTNMB Z2, Z2, K1
+	KMOVQ     K1, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_exact_bnext0:
 	ADDQ      $0x00000040, CX
-	VPTESTNMB Z4, Z4, K1
+	CMPQ      CX, AX
+	JG        avx512_exact_bpart1
+	VPTESTNMB Z0, Z0, K1
 	KMOVQ     K1, AX
 	TESTQ     AX, AX
-	JZ        avx512_exact_found3
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	JZ        avx512_exact_bnext1
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx512_exact_found3:
-	ADDQ      $0x00000040, CX
-	VPTESTNMB Z5, Z5, K1
-	KMOVQ     K1, AX
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+avx512_exact_bpart1:
+	CMPQ      CX, DX
+	JG        avx512_exact_none
+	VPTESTNMB Z0, Z0, K1
+	KMOVQ     K1, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx512_exact_one:
-	LEAQ -63(AX), SI
-
-avx512_exact_oneloop:
-	CMPQ       CX, SI
-	JG         avx512_exact_tail
-	VPXORQ     (DX)(CX*1), Z0, Z2
-	VPTERNLOGD $0xf6, (BX)(CX*1), Z1, Z2
-	VPTESTNMB  Z2, Z2, K1
-	KMOVQ      K1, DI
-	TESTQ      DI, DI
-	JNZ        avx512_exact_oneret
-	ADDQ       $0x00000040, CX
-	JMP        avx512_exact_oneloop
-
-avx512_exact_oneret:
-	MOVQ CX, base+64(FP)
-	MOVQ DI, mask+72(FP)
-	VZEROUPPER
-	RET
-
-avx512_exact_tail:
-	CMPQ       CX, AX
-	JG         avx512_exact_none
-	LEAQ       -63(AX), AX
-	VPXORQ     (DX)(AX*1), Z0, Z0
-	VPTERNLOGD $0xf6, (BX)(AX*1), Z1, Z0
-	VPTESTNMB  Z0, Z0, K1
-	KMOVQ      K1, DX
-	SUBQ       AX, CX
-	SHRQ       CL, DX
-	SHLQ       CL, DX
-	MOVQ       AX, base+64(FP)
-	MOVQ       DX, mask+72(FP)
-	VZEROUPPER
-	RET
-
+avx512_exact_bnext1:
 avx512_exact_none:
 	XORQ AX, AX
-	MOVQ AX, base+64(FP)
-	MOVQ AX, mask+72(FP)
+	MOVQ AX, base+48(FP)
+	MOVQ AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold:
-	VPBROADCASTB R8, Z2
-	VPBROADCASTB R9, Z3
-	LEAQ         -255(AX), SI
-	CMPQ         CX, SI
-	JG           avx512_fold_one
+	VPBROADCASTB 18(AX), Z2
+	VPBROADCASTB 19(AX), Z3
+	LEAQ         -127(DX), AX
+	CMPQ         CX, AX
+	JG           avx512_fold_block
 
 avx512_fold_loop:
-	VPORQ      (DX)(CX*1), Z2, Z4
+	VPORQ      (BX)(CX*1), Z2, Z4
 	VPXORQ     Z4, Z0, Z4
-	VPORQ      (BX)(CX*1), Z3, Z5
+	VPORQ      (SI)(CX*1), Z3, Z5
 	VPTERNLOGD $0xf6, Z1, Z5, Z4
-	VPORQ      64(DX)(CX*1), Z2, Z5
+	VPORQ      64(BX)(CX*1), Z2, Z5
 	VPXORQ     Z5, Z0, Z5
-	VPORQ      64(BX)(CX*1), Z3, Z6
+	VPORQ      64(SI)(CX*1), Z3, Z6
 	VPTERNLOGD $0xf6, Z1, Z6, Z5
-	VPORQ      128(DX)(CX*1), Z2, Z6
-	VPXORQ     Z6, Z0, Z6
-	VPORQ      128(BX)(CX*1), Z3, Z7
-	VPTERNLOGD $0xf6, Z1, Z7, Z6
-	VPORQ      192(DX)(CX*1), Z2, Z7
-	VPXORQ     Z7, Z0, Z7
-	VPORQ      192(BX)(CX*1), Z3, Z8
-	VPTERNLOGD $0xf6, Z1, Z8, Z7
-	VPMINUB    Z4, Z5, Z8
-	VPMINUB    Z6, Z7, Z9
-	VPMINUB    Z8, Z9, Z8
-	VPTESTNMB  Z8, Z8, K1
+	VPMINUB    Z4, Z5, Z6
+	VPTESTNMB  Z6, Z6, K1
 	KORTESTQ   K1, K1
 	JNZ        avx512_fold_found
-	ADDQ       $0x00000100, CX
-	CMPQ       CX, SI
+	ADDQ       $0x00000080, CX
+	CMPQ       CX, AX
 	JLE        avx512_fold_loop
-	JMP        avx512_fold_one
+	JMP        avx512_fold_block
 
 avx512_fold_found:
 	VPTESTNMB Z4, Z4, K1
 	KMOVQ     K1, AX
 	TESTQ     AX, AX
 	JZ        avx512_fold_found1
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -437,77 +618,92 @@ avx512_fold_found1:
 	ADDQ      $0x00000040, CX
 	VPTESTNMB Z5, Z5, K1
 	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_fold_found2
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
-avx512_fold_found2:
-	ADDQ      $0x00000040, CX
-	VPTESTNMB Z6, Z6, K1
-	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_fold_found3
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
-	VZEROUPPER
-	RET
-
-avx512_fold_found3:
-	ADDQ      $0x00000040, CX
-	VPTESTNMB Z7, Z7, K1
-	KMOVQ     K1, AX
-	MOVQ      CX, base+64(FP)
-	MOVQ      AX, mask+72(FP)
-	VZEROUPPER
-	RET
-
-avx512_fold_one:
-	LEAQ -63(AX), SI
-
-avx512_fold_oneloop:
-	CMPQ       CX, SI
-	JG         avx512_fold_tail
-	VPORQ      (DX)(CX*1), Z2, Z4
+avx512_fold_block:
+	LEAQ       -63(DX), AX
+	MOVQ       CX, DI
+	CMPQ       DI, AX
+	CMOVQGT    AX, DI
+	LEAQ       64(CX), R8
+	CMPQ       R8, AX
+	CMOVQGT    AX, R8
+	VPORQ      (BX)(DI*1), Z2, Z4
 	VPXORQ     Z4, Z0, Z4
-	VPORQ      (BX)(CX*1), Z3, Z5
+	VPORQ      (SI)(DI*1), Z3, Z5
 	VPTERNLOGD $0xf6, Z1, Z5, Z4
-	VPTESTNMB  Z4, Z4, K1
-	KMOVQ      K1, DI
-	TESTQ      DI, DI
-	JNZ        avx512_fold_oneret
-	ADDQ       $0x00000040, CX
-	JMP        avx512_fold_oneloop
-
-avx512_fold_oneret:
-	MOVQ CX, base+64(FP)
-	MOVQ DI, mask+72(FP)
-	VZEROUPPER
-	RET
-
-avx512_fold_tail:
-	CMPQ       CX, AX
-	JG         avx512_fold_none
-	LEAQ       -63(AX), AX
-	VPORQ      (DX)(AX*1), Z2, Z2
+	VPORQ      (BX)(R8*1), Z2, Z2
 	VPXORQ     Z2, Z0, Z2
-	VPORQ      (BX)(AX*1), Z3, Z0
+	VPORQ      (SI)(R8*1), Z3, Z0
 	VPTERNLOGD $0xf6, Z1, Z0, Z2
-	VPTESTNMB  Z2, Z2, K1
-	KMOVQ      K1, DX
-	SUBQ       AX, CX
-	SHRQ       CL, DX
-	SHLQ       CL, DX
-	MOVQ       AX, base+64(FP)
-	MOVQ       DX, mask+72(FP)
+	VPMINUB    Z4, Z2, Z0
+	VPTESTNMB  Z0, Z0, K1
+	KORTESTQ   K1, K1
+	JNZ        avx512_fold_bfound
+	XORQ       AX, AX
+	MOVQ       AX, base+48(FP)
+	MOVQ       AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx512_fold_bfound:
+	CMPQ      CX, AX
+	JG        avx512_fold_bpart0
+	VPTESTNMB Z4, Z4, K1
+	KMOVQ     K1, BX
+	TESTQ     BX, BX
+	JZ        avx512_fold_bnext0
+	MOVQ      CX, base+48(FP)
+	MOVQ      BX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_fold_bpart0:
+	CMPQ      CX, DX
+	JG        avx512_fold_none
+	VPTESTNMB Z4, Z4, K1
+	KMOVQ     K1, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_fold_bnext0:
+	ADDQ      $0x00000040, CX
+	CMPQ      CX, AX
+	JG        avx512_fold_bpart1
+	VPTESTNMB Z2, Z2, K1
+	KMOVQ     K1, AX
+	TESTQ     AX, AX
+	JZ        avx512_fold_bnext1
+	MOVQ      CX, base+48(FP)
+	MOVQ      AX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_fold_bpart1:
+	CMPQ      CX, DX
+	JG        avx512_fold_none
+	VPTESTNMB Z2, Z2, K1
+	KMOVQ     K1, DX
+	SUBQ      AX, CX
+	SHRQ      CL, DX
+	SHLQ      CL, DX
+	MOVQ      AX, base+48(FP)
+	MOVQ      DX, mask+56(FP)
+	VZEROUPPER
+	RET
+
+avx512_fold_bnext1:
 avx512_fold_none:
 	XORQ AX, AX
-	MOVQ AX, base+64(FP)
-	MOVQ AX, mask+72(FP)
+	MOVQ AX, base+48(FP)
+	MOVQ AX, mask+56(FP)
 	VZEROUPPER
 	RET

@@ -7,9 +7,23 @@ package needle
 // scanAVX2 is the AVX2 kernel: 32 positions per vector. It requires last+1 >= 32.
 //
 //go:noescape
-func scanAVX2(h []byte, from int, last int, o1 int, o2 int, c1 byte, c2 byte, or1 byte, or2 byte) (base int, mask uint64)
+func scanAVX2(a *struct {
+	off1 int
+	off2 int
+	c1   byte
+	c2   byte
+	or1  byte
+	or2  byte
+}, h []byte, from int, last int) (base int, mask uint64)
 
 // scanAVX512 is the AVX-512 (F+BW) kernel: 64 positions per vector. It requires last+1 >= 64.
 //
 //go:noescape
-func scanAVX512(h []byte, from int, last int, o1 int, o2 int, c1 byte, c2 byte, or1 byte, or2 byte) (base int, mask uint64)
+func scanAVX512(a *struct {
+	off1 int
+	off2 int
+	c1   byte
+	c2   byte
+	or1  byte
+	or2  byte
+}, h []byte, from int, last int) (base int, mask uint64)

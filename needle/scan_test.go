@@ -55,7 +55,7 @@ func runScan(k kernel, c scanCase) ([]int, error) {
 	w, shift := k.width(), k.laneShift()
 	var got []int
 	for from := c.from; from <= c.last; {
-		base, mask := k.scan(c.h, from, c.last, c.o1, c.o2, c.c1, c.c2, c.or1, c.or2)
+		base, mask := k.scan(&scanArgs{c.o1, c.o2, c.c1, c.c2, c.or1, c.or2}, c.h, from, c.last)
 		if mask == 0 {
 			for p := from; p <= c.last; p++ {
 				if c.isCandidate(p) {
