@@ -67,8 +67,14 @@ func usage(w io.Writer) {
 }
 
 func main() {
+	exiting = true
 	os.Exit(runMain(os.Args[1:]))
 }
+
+// exiting is set by main: the process ends as soon as the command returns,
+// so a command may leave to exit what exit releases anyway. Tests call
+// runMain with it unset.
+var exiting bool
 
 func runMain(args []string) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {

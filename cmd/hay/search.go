@@ -180,7 +180,12 @@ func runSearch(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer snap.Close()
+	// Unmapping the segments one at a time costs TLB shootdowns on every
+	// CPU whose threads touched them (~0.15 ms for 8 segments, measured
+	// on a search the skip index answers); exit drops them all at once.
+	if !exiting {
+		defer snap.Close()
+	}
 	q.Labels = snap.Labels
 	damaged := 0
 	for _, err := range snap.Damaged {
