@@ -2,8 +2,10 @@ package needle
 
 //go:generate go run ./internal/mkrank -o rank_table.go ../testdata/loghub/Apache_2k.log ../testdata/loghub/HDFS_2k.log ../testdata/loghub/Hadoop_2k.log ../testdata/loghub/Linux_2k.log ../testdata/loghub/OpenSSH_2k.log ../testdata/loghub/Spark_2k.log ../testdata/loghub/Windows_2k.log ../testdata/loghub/Zookeeper_2k.log
 
-// chooseAnchors picks the two needle offsets whose bytes the prefilter
-// compares. needle is already lower-cased when fold is set.
+// chooseAnchors picks the needle offsets whose bytes the prefilter
+// compares: a pair compared everywhere, in increasing order, then two more
+// compared only where the pair matches (see scanArgs). needle is already
+// lower-cased when fold is set.
 //
 // First and last bytes are a poor default in logs: " timeout" starts with a
 // space and "status=50" ends in a digit. Instead the rarest byte (by
@@ -25,13 +27,17 @@ package needle
 // never costs less than structuralFloor.
 //
 // For a fold search a letter costs the frequency of both its cases.
-func chooseAnchors(needle []byte, fold bool) (int, int) {
+//
+// The second pair is simply the two rarest of the remaining bytes: by then
+// the haystack is known to hold the first pair, so only what the other
+// bytes add matters.
+func chooseAnchors(needle []byte, fold bool) [4]int {
 	m := len(needle)
 	switch m {
 	case 1:
-		return 0, 0
+		return [4]int{0, 0, 0, 0}
 	case 2:
-		return 0, 1
+		return [4]int{0, 1, 0, 1}
 	}
 	cost := func(i int) uint64 {
 		c := needle[i]
@@ -78,7 +84,23 @@ func chooseAnchors(needle []byte, fold bool) (int, int) {
 	if i1 > i2 {
 		i1, i2 = i2, i1
 	}
-	return i1, i2
+	// The second pair: the rarest remaining bytes, the last on ties.
+	i3, i4 := -1, -1
+	for i := 0; i < m; i++ {
+		if i == i1 || i == i2 {
+			continue
+		}
+		switch {
+		case i3 < 0 || cost(i) <= cost(i3):
+			i3, i4 = i, i3
+		case i4 < 0 || cost(i) <= cost(i4):
+			i4 = i
+		}
+	}
+	if i4 < 0 { // m == 3: one byte left
+		i4 = i3
+	}
+	return [4]int{i1, i2, i3, i4}
 }
 
 // structuralFloor is the least frequency (parts per million) assumed for

@@ -45,7 +45,7 @@ func (k kernel) scan(a *scanArgs, h []byte, from, last int) (int, uint64) {
 	case kernAVX512:
 		return scanAVX512(a, h, from, last)
 	}
-	return scanGeneric(h, from, last, a.off1, a.off2, a.c1, a.c2, a.or1, a.or2)
+	return scanGeneric(a, h, from, last)
 }
 
 // best is the kernel every Searcher uses unless told otherwise, chosen once.

@@ -4,10 +4,11 @@
 // long buffers of log text and most needles are absent or rare. The search
 // is a prefilter plus a verify step:
 //
-//   - Two anchor bytes of the needle are chosen by how rare they are in log
+//   - Anchor bytes of the needle are chosen by how rare they are in log
 //     text (a rank table built from real logs), not blindly first and last.
-//   - A kernel compares the haystack, many positions at once, against both
-//     anchors at their offsets; a position where both match is a candidate.
+//   - A kernel compares the haystack, many positions at once, against the
+//     two rarest anchors at their offsets, and where both match, against
+//     two more; a position where all four match is a candidate.
 //   - Each candidate is verified against the whole needle.
 //
 // Three kernels exist: "generic" (SWAR over 8-byte words, pure Go, correct on
@@ -80,16 +81,42 @@ type Searcher struct {
 }
 
 // scanArgs are a scan's anchors: offsets into the needle and the byte
-// expected there. For a fold search a letter anchor is stored lower-case
-// with or1/or2 = 0x20, so that haystack byte | 0x20 == anchor matches both
-// cases and nothing else. The assembly kernels take a pointer to them
-// rather than six arguments, a saving on every call. It is an alias of a
-// struct type, not a defined type, because the stubs avo generates for
-// the kernels spell the struct out (needle/_asm).
+// expected there. The kernels compare anchors 1 and 2 (the rarest pair)
+// at every position and anchors 3 and 4 (the next rarest bytes) only where
+// the first two match, so that few false candidates reach verify: each
+// one costs a return to Go, a failed verify and a new kernel call, about
+// as much as scanning a whole log line. A needle of 2 or 3 bytes repeats
+// anchors. For a fold search a letter anchor is stored lower-case with its
+// or byte = 0x20, so that haystack byte | 0x20 == anchor matches both
+// cases and nothing else.
+//
+// The assembly kernels take a pointer to scanArgs rather than fourteen
+// arguments, a saving on every call. It is an alias of a struct type, not
+// a defined type, because the stubs avo generates for the kernels spell
+// the struct out (needle/_asm).
 type scanArgs = struct {
-	off1, off2 int
-	c1, c2     byte
-	or1, or2   byte
+	off1, off2, off3, off4 int
+	c1, c2, c3, c4         byte
+	or1, or2, or3, or4     byte
+}
+
+// setAnchor sets anchor k (0-based) to needle offset off.
+func setAnchor(a *scanArgs, k int, needle []byte, off int, fold bool) {
+	c := needle[off]
+	var or byte
+	if fold && isLowerLetter(c) {
+		or = 0x20
+	}
+	switch k {
+	case 0:
+		a.off1, a.c1, a.or1 = off, c, or
+	case 1:
+		a.off2, a.c2, a.or2 = off, c, or
+	case 2:
+		a.off3, a.c3, a.or3 = off, c, or
+	case 3:
+		a.off4, a.c4, a.or4 = off, c, or
+	}
 }
 
 // New prepares needle for repeated exact search.
@@ -134,15 +161,8 @@ func (s *Searcher) init(needle []byte, fold bool, k kernel) {
 			s.min256 = len(needle) + kernAVX2.width() - 1
 		}
 	}
-	s.off1, s.off2 = chooseAnchors(s.needle, fold)
-	s.c1, s.c2 = s.needle[s.off1], s.needle[s.off2]
-	if fold {
-		if isLowerLetter(s.c1) {
-			s.or1 = 0x20
-		}
-		if isLowerLetter(s.c2) {
-			s.or2 = 0x20
-		}
+	for k, off := range chooseAnchors(s.needle, fold) {
+		setAnchor(&s.scanArgs, k, s.needle, off, fold)
 	}
 }
 
@@ -187,7 +207,7 @@ func (s *Searcher) indexShort(haystack []byte) int {
 	case kernAVX2:
 		base, mask = scanAVX2(&s.scanArgs, haystack, 0, last)
 	default:
-		base, mask = scanGeneric(haystack, 0, last, s.off1, s.off2, s.c1, s.c2, s.or1, s.or2)
+		base, mask = scanGeneric(&s.scanArgs, haystack, 0, last)
 	}
 	if mask == 0 {
 		return -1
@@ -223,7 +243,7 @@ func (s *Searcher) indexTiny(haystack []byte) int {
 	}
 	last := len(haystack) - 1
 	k := s.kernelFor(last)
-	base, mask := k.scan(&scanArgs{c1: s.c1, c2: s.c1, or1: s.or1, or2: s.or1}, haystack, 0, last)
+	base, mask := k.scan(&s.scanArgs, haystack, 0, last) // every anchor at 0
 	if mask == 0 {
 		return -1
 	}

@@ -342,6 +342,46 @@ func ExampleIndex() {
 	// 11
 }
 
+// TestSecondAnchors: the second pair of anchors is two more offsets of the
+// needle, distinct from the first pair and from each other when the needle
+// has room, repeated ones when it does not; each anchor's byte is the
+// needle's byte there.
+func TestSecondAnchors(t *testing.T) {
+	for _, n := range []string{"a", "ab", "abc", "aQa", "abcd", "status=50", "connection refused", "aaaaaaa"} {
+		for _, fold := range []bool{false, true} {
+			var s *Searcher
+			if fold {
+				s = NewFold([]byte(n))
+			} else {
+				s = New([]byte(n))
+			}
+			offs := []int{s.off1, s.off2, s.off3, s.off4}
+			cs := []byte{s.c1, s.c2, s.c3, s.c4}
+			ors := []byte{s.or1, s.or2, s.or3, s.or4}
+			distinct := map[int]bool{}
+			for k, o := range offs {
+				if o < 0 || o >= len(n) {
+					t.Fatalf("%q: anchor %d at %d, outside the needle", n, k+1, o)
+				}
+				if cs[k] != s.needle[o] {
+					t.Fatalf("%q: anchor %d is %q, the needle has %q at %d", n, k+1, cs[k], s.needle[o], o)
+				}
+				wantOr := byte(0)
+				if fold && isLowerLetter(cs[k]) {
+					wantOr = 0x20
+				}
+				if ors[k] != wantOr {
+					t.Fatalf("%q fold=%v: anchor %d or %#x, want %#x", n, fold, k+1, ors[k], wantOr)
+				}
+				distinct[o] = true
+			}
+			if want := min(len(n), 4); len(distinct) != want {
+				t.Fatalf("%q: anchors at %v, want %d distinct offsets", n, offs, want)
+			}
+		}
+	}
+}
+
 // TestFastPath checks that Index's direct kernel calls (min512, min256)
 // take exactly the haystacks kernelFor gives those kernels.
 func TestFastPath(t *testing.T) {

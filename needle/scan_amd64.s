@@ -4,37 +4,37 @@
 
 #include "textflag.h"
 
-// func scanAVX2(a *struct{off1 int; off2 int; c1 byte; c2 byte; or1 byte; or2 byte}, h []byte, from int, last int) (base int, mask uint64)
+// func scanAVX2(a *struct{off1 int; off2 int; off3 int; off4 int; c1 byte; c2 byte; c3 byte; c4 byte; or1 byte; or2 byte; or3 byte; or4 byte}, h []byte, from int, last int) (base int, mask uint64)
 // Requires: AVX, AVX2, CMOV
 TEXT ·scanAVX2(SB), NOSPLIT, $0-64
-	MOVQ         a+0(FP), AX
-	MOVQ         h_base+8(FP), DI
+	MOVQ         a+0(FP), DX
+	MOVQ         h_base+8(FP), AX
 	MOVQ         from+32(FP), CX
-	MOVQ         last+40(FP), DX
-	MOVQ         (AX), BX
-	MOVQ         8(AX), SI
-	ADDQ         DI, BX
-	ADDQ         DI, SI
-	VPBROADCASTB 16(AX), Y0
-	VPBROADCASTB 17(AX), Y1
-	CMPW         18(AX), $0x0000
+	MOVQ         last+40(FP), BX
+	MOVQ         (DX), SI
+	MOVQ         8(DX), DI
+	ADDQ         AX, SI
+	ADDQ         AX, DI
+	VPBROADCASTB 32(DX), Y0
+	VPBROADCASTB 33(DX), Y1
+	CMPL         36(DX), $0x00000000
 	JNE          avx2_fold
-	LEAQ         -127(DX), AX
+	LEAQ         -127(BX), AX
 	CMPQ         CX, AX
 	JG           avx2_exact_block
 
 avx2_exact_loop:
-	VPCMPEQB (BX)(CX*1), Y0, Y2
-	VPCMPEQB (SI)(CX*1), Y1, Y3
+	VPCMPEQB (SI)(CX*1), Y0, Y2
+	VPCMPEQB (DI)(CX*1), Y1, Y3
 	VPAND    Y2, Y3, Y2
-	VPCMPEQB 32(BX)(CX*1), Y0, Y3
-	VPCMPEQB 32(SI)(CX*1), Y1, Y4
+	VPCMPEQB 32(SI)(CX*1), Y0, Y3
+	VPCMPEQB 32(DI)(CX*1), Y1, Y4
 	VPAND    Y3, Y4, Y3
-	VPCMPEQB 64(BX)(CX*1), Y0, Y4
-	VPCMPEQB 64(SI)(CX*1), Y1, Y5
+	VPCMPEQB 64(SI)(CX*1), Y0, Y4
+	VPCMPEQB 64(DI)(CX*1), Y1, Y5
 	VPAND    Y4, Y5, Y4
-	VPCMPEQB 96(BX)(CX*1), Y0, Y5
-	VPCMPEQB 96(SI)(CX*1), Y1, Y6
+	VPCMPEQB 96(SI)(CX*1), Y0, Y5
+	VPCMPEQB 96(DI)(CX*1), Y1, Y6
 	VPAND    Y5, Y6, Y5
 	VPOR     Y2, Y3, Y6
 	VPOR     Y4, Y5, Y7
@@ -47,67 +47,98 @@ avx2_exact_loop:
 	JMP      avx2_exact_block
 
 avx2_exact_found:
-	VPMOVMSKB Y2, AX
-	TESTQ     AX, AX
-	JZ        avx2_exact_found1
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	MOVQ         h_base+8(FP), R8
+	MOVQ         16(DX), R9
+	MOVQ         24(DX), R10
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	VPBROADCASTB 34(DX), Y6
+	VPBROADCASTB 35(DX), Y7
+	VPCMPEQB     (R9)(CX*1), Y6, Y8
+	VPCMPEQB     (R10)(CX*1), Y7, Y9
+	VPAND        Y8, Y9, Y8
+	VPAND        Y2, Y8, Y8
+	VPMOVMSKB    Y8, R8
+	TESTQ        R8, R8
+	JZ           avx2_exact_found1
+	LEAQ         (CX), AX
+	MOVQ         AX, base+48(FP)
+	MOVQ         R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_found1:
-	ADDQ      $0x00000020, CX
-	VPMOVMSKB Y3, AX
-	TESTQ     AX, AX
+	VPCMPEQB  32(R9)(CX*1), Y6, Y2
+	VPCMPEQB  32(R10)(CX*1), Y7, Y8
+	VPAND     Y2, Y8, Y2
+	VPAND     Y3, Y2, Y2
+	VPMOVMSKB Y2, R8
+	TESTQ     R8, R8
 	JZ        avx2_exact_found2
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	LEAQ      32(CX), AX
+	MOVQ      AX, base+48(FP)
+	MOVQ      R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_found2:
-	ADDQ      $0x00000020, CX
-	VPMOVMSKB Y4, AX
-	TESTQ     AX, AX
+	VPCMPEQB  64(R9)(CX*1), Y6, Y2
+	VPCMPEQB  64(R10)(CX*1), Y7, Y3
+	VPAND     Y2, Y3, Y2
+	VPAND     Y4, Y2, Y2
+	VPMOVMSKB Y2, R8
+	TESTQ     R8, R8
 	JZ        avx2_exact_found3
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	LEAQ      64(CX), AX
+	MOVQ      AX, base+48(FP)
+	MOVQ      R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_found3:
-	ADDQ      $0x00000020, CX
-	VPMOVMSKB Y5, AX
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	VPCMPEQB  96(R9)(CX*1), Y6, Y2
+	VPCMPEQB  96(R10)(CX*1), Y7, Y3
+	VPAND     Y2, Y3, Y2
+	VPAND     Y5, Y2, Y2
+	VPMOVMSKB Y2, R8
+	TESTQ     R8, R8
+	JZ        avx2_exact_found4
+	LEAQ      96(CX), AX
+	MOVQ      AX, base+48(FP)
+	MOVQ      R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx2_exact_found4:
+	ADDQ $0x00000080, CX
+	CMPQ CX, AX
+	JLE  avx2_exact_loop
+
 avx2_exact_block:
-	LEAQ     -31(DX), AX
-	MOVQ     CX, DI
-	CMPQ     DI, AX
-	CMOVQGT  AX, DI
-	LEAQ     32(CX), R8
+	LEAQ     -31(BX), AX
+	MOVQ     CX, R8
 	CMPQ     R8, AX
 	CMOVQGT  AX, R8
-	LEAQ     64(CX), R9
+	LEAQ     32(CX), R9
 	CMPQ     R9, AX
 	CMOVQGT  AX, R9
-	LEAQ     96(CX), R10
+	LEAQ     64(CX), R10
 	CMPQ     R10, AX
 	CMOVQGT  AX, R10
-	VPCMPEQB (BX)(DI*1), Y0, Y2
-	VPCMPEQB (SI)(DI*1), Y1, Y3
+	LEAQ     96(CX), R11
+	CMPQ     R11, AX
+	CMOVQGT  AX, R11
+	VPCMPEQB (SI)(R8*1), Y0, Y2
+	VPCMPEQB (DI)(R8*1), Y1, Y3
 	VPAND    Y2, Y3, Y2
-	VPCMPEQB (BX)(R8*1), Y0, Y3
-	VPCMPEQB (SI)(R8*1), Y1, Y4
+	VPCMPEQB (SI)(R9*1), Y0, Y3
+	VPCMPEQB (DI)(R9*1), Y1, Y4
 	VPAND    Y3, Y4, Y3
-	VPCMPEQB (BX)(R9*1), Y0, Y4
-	VPCMPEQB (SI)(R9*1), Y1, Y5
+	VPCMPEQB (SI)(R10*1), Y0, Y4
+	VPCMPEQB (DI)(R10*1), Y1, Y5
 	VPAND    Y4, Y5, Y4
-	VPCMPEQB (BX)(R10*1), Y0, Y0
-	VPCMPEQB (SI)(R10*1), Y1, Y1
+	VPCMPEQB (SI)(R11*1), Y0, Y0
+	VPCMPEQB (DI)(R11*1), Y1, Y1
 	VPAND    Y0, Y1, Y0
 	VPOR     Y2, Y3, Y1
 	VPOR     Y4, Y0, Y5
@@ -121,20 +152,35 @@ avx2_exact_block:
 	RET
 
 avx2_exact_bfound:
-	CMPQ      CX, AX
-	JG        avx2_exact_bpart0
-	VPMOVMSKB Y2, BX
-	TESTQ     BX, BX
-	JZ        avx2_exact_bnext0
-	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ         h_base+8(FP), SI
+	MOVQ         16(DX), DI
+	MOVQ         24(DX), R12
+	ADDQ         SI, DI
+	ADDQ         SI, R12
+	VPBROADCASTB 34(DX), Y1
+	VPBROADCASTB 35(DX), Y5
+	CMPQ         CX, AX
+	JG           avx2_exact_bpart0
+	VPCMPEQB     (DI)(R8*1), Y1, Y6
+	VPCMPEQB     (R12)(R8*1), Y5, Y7
+	VPAND        Y6, Y7, Y6
+	VPAND        Y2, Y6, Y6
+	VPMOVMSKB    Y6, DX
+	TESTQ        DX, DX
+	JZ           avx2_exact_bnext0
+	MOVQ         CX, base+48(FP)
+	MOVQ         DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_bpart0:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_exact_none
-	VPMOVMSKB Y2, DX
+	VPCMPEQB  (DI)(R8*1), Y1, Y0
+	VPCMPEQB  (R12)(R8*1), Y5, Y1
+	VPAND     Y0, Y1, Y0
+	VPAND     Y2, Y0, Y0
+	VPMOVMSKB Y0, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -147,18 +193,26 @@ avx2_exact_bnext0:
 	ADDQ      $0x00000020, CX
 	CMPQ      CX, AX
 	JG        avx2_exact_bpart1
-	VPMOVMSKB Y3, BX
-	TESTQ     BX, BX
+	VPCMPEQB  (DI)(R9*1), Y1, Y2
+	VPCMPEQB  (R12)(R9*1), Y5, Y6
+	VPAND     Y2, Y6, Y2
+	VPAND     Y3, Y2, Y2
+	VPMOVMSKB Y2, DX
+	TESTQ     DX, DX
 	JZ        avx2_exact_bnext1
 	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_bpart1:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_exact_none
-	VPMOVMSKB Y3, DX
+	VPCMPEQB  (DI)(R9*1), Y1, Y0
+	VPCMPEQB  (R12)(R9*1), Y5, Y1
+	VPAND     Y0, Y1, Y0
+	VPAND     Y3, Y0, Y0
+	VPMOVMSKB Y0, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -171,18 +225,26 @@ avx2_exact_bnext1:
 	ADDQ      $0x00000020, CX
 	CMPQ      CX, AX
 	JG        avx2_exact_bpart2
-	VPMOVMSKB Y4, BX
-	TESTQ     BX, BX
+	VPCMPEQB  (DI)(R10*1), Y1, Y2
+	VPCMPEQB  (R12)(R10*1), Y5, Y3
+	VPAND     Y2, Y3, Y2
+	VPAND     Y4, Y2, Y2
+	VPMOVMSKB Y2, DX
+	TESTQ     DX, DX
 	JZ        avx2_exact_bnext2
 	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_exact_bpart2:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_exact_none
-	VPMOVMSKB Y4, DX
+	VPCMPEQB  (DI)(R10*1), Y1, Y0
+	VPCMPEQB  (R12)(R10*1), Y5, Y1
+	VPAND     Y0, Y1, Y0
+	VPAND     Y4, Y0, Y0
+	VPMOVMSKB Y0, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -195,7 +257,11 @@ avx2_exact_bnext2:
 	ADDQ      $0x00000020, CX
 	CMPQ      CX, AX
 	JG        avx2_exact_bpart3
-	VPMOVMSKB Y0, AX
+	VPCMPEQB  (DI)(R11*1), Y1, Y1
+	VPCMPEQB  (R12)(R11*1), Y5, Y2
+	VPAND     Y1, Y2, Y1
+	VPAND     Y0, Y1, Y1
+	VPMOVMSKB Y1, AX
 	TESTQ     AX, AX
 	JZ        avx2_exact_bnext3
 	MOVQ      CX, base+48(FP)
@@ -204,9 +270,13 @@ avx2_exact_bnext2:
 	RET
 
 avx2_exact_bpart3:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_exact_none
-	VPMOVMSKB Y0, DX
+	VPCMPEQB  (DI)(R11*1), Y1, Y1
+	VPCMPEQB  (R12)(R11*1), Y5, Y2
+	VPAND     Y1, Y2, Y1
+	VPAND     Y0, Y1, Y1
+	VPMOVMSKB Y1, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -224,31 +294,31 @@ avx2_exact_none:
 	RET
 
 avx2_fold:
-	VPBROADCASTB 18(AX), Y2
-	VPBROADCASTB 19(AX), Y3
-	LEAQ         -127(DX), AX
+	VPBROADCASTB 36(DX), Y2
+	VPBROADCASTB 37(DX), Y3
+	LEAQ         -127(BX), AX
 	CMPQ         CX, AX
 	JG           avx2_fold_block
 
 avx2_fold_loop:
-	VPOR     (BX)(CX*1), Y2, Y4
+	VPOR     (SI)(CX*1), Y2, Y4
 	VPCMPEQB Y4, Y0, Y4
-	VPOR     (SI)(CX*1), Y3, Y5
+	VPOR     (DI)(CX*1), Y3, Y5
 	VPCMPEQB Y5, Y1, Y5
 	VPAND    Y4, Y5, Y4
-	VPOR     32(BX)(CX*1), Y2, Y5
+	VPOR     32(SI)(CX*1), Y2, Y5
 	VPCMPEQB Y5, Y0, Y5
-	VPOR     32(SI)(CX*1), Y3, Y6
+	VPOR     32(DI)(CX*1), Y3, Y6
 	VPCMPEQB Y6, Y1, Y6
 	VPAND    Y5, Y6, Y5
-	VPOR     64(BX)(CX*1), Y2, Y6
+	VPOR     64(SI)(CX*1), Y2, Y6
 	VPCMPEQB Y6, Y0, Y6
-	VPOR     64(SI)(CX*1), Y3, Y7
+	VPOR     64(DI)(CX*1), Y3, Y7
 	VPCMPEQB Y7, Y1, Y7
 	VPAND    Y6, Y7, Y6
-	VPOR     96(BX)(CX*1), Y2, Y7
+	VPOR     96(SI)(CX*1), Y2, Y7
 	VPCMPEQB Y7, Y0, Y7
-	VPOR     96(SI)(CX*1), Y3, Y8
+	VPOR     96(DI)(CX*1), Y3, Y8
 	VPCMPEQB Y8, Y1, Y8
 	VPAND    Y7, Y8, Y7
 	VPOR     Y4, Y5, Y8
@@ -262,74 +332,115 @@ avx2_fold_loop:
 	JMP      avx2_fold_block
 
 avx2_fold_found:
-	VPMOVMSKB Y4, AX
-	TESTQ     AX, AX
-	JZ        avx2_fold_found1
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	MOVQ         h_base+8(FP), R8
+	MOVQ         16(DX), R9
+	MOVQ         24(DX), R10
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	VPBROADCASTB 34(DX), Y8
+	VPBROADCASTB 35(DX), Y9
+	VPBROADCASTB 38(DX), Y10
+	VPBROADCASTB 39(DX), Y11
+	VPOR         (R9)(CX*1), Y10, Y12
+	VPCMPEQB     Y12, Y8, Y12
+	VPOR         (R10)(CX*1), Y11, Y13
+	VPCMPEQB     Y13, Y9, Y13
+	VPAND        Y12, Y13, Y12
+	VPAND        Y4, Y12, Y12
+	VPMOVMSKB    Y12, R8
+	TESTQ        R8, R8
+	JZ           avx2_fold_found1
+	LEAQ         (CX), AX
+	MOVQ         AX, base+48(FP)
+	MOVQ         R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_found1:
-	ADDQ      $0x00000020, CX
-	VPMOVMSKB Y5, AX
-	TESTQ     AX, AX
+	VPOR      32(R9)(CX*1), Y10, Y4
+	VPCMPEQB  Y4, Y8, Y4
+	VPOR      32(R10)(CX*1), Y11, Y12
+	VPCMPEQB  Y12, Y9, Y12
+	VPAND     Y4, Y12, Y4
+	VPAND     Y5, Y4, Y4
+	VPMOVMSKB Y4, R8
+	TESTQ     R8, R8
 	JZ        avx2_fold_found2
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	LEAQ      32(CX), AX
+	MOVQ      AX, base+48(FP)
+	MOVQ      R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_found2:
-	ADDQ      $0x00000020, CX
-	VPMOVMSKB Y6, AX
-	TESTQ     AX, AX
+	VPOR      64(R9)(CX*1), Y10, Y4
+	VPCMPEQB  Y4, Y8, Y4
+	VPOR      64(R10)(CX*1), Y11, Y5
+	VPCMPEQB  Y5, Y9, Y5
+	VPAND     Y4, Y5, Y4
+	VPAND     Y6, Y4, Y4
+	VPMOVMSKB Y4, R8
+	TESTQ     R8, R8
 	JZ        avx2_fold_found3
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	LEAQ      64(CX), AX
+	MOVQ      AX, base+48(FP)
+	MOVQ      R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_found3:
-	ADDQ      $0x00000020, CX
-	VPMOVMSKB Y7, AX
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	VPOR      96(R9)(CX*1), Y10, Y4
+	VPCMPEQB  Y4, Y8, Y4
+	VPOR      96(R10)(CX*1), Y11, Y5
+	VPCMPEQB  Y5, Y9, Y5
+	VPAND     Y4, Y5, Y4
+	VPAND     Y7, Y4, Y4
+	VPMOVMSKB Y4, R8
+	TESTQ     R8, R8
+	JZ        avx2_fold_found4
+	LEAQ      96(CX), AX
+	MOVQ      AX, base+48(FP)
+	MOVQ      R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx2_fold_found4:
+	ADDQ $0x00000080, CX
+	CMPQ CX, AX
+	JLE  avx2_fold_loop
+
 avx2_fold_block:
-	LEAQ     -31(DX), AX
-	MOVQ     CX, DI
-	CMPQ     DI, AX
-	CMOVQGT  AX, DI
-	LEAQ     32(CX), R8
+	LEAQ     -31(BX), AX
+	MOVQ     CX, R8
 	CMPQ     R8, AX
 	CMOVQGT  AX, R8
-	LEAQ     64(CX), R9
+	LEAQ     32(CX), R9
 	CMPQ     R9, AX
 	CMOVQGT  AX, R9
-	LEAQ     96(CX), R10
+	LEAQ     64(CX), R10
 	CMPQ     R10, AX
 	CMOVQGT  AX, R10
-	VPOR     (BX)(DI*1), Y2, Y4
+	LEAQ     96(CX), R11
+	CMPQ     R11, AX
+	CMOVQGT  AX, R11
+	VPOR     (SI)(R8*1), Y2, Y4
 	VPCMPEQB Y4, Y0, Y4
-	VPOR     (SI)(DI*1), Y3, Y5
+	VPOR     (DI)(R8*1), Y3, Y5
 	VPCMPEQB Y5, Y1, Y5
 	VPAND    Y4, Y5, Y4
-	VPOR     (BX)(R8*1), Y2, Y5
+	VPOR     (SI)(R9*1), Y2, Y5
 	VPCMPEQB Y5, Y0, Y5
-	VPOR     (SI)(R8*1), Y3, Y6
+	VPOR     (DI)(R9*1), Y3, Y6
 	VPCMPEQB Y6, Y1, Y6
 	VPAND    Y5, Y6, Y5
-	VPOR     (BX)(R9*1), Y2, Y6
+	VPOR     (SI)(R10*1), Y2, Y6
 	VPCMPEQB Y6, Y0, Y6
-	VPOR     (SI)(R9*1), Y3, Y7
+	VPOR     (DI)(R10*1), Y3, Y7
 	VPCMPEQB Y7, Y1, Y7
 	VPAND    Y6, Y7, Y6
-	VPOR     (BX)(R10*1), Y2, Y2
+	VPOR     (SI)(R11*1), Y2, Y2
 	VPCMPEQB Y2, Y0, Y2
-	VPOR     (SI)(R10*1), Y3, Y0
+	VPOR     (DI)(R11*1), Y3, Y0
 	VPCMPEQB Y0, Y1, Y0
 	VPAND    Y2, Y0, Y2
 	VPOR     Y4, Y5, Y0
@@ -344,20 +455,41 @@ avx2_fold_block:
 	RET
 
 avx2_fold_bfound:
-	CMPQ      CX, AX
-	JG        avx2_fold_bpart0
-	VPMOVMSKB Y4, BX
-	TESTQ     BX, BX
-	JZ        avx2_fold_bnext0
-	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ         h_base+8(FP), SI
+	MOVQ         16(DX), DI
+	MOVQ         24(DX), R12
+	ADDQ         SI, DI
+	ADDQ         SI, R12
+	VPBROADCASTB 34(DX), Y0
+	VPBROADCASTB 35(DX), Y1
+	VPBROADCASTB 38(DX), Y3
+	VPBROADCASTB 39(DX), Y7
+	CMPQ         CX, AX
+	JG           avx2_fold_bpart0
+	VPOR         (DI)(R8*1), Y3, Y8
+	VPCMPEQB     Y8, Y0, Y8
+	VPOR         (R12)(R8*1), Y7, Y9
+	VPCMPEQB     Y9, Y1, Y9
+	VPAND        Y8, Y9, Y8
+	VPAND        Y4, Y8, Y8
+	VPMOVMSKB    Y8, DX
+	TESTQ        DX, DX
+	JZ           avx2_fold_bnext0
+	MOVQ         CX, base+48(FP)
+	MOVQ         DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_bpart0:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_fold_none
-	VPMOVMSKB Y4, DX
+	VPOR      (DI)(R8*1), Y3, Y2
+	VPCMPEQB  Y2, Y0, Y2
+	VPOR      (R12)(R8*1), Y7, Y0
+	VPCMPEQB  Y0, Y1, Y0
+	VPAND     Y2, Y0, Y2
+	VPAND     Y4, Y2, Y2
+	VPMOVMSKB Y2, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -370,18 +502,30 @@ avx2_fold_bnext0:
 	ADDQ      $0x00000020, CX
 	CMPQ      CX, AX
 	JG        avx2_fold_bpart1
-	VPMOVMSKB Y5, BX
-	TESTQ     BX, BX
+	VPOR      (DI)(R9*1), Y3, Y4
+	VPCMPEQB  Y4, Y0, Y4
+	VPOR      (R12)(R9*1), Y7, Y8
+	VPCMPEQB  Y8, Y1, Y8
+	VPAND     Y4, Y8, Y4
+	VPAND     Y5, Y4, Y4
+	VPMOVMSKB Y4, DX
+	TESTQ     DX, DX
 	JZ        avx2_fold_bnext1
 	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_bpart1:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_fold_none
-	VPMOVMSKB Y5, DX
+	VPOR      (DI)(R9*1), Y3, Y2
+	VPCMPEQB  Y2, Y0, Y2
+	VPOR      (R12)(R9*1), Y7, Y0
+	VPCMPEQB  Y0, Y1, Y0
+	VPAND     Y2, Y0, Y2
+	VPAND     Y5, Y2, Y2
+	VPMOVMSKB Y2, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -394,18 +538,30 @@ avx2_fold_bnext1:
 	ADDQ      $0x00000020, CX
 	CMPQ      CX, AX
 	JG        avx2_fold_bpart2
-	VPMOVMSKB Y6, BX
-	TESTQ     BX, BX
+	VPOR      (DI)(R10*1), Y3, Y4
+	VPCMPEQB  Y4, Y0, Y4
+	VPOR      (R12)(R10*1), Y7, Y5
+	VPCMPEQB  Y5, Y1, Y5
+	VPAND     Y4, Y5, Y4
+	VPAND     Y6, Y4, Y4
+	VPMOVMSKB Y4, DX
+	TESTQ     DX, DX
 	JZ        avx2_fold_bnext2
 	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ      DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx2_fold_bpart2:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_fold_none
-	VPMOVMSKB Y6, DX
+	VPOR      (DI)(R10*1), Y3, Y2
+	VPCMPEQB  Y2, Y0, Y2
+	VPOR      (R12)(R10*1), Y7, Y0
+	VPCMPEQB  Y0, Y1, Y0
+	VPAND     Y2, Y0, Y2
+	VPAND     Y6, Y2, Y2
+	VPMOVMSKB Y2, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -418,7 +574,13 @@ avx2_fold_bnext2:
 	ADDQ      $0x00000020, CX
 	CMPQ      CX, AX
 	JG        avx2_fold_bpart3
-	VPMOVMSKB Y2, AX
+	VPOR      (DI)(R11*1), Y3, Y3
+	VPCMPEQB  Y3, Y0, Y3
+	VPOR      (R12)(R11*1), Y7, Y0
+	VPCMPEQB  Y0, Y1, Y0
+	VPAND     Y3, Y0, Y3
+	VPAND     Y2, Y3, Y3
+	VPMOVMSKB Y3, AX
 	TESTQ     AX, AX
 	JZ        avx2_fold_bnext3
 	MOVQ      CX, base+48(FP)
@@ -427,9 +589,15 @@ avx2_fold_bnext2:
 	RET
 
 avx2_fold_bpart3:
-	CMPQ      CX, DX
+	CMPQ      CX, BX
 	JG        avx2_fold_none
-	VPMOVMSKB Y2, DX
+	VPOR      (DI)(R11*1), Y3, Y3
+	VPCMPEQB  Y3, Y0, Y3
+	VPOR      (R12)(R11*1), Y7, Y0
+	VPCMPEQB  Y0, Y1, Y0
+	VPAND     Y3, Y0, Y3
+	VPAND     Y2, Y3, Y3
+	VPMOVMSKB Y3, DX
 	SUBQ      AX, CX
 	SHRQ      CL, DX
 	SHLQ      CL, DX
@@ -446,30 +614,30 @@ avx2_fold_none:
 	VZEROUPPER
 	RET
 
-// func scanAVX512(a *struct{off1 int; off2 int; c1 byte; c2 byte; or1 byte; or2 byte}, h []byte, from int, last int) (base int, mask uint64)
+// func scanAVX512(a *struct{off1 int; off2 int; off3 int; off4 int; c1 byte; c2 byte; c3 byte; c4 byte; or1 byte; or2 byte; or3 byte; or4 byte}, h []byte, from int, last int) (base int, mask uint64)
 // Requires: AVX, AVX512BW, AVX512F, CMOV
 TEXT ·scanAVX512(SB), NOSPLIT, $0-64
-	MOVQ         a+0(FP), AX
-	MOVQ         h_base+8(FP), DI
+	MOVQ         a+0(FP), DX
+	MOVQ         h_base+8(FP), AX
 	MOVQ         from+32(FP), CX
-	MOVQ         last+40(FP), DX
-	MOVQ         (AX), BX
-	MOVQ         8(AX), SI
-	ADDQ         DI, BX
-	ADDQ         DI, SI
-	VPBROADCASTB 16(AX), Z0
-	VPBROADCASTB 17(AX), Z1
-	CMPW         18(AX), $0x0000
+	MOVQ         last+40(FP), BX
+	MOVQ         (DX), SI
+	MOVQ         8(DX), DI
+	ADDQ         AX, SI
+	ADDQ         AX, DI
+	VPBROADCASTB 32(DX), Z0
+	VPBROADCASTB 33(DX), Z1
+	CMPL         36(DX), $0x00000000
 	JNE          avx512_fold
-	LEAQ         -127(DX), AX
+	LEAQ         -127(BX), AX
 	CMPQ         CX, AX
 	JG           avx512_exact_block
 
 avx512_exact_loop:
-	VPXORQ     (BX)(CX*1), Z0, Z2
-	VPTERNLOGD $0xf6, (SI)(CX*1), Z1, Z2
-	VPXORQ     64(BX)(CX*1), Z0, Z3
-	VPTERNLOGD $0xf6, 64(SI)(CX*1), Z1, Z3
+	VPXORQ     (SI)(CX*1), Z0, Z2
+	VPTERNLOGD $0xf6, (DI)(CX*1), Z1, Z2
+	VPXORQ     64(SI)(CX*1), Z0, Z3
+	VPTERNLOGD $0xf6, 64(DI)(CX*1), Z1, Z3
 	VPMINUB    Z2, Z3, Z4
 	VPTESTNMB  Z4, Z4, K1
 	KORTESTQ   K1, K1
@@ -480,36 +648,57 @@ avx512_exact_loop:
 	JMP        avx512_exact_block
 
 avx512_exact_found:
-	VPTESTNMB Z2, Z2, K1
-	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_exact_found1
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	MOVQ         h_base+8(FP), R8
+	MOVQ         16(DX), R9
+	MOVQ         24(DX), R10
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	VPBROADCASTB 34(DX), Z4
+	VPBROADCASTB 35(DX), Z5
+	VPXORQ       (R9)(CX*1), Z4, Z6
+	VPTERNLOGD   $0xf6, (R10)(CX*1), Z5, Z6
+	VPORQ        Z2, Z6, Z6
+	VPTESTNMB    Z6, Z6, K1
+	KMOVQ        K1, R8
+	TESTQ        R8, R8
+	JZ           avx512_exact_found1
+	LEAQ         (CX), AX
+	MOVQ         AX, base+48(FP)
+	MOVQ         R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_found1:
-	ADDQ      $0x00000040, CX
-	VPTESTNMB Z3, Z3, K1
-	KMOVQ     K1, AX
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	VPXORQ     64(R9)(CX*1), Z4, Z2
+	VPTERNLOGD $0xf6, 64(R10)(CX*1), Z5, Z2
+	VPORQ      Z3, Z2, Z2
+	VPTESTNMB  Z2, Z2, K1
+	KMOVQ      K1, R8
+	TESTQ      R8, R8
+	JZ         avx512_exact_found2
+	LEAQ       64(CX), AX
+	MOVQ       AX, base+48(FP)
+	MOVQ       R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx512_exact_found2:
+	ADDQ $0x00000080, CX
+	CMPQ CX, AX
+	JLE  avx512_exact_loop
+
 avx512_exact_block:
-	LEAQ       -63(DX), AX
-	MOVQ       CX, DI
-	CMPQ       DI, AX
-	CMOVQGT    AX, DI
-	LEAQ       64(CX), R8
+	LEAQ       -63(BX), AX
+	MOVQ       CX, R8
 	CMPQ       R8, AX
 	CMOVQGT    AX, R8
-	VPXORQ     (BX)(DI*1), Z0, Z2
-	VPTERNLOGD $0xf6, (SI)(DI*1), Z1, Z2
-	VPXORQ     (BX)(R8*1), Z0, Z0
-	VPTERNLOGD $0xf6, (SI)(R8*1), Z1, Z0
+	LEAQ       64(CX), R9
+	CMPQ       R9, AX
+	CMOVQGT    AX, R9
+	VPXORQ     (SI)(R8*1), Z0, Z2
+	VPTERNLOGD $0xf6, (DI)(R8*1), Z1, Z2
+	VPXORQ     (SI)(R9*1), Z0, Z0
+	VPTERNLOGD $0xf6, (DI)(R9*1), Z1, Z0
 	VPMINUB    Z2, Z0, Z1
 	VPTESTNMB  Z1, Z1, K1
 	KORTESTQ   K1, K1
@@ -521,53 +710,72 @@ avx512_exact_block:
 	RET
 
 avx512_exact_bfound:
-	CMPQ      CX, AX
-	JG        avx512_exact_bpart0
-	VPTESTNMB Z2, Z2, K1
-	KMOVQ     K1, BX
-	TESTQ     BX, BX
-	JZ        avx512_exact_bnext0
-	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ         h_base+8(FP), SI
+	MOVQ         16(DX), DI
+	MOVQ         24(DX), R10
+	ADDQ         SI, DI
+	ADDQ         SI, R10
+	VPBROADCASTB 34(DX), Z1
+	VPBROADCASTB 35(DX), Z3
+	CMPQ         CX, AX
+	JG           avx512_exact_bpart0
+	VPXORQ       (DI)(R8*1), Z1, Z4
+	VPTERNLOGD   $0xf6, (R10)(R8*1), Z3, Z4
+	VPORQ        Z2, Z4, Z4
+	VPTESTNMB    Z4, Z4, K1
+	KMOVQ        K1, DX
+	TESTQ        DX, DX
+	JZ           avx512_exact_bnext0
+	MOVQ         CX, base+48(FP)
+	MOVQ         DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_bpart0:
-	CMPQ      CX, DX
-	JG        avx512_exact_none
-	VPTESTNMB Z2, Z2, K1
-	KMOVQ     K1, DX
-	SUBQ      AX, CX
-	SHRQ      CL, DX
-	SHLQ      CL, DX
-	MOVQ      AX, base+48(FP)
-	MOVQ      DX, mask+56(FP)
+	CMPQ       CX, BX
+	JG         avx512_exact_none
+	VPXORQ     (DI)(R8*1), Z1, Z0
+	VPTERNLOGD $0xf6, (R10)(R8*1), Z3, Z0
+	VPORQ      Z2, Z0, Z0
+	VPTESTNMB  Z0, Z0, K1
+	KMOVQ      K1, DX
+	SUBQ       AX, CX
+	SHRQ       CL, DX
+	SHLQ       CL, DX
+	MOVQ       AX, base+48(FP)
+	MOVQ       DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_bnext0:
-	ADDQ      $0x00000040, CX
-	CMPQ      CX, AX
-	JG        avx512_exact_bpart1
-	VPTESTNMB Z0, Z0, K1
-	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_exact_bnext1
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	ADDQ       $0x00000040, CX
+	CMPQ       CX, AX
+	JG         avx512_exact_bpart1
+	VPXORQ     (DI)(R9*1), Z1, Z1
+	VPTERNLOGD $0xf6, (R10)(R9*1), Z3, Z1
+	VPORQ      Z0, Z1, Z1
+	VPTESTNMB  Z1, Z1, K1
+	KMOVQ      K1, AX
+	TESTQ      AX, AX
+	JZ         avx512_exact_bnext1
+	MOVQ       CX, base+48(FP)
+	MOVQ       AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_exact_bpart1:
-	CMPQ      CX, DX
-	JG        avx512_exact_none
-	VPTESTNMB Z0, Z0, K1
-	KMOVQ     K1, DX
-	SUBQ      AX, CX
-	SHRQ      CL, DX
-	SHLQ      CL, DX
-	MOVQ      AX, base+48(FP)
-	MOVQ      DX, mask+56(FP)
+	CMPQ       CX, BX
+	JG         avx512_exact_none
+	VPXORQ     (DI)(R9*1), Z1, Z1
+	VPTERNLOGD $0xf6, (R10)(R9*1), Z3, Z1
+	VPORQ      Z0, Z1, Z1
+	VPTESTNMB  Z1, Z1, K1
+	KMOVQ      K1, DX
+	SUBQ       AX, CX
+	SHRQ       CL, DX
+	SHLQ       CL, DX
+	MOVQ       AX, base+48(FP)
+	MOVQ       DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
@@ -580,20 +788,20 @@ avx512_exact_none:
 	RET
 
 avx512_fold:
-	VPBROADCASTB 18(AX), Z2
-	VPBROADCASTB 19(AX), Z3
-	LEAQ         -127(DX), AX
+	VPBROADCASTB 36(DX), Z2
+	VPBROADCASTB 37(DX), Z3
+	LEAQ         -127(BX), AX
 	CMPQ         CX, AX
 	JG           avx512_fold_block
 
 avx512_fold_loop:
-	VPORQ      (BX)(CX*1), Z2, Z4
+	VPORQ      (SI)(CX*1), Z2, Z4
 	VPXORQ     Z4, Z0, Z4
-	VPORQ      (SI)(CX*1), Z3, Z5
+	VPORQ      (DI)(CX*1), Z3, Z5
 	VPTERNLOGD $0xf6, Z1, Z5, Z4
-	VPORQ      64(BX)(CX*1), Z2, Z5
+	VPORQ      64(SI)(CX*1), Z2, Z5
 	VPXORQ     Z5, Z0, Z5
-	VPORQ      64(SI)(CX*1), Z3, Z6
+	VPORQ      64(DI)(CX*1), Z3, Z6
 	VPTERNLOGD $0xf6, Z1, Z6, Z5
 	VPMINUB    Z4, Z5, Z6
 	VPTESTNMB  Z6, Z6, K1
@@ -605,39 +813,66 @@ avx512_fold_loop:
 	JMP        avx512_fold_block
 
 avx512_fold_found:
-	VPTESTNMB Z4, Z4, K1
-	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_fold_found1
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	MOVQ         h_base+8(FP), R8
+	MOVQ         16(DX), R9
+	MOVQ         24(DX), R10
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	VPBROADCASTB 34(DX), Z6
+	VPBROADCASTB 35(DX), Z7
+	VPBROADCASTB 38(DX), Z8
+	VPBROADCASTB 39(DX), Z9
+	VPORQ        (R9)(CX*1), Z8, Z10
+	VPXORQ       Z10, Z6, Z10
+	VPORQ        (R10)(CX*1), Z9, Z11
+	VPTERNLOGD   $0xf6, Z7, Z11, Z10
+	VPORQ        Z4, Z10, Z10
+	VPTESTNMB    Z10, Z10, K1
+	KMOVQ        K1, R8
+	TESTQ        R8, R8
+	JZ           avx512_fold_found1
+	LEAQ         (CX), AX
+	MOVQ         AX, base+48(FP)
+	MOVQ         R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_found1:
-	ADDQ      $0x00000040, CX
-	VPTESTNMB Z5, Z5, K1
-	KMOVQ     K1, AX
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	VPORQ      64(R9)(CX*1), Z8, Z4
+	VPXORQ     Z4, Z6, Z4
+	VPORQ      64(R10)(CX*1), Z9, Z6
+	VPTERNLOGD $0xf6, Z7, Z6, Z4
+	VPORQ      Z5, Z4, Z4
+	VPTESTNMB  Z4, Z4, K1
+	KMOVQ      K1, R8
+	TESTQ      R8, R8
+	JZ         avx512_fold_found2
+	LEAQ       64(CX), AX
+	MOVQ       AX, base+48(FP)
+	MOVQ       R8, mask+56(FP)
 	VZEROUPPER
 	RET
 
+avx512_fold_found2:
+	ADDQ $0x00000080, CX
+	CMPQ CX, AX
+	JLE  avx512_fold_loop
+
 avx512_fold_block:
-	LEAQ       -63(DX), AX
-	MOVQ       CX, DI
-	CMPQ       DI, AX
-	CMOVQGT    AX, DI
-	LEAQ       64(CX), R8
+	LEAQ       -63(BX), AX
+	MOVQ       CX, R8
 	CMPQ       R8, AX
 	CMOVQGT    AX, R8
-	VPORQ      (BX)(DI*1), Z2, Z4
+	LEAQ       64(CX), R9
+	CMPQ       R9, AX
+	CMOVQGT    AX, R9
+	VPORQ      (SI)(R8*1), Z2, Z4
 	VPXORQ     Z4, Z0, Z4
-	VPORQ      (SI)(DI*1), Z3, Z5
+	VPORQ      (DI)(R8*1), Z3, Z5
 	VPTERNLOGD $0xf6, Z1, Z5, Z4
-	VPORQ      (BX)(R8*1), Z2, Z2
+	VPORQ      (SI)(R9*1), Z2, Z2
 	VPXORQ     Z2, Z0, Z2
-	VPORQ      (SI)(R8*1), Z3, Z0
+	VPORQ      (DI)(R9*1), Z3, Z0
 	VPTERNLOGD $0xf6, Z1, Z0, Z2
 	VPMINUB    Z4, Z2, Z0
 	VPTESTNMB  Z0, Z0, K1
@@ -650,53 +885,82 @@ avx512_fold_block:
 	RET
 
 avx512_fold_bfound:
-	CMPQ      CX, AX
-	JG        avx512_fold_bpart0
-	VPTESTNMB Z4, Z4, K1
-	KMOVQ     K1, BX
-	TESTQ     BX, BX
-	JZ        avx512_fold_bnext0
-	MOVQ      CX, base+48(FP)
-	MOVQ      BX, mask+56(FP)
+	MOVQ         h_base+8(FP), SI
+	MOVQ         16(DX), DI
+	MOVQ         24(DX), R10
+	ADDQ         SI, DI
+	ADDQ         SI, R10
+	VPBROADCASTB 34(DX), Z0
+	VPBROADCASTB 35(DX), Z1
+	VPBROADCASTB 38(DX), Z3
+	VPBROADCASTB 39(DX), Z5
+	CMPQ         CX, AX
+	JG           avx512_fold_bpart0
+	VPORQ        (DI)(R8*1), Z3, Z6
+	VPXORQ       Z6, Z0, Z6
+	VPORQ        (R10)(R8*1), Z5, Z7
+	VPTERNLOGD   $0xf6, Z1, Z7, Z6
+	VPORQ        Z4, Z6, Z6
+	VPTESTNMB    Z6, Z6, K1
+	KMOVQ        K1, DX
+	TESTQ        DX, DX
+	JZ           avx512_fold_bnext0
+	MOVQ         CX, base+48(FP)
+	MOVQ         DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_bpart0:
-	CMPQ      CX, DX
-	JG        avx512_fold_none
-	VPTESTNMB Z4, Z4, K1
-	KMOVQ     K1, DX
-	SUBQ      AX, CX
-	SHRQ      CL, DX
-	SHLQ      CL, DX
-	MOVQ      AX, base+48(FP)
-	MOVQ      DX, mask+56(FP)
+	CMPQ       CX, BX
+	JG         avx512_fold_none
+	VPORQ      (DI)(R8*1), Z3, Z2
+	VPXORQ     Z2, Z0, Z2
+	VPORQ      (R10)(R8*1), Z5, Z0
+	VPTERNLOGD $0xf6, Z1, Z0, Z2
+	VPORQ      Z4, Z2, Z2
+	VPTESTNMB  Z2, Z2, K1
+	KMOVQ      K1, DX
+	SUBQ       AX, CX
+	SHRQ       CL, DX
+	SHLQ       CL, DX
+	MOVQ       AX, base+48(FP)
+	MOVQ       DX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_bnext0:
-	ADDQ      $0x00000040, CX
-	CMPQ      CX, AX
-	JG        avx512_fold_bpart1
-	VPTESTNMB Z2, Z2, K1
-	KMOVQ     K1, AX
-	TESTQ     AX, AX
-	JZ        avx512_fold_bnext1
-	MOVQ      CX, base+48(FP)
-	MOVQ      AX, mask+56(FP)
+	ADDQ       $0x00000040, CX
+	CMPQ       CX, AX
+	JG         avx512_fold_bpart1
+	VPORQ      (DI)(R9*1), Z3, Z3
+	VPXORQ     Z3, Z0, Z3
+	VPORQ      (R10)(R9*1), Z5, Z0
+	VPTERNLOGD $0xf6, Z1, Z0, Z3
+	VPORQ      Z2, Z3, Z3
+	VPTESTNMB  Z3, Z3, K1
+	KMOVQ      K1, AX
+	TESTQ      AX, AX
+	JZ         avx512_fold_bnext1
+	MOVQ       CX, base+48(FP)
+	MOVQ       AX, mask+56(FP)
 	VZEROUPPER
 	RET
 
 avx512_fold_bpart1:
-	CMPQ      CX, DX
-	JG        avx512_fold_none
-	VPTESTNMB Z2, Z2, K1
-	KMOVQ     K1, DX
-	SUBQ      AX, CX
-	SHRQ      CL, DX
-	SHLQ      CL, DX
-	MOVQ      AX, base+48(FP)
-	MOVQ      DX, mask+56(FP)
+	CMPQ       CX, BX
+	JG         avx512_fold_none
+	VPORQ      (DI)(R9*1), Z3, Z3
+	VPXORQ     Z3, Z0, Z3
+	VPORQ      (R10)(R9*1), Z5, Z0
+	VPTERNLOGD $0xf6, Z1, Z0, Z3
+	VPORQ      Z2, Z3, Z3
+	VPTESTNMB  Z3, Z3, K1
+	KMOVQ      K1, DX
+	SUBQ       AX, CX
+	SHRQ       CL, DX
+	SHLQ       CL, DX
+	MOVQ       AX, base+48(FP)
+	MOVQ       DX, mask+56(FP)
 	VZEROUPPER
 	RET
 

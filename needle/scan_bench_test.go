@@ -73,7 +73,7 @@ func benchScanAbsent(b *testing.B, h []byte) {
 			last := len(h) - 2
 			b.SetBytes(int64(len(h)))
 			for b.Loop() {
-				if _, mask := k.scan(&scanArgs{0, 1, c1, c2, 0, 0}, h, 0, last); mask != 0 {
+				if _, mask := k.scan(&scanArgs{off2: 1, off4: 1, c1: c1, c2: c2, c3: c1, c4: c2}, h, 0, last); mask != 0 {
 					b.Fatal("candidate reported for absent anchors")
 				}
 			}
@@ -90,7 +90,7 @@ func BenchmarkScanAbsentFold(b *testing.B) {
 			last := len(h) - 2
 			b.SetBytes(int64(len(h)))
 			for b.Loop() {
-				if _, mask := k.scan(&scanArgs{0, 1, c1, c2, 0x20, 0x20}, h, 0, last); mask != 0 {
+				if _, mask := k.scan(&scanArgs{off2: 1, off4: 1, c1: c1, c2: c2, c3: c1, c4: c2, or1: 0x20, or2: 0x20, or3: 0x20, or4: 0x20}, h, 0, last); mask != 0 {
 					b.Fatal("candidate reported for absent anchors")
 				}
 			}

@@ -10,10 +10,16 @@ package needle
 func scanAVX2(a *struct {
 	off1 int
 	off2 int
+	off3 int
+	off4 int
 	c1   byte
 	c2   byte
+	c3   byte
+	c4   byte
 	or1  byte
 	or2  byte
+	or3  byte
+	or4  byte
 }, h []byte, from int, last int) (base int, mask uint64)
 
 // scanAVX512 is the AVX-512 (F+BW) kernel: 64 positions per vector. It requires last+1 >= 64.
@@ -22,8 +28,14 @@ func scanAVX2(a *struct {
 func scanAVX512(a *struct {
 	off1 int
 	off2 int
+	off3 int
+	off4 int
 	c1   byte
 	c2   byte
+	c3   byte
+	c4   byte
 	or1  byte
 	or2  byte
+	or3  byte
+	or4  byte
 }, h []byte, from int, last int) (base int, mask uint64)

@@ -12,23 +12,37 @@ import (
 // this machine supports, each kernel called directly rather than through
 // Searcher, so a kernel bug cannot hide behind the verify step.
 
-// scanCase is one call setup of the scan contract.
+// scanCase is one call setup of the scan contract. Without four, anchors
+// 3 and 4 repeat 1 and 2.
 type scanCase struct {
 	h          []byte
 	from, last int
 	o1, o2     int
 	c1, c2     byte
 	or1, or2   byte
+	four       bool
+	o3, o4     int
+	c3, c4     byte
+	or3, or4   byte
+}
+
+func (c scanCase) args() *scanArgs {
+	if !c.four {
+		c.o3, c.o4, c.c3, c.c4, c.or3, c.or4 = c.o1, c.o2, c.c1, c.c2, c.or1, c.or2
+	}
+	return &scanArgs{off1: c.o1, off2: c.o2, off3: c.o3, off4: c.o4,
+		c1: c.c1, c2: c.c2, c3: c.c3, c4: c.c4, or1: c.or1, or2: c.or2, or3: c.or3, or4: c.or4}
 }
 
 func (c scanCase) String() string {
-	return fmt.Sprintf("len=%d from=%d last=%d o1=%d o2=%d c1=%#x c2=%#x or1=%#x or2=%#x h=%q",
-		len(c.h), c.from, c.last, c.o1, c.o2, c.c1, c.c2, c.or1, c.or2, c.h)
+	return fmt.Sprintf("len=%d from=%d last=%d args=%+v h=%q", len(c.h), c.from, c.last, *c.args(), c.h)
 }
 
 // isCandidate is the contract's definition of a candidate, byte by byte.
 func (c scanCase) isCandidate(p int) bool {
-	return c.h[p+c.o1]|c.or1 == c.c1 && c.h[p+c.o2]|c.or2 == c.c2
+	a := c.args()
+	return c.h[p+a.off1]|a.or1 == a.c1 && c.h[p+a.off2]|a.or2 == a.c2 &&
+		c.h[p+a.off3]|a.or3 == a.c3 && c.h[p+a.off4]|a.or4 == a.c4
 }
 
 // scanOracle lists the candidate positions in [from, last] naively.
@@ -55,7 +69,7 @@ func runScan(k kernel, c scanCase) ([]int, error) {
 	w, shift := k.width(), k.laneShift()
 	var got []int
 	for from := c.from; from <= c.last; {
-		base, mask := k.scan(&scanArgs{c.o1, c.o2, c.c1, c.c2, c.or1, c.or2}, c.h, from, c.last)
+		base, mask := k.scan(c.args(), c.h, from, c.last)
 		if mask == 0 {
 			for p := from; p <= c.last; p++ {
 				if c.isCandidate(p) {
@@ -145,20 +159,27 @@ func randomScanCase(r *rand.Rand, n int, alphabet []byte, fold int) (scanCase, b
 	if r.IntN(4) == 0 {
 		c.o2 = c.o1 // same offset, as for a needle of one anchor byte
 	}
-	c.last = n - 1 - max(c.o1, c.o2)
+	c.four = r.IntN(3) > 0
+	if c.four {
+		c.o3, c.o4 = r.IntN(maxOff+1), r.IntN(maxOff+1)
+	}
+	c.last = n - 1 - max(c.o1, c.o2, c.o3, c.o4)
 	if r.IntN(3) == 0 {
 		c.from = r.IntN(c.last + 1)
 	}
 	// Anchors taken from the haystack make candidates likely.
 	c.c1, c.c2 = c.h[r.IntN(n)], c.h[r.IntN(n)]
+	c.c3, c.c4 = c.h[r.IntN(n)], c.h[r.IntN(n)]
 	switch fold {
-	case 1: // both anchors folded
-		c.or1, c.or2 = 0x20, 0x20
-	case 2: // one folded (a letter and a non-letter anchor)
-		c.or1 = 0x20
+	case 1: // every anchor folded
+		c.or1, c.or2, c.or3, c.or4 = 0x20, 0x20, 0x20, 0x20
+	case 2: // some folded (letter and non-letter anchors)
+		c.or1, c.or4 = 0x20, 0x20
 	}
 	c.c1 |= c.or1
 	c.c2 |= c.or2
+	c.c3 |= c.or3
+	c.c4 |= c.or4
 	return c, true
 }
 
@@ -206,6 +227,42 @@ func TestScanEveryPosition(t *testing.T) {
 					}
 					checkScan(t, scanCase{h: h, last: last, o1: o1, o2: o2,
 						c1: 'N' | or, c2: c2 | or, or1: or, or2: or})
+				}
+			}
+		}
+	}
+}
+
+// TestScanSecondPair: the first pair of anchors matches at every position
+// and the second at one position p (or none), so every vector goes through
+// the narrowing by anchors 3 and 4 and all but p's lane must be dropped,
+// in the unrolled loops and in the final block alike.
+func TestScanSecondPair(t *testing.T) {
+	for _, n := range []int{8, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200, 255, 256, 257, 300, 511, 512, 513, 1000} {
+		for _, offs := range [][4]int{{0, 1, 2, 3}, {1, 0, 3, 2}, {0, 1, 70, 5}, {3, 0, 1, 1}} {
+			last := n - 1 - max(offs[0], offs[1], offs[2], offs[3])
+			if last < 0 {
+				continue
+			}
+			for _, or := range []byte{0, 0x20} {
+				for p := -1; p <= last; p++ {
+					h := make([]byte, n)
+					for i := range h {
+						h[i] = 'x'
+					}
+					c3, c4 := byte('R'), byte('S')
+					if offs[2] == offs[3] {
+						c4 = 'R'
+					}
+					if p >= 0 {
+						h[p+offs[2]] = c3
+						h[p+offs[3]] = c4
+					}
+					for _, from := range []int{0, last / 2, last} {
+						checkScan(t, scanCase{h: h, from: from, last: last, o1: offs[0], o2: offs[1],
+							c1: 'x', c2: 'x', four: true, o3: offs[2], o4: offs[3],
+							c3: c3 | or, c4: c4 | or, or1: 0, or2: or, or3: or, or4: or})
+					}
 				}
 			}
 		}

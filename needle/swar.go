@@ -40,32 +40,41 @@ func loadPartial(b []byte, i, n int) uint64 {
 // scanGeneric is the portable kernel: SWAR over 8-byte words.
 //
 // The scan contract, shared by every kernel: positions p in [from, last]
-// are candidates when (h[p+o1] | or1) == c1 and (h[p+o2] | or2) == c2. The
-// caller guarantees 0 <= from <= last and last+max(o1,o2) < len(h). scan
-// returns mask == 0 when there is no candidate in [from, last]. Otherwise
-// it returns base <= the first candidate, with no candidate in [from,
-// base), and mask holding exactly the candidates in [base, base+width) ∩
-// [from, last]: for the generic kernel lane k is bit 8k+7, for the vector
-// kernels bit k (see kernel.laneShift).
+// are candidates when all four anchors of a match, (h[p+off] | or) == c
+// for each anchor (off, c, or) of a. The caller guarantees 0 <= from <=
+// last and last+max(offsets) < len(h). scan returns mask == 0 when there is
+// no candidate in [from, last]. Otherwise it returns base <= the first
+// candidate, with no candidate in [from, base), and mask holding exactly
+// the candidates in [base, base+width) ∩ [from, last]: for the generic
+// kernel lane k is bit 8k+7, for the vector kernels bit k (see
+// kernel.laneShift). Every kernel compares anchors 1 and 2 first and looks
+// at 3 and 4 only where those match.
 //
 // The final word is moved back to end at last, overlapping words already
 // scanned, and the lanes already scanned are masked off, so there is no
 // byte-at-a-time tail. Only haystacks with fewer than 8 positions in all
 // are read with partial loads.
-func scanGeneric(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, uint64) {
-	b1, b2 := lanes01*uint64(c1), lanes01*uint64(c2)
-	m1, m2 := lanes01*uint64(or1), lanes01*uint64(or2)
+func scanGeneric(a *scanArgs, h []byte, from, last int) (int, uint64) {
+	o1, o2, o3, o4 := a.off1, a.off2, a.off3, a.off4
+	b1, b2 := lanes01*uint64(a.c1), lanes01*uint64(a.c2)
+	m1, m2 := lanes01*uint64(a.or1), lanes01*uint64(a.or2)
+	b3, b4 := lanes01*uint64(a.c3), lanes01*uint64(a.c4)
+	m3, m4 := lanes01*uint64(a.or3), lanes01*uint64(a.or4)
 	if last < 7 {
 		n := last + 1
-		x := ((loadPartial(h, o1, n) | m1) ^ b1) | ((loadPartial(h, o2, n) | m2) ^ b2)
+		x := ((loadPartial(h, o1, n) | m1) ^ b1) | ((loadPartial(h, o2, n) | m2) ^ b2) |
+			((loadPartial(h, o3, n) | m3) ^ b3) | ((loadPartial(h, o4, n) | m4) ^ b4)
 		mask := zeroLanes(x) & (1<<(8*n) - 1) >> (8 * from) << (8 * from)
 		return 0, mask
 	}
 	p := from
 	for ; p+7 <= last; p += 8 {
 		x := ((load64(h, p+o1) | m1) ^ b1) | ((load64(h, p+o2) | m2) ^ b2)
-		if mask := zeroLanes(x); mask != 0 {
-			return p, mask
+		if zeroLanes(x) != 0 {
+			x |= ((load64(h, p+o3) | m3) ^ b3) | ((load64(h, p+o4) | m4) ^ b4)
+			if mask := zeroLanes(x); mask != 0 {
+				return p, mask
+			}
 		}
 	}
 	if p > last {
@@ -73,7 +82,8 @@ func scanGeneric(h []byte, from, last, o1, o2 int, c1, c2, or1, or2 byte) (int, 
 	}
 	// Final word: end it at last, overlapping what was already scanned.
 	q := last - 7
-	x := ((load64(h, q+o1) | m1) ^ b1) | ((load64(h, q+o2) | m2) ^ b2)
+	x := ((load64(h, q+o1) | m1) ^ b1) | ((load64(h, q+o2) | m2) ^ b2) |
+		((load64(h, q+o3) | m3) ^ b3) | ((load64(h, q+o4) | m4) ^ b4)
 	seen := uint(p - q)
 	return q, zeroLanes(x) >> (8 * seen) << (8 * seen)
 }

@@ -3,13 +3,15 @@
 // `go generate ./needle/` from the repository root.
 //
 // Both kernels implement the scan contract documented on needle's
-// scanGeneric: positions p in [from, last] are candidates when
-// (h[p+o1] | or1) == c1 and (h[p+o2] | or2) == c2. A kernel loops until a
-// vector holds a candidate and returns that vector's first position (base)
-// and its candidates as a bit mask, lane k as bit k; mask == 0 means there
-// is no candidate in [from, last]. The caller guarantees 0 <= from <= last,
-// last+max(o1,o2) < len(h) and last+1 >= width, so that a vector can be
-// moved back to end exactly at last: no load ever leaves h.
+// scanGeneric: positions p in [from, last] are candidates when all four
+// anchors match, (h[p+ok] | ork) == ck for k = 1..4. A kernel compares
+// anchors 1 and 2 at every position and, only in a vector where those
+// match, anchors 3 and 4; it loops until a vector holds a candidate and
+// returns that vector's first position (base) and its candidates as a bit
+// mask, lane k as bit k; mask == 0 means there is no candidate in [from,
+// last]. The caller guarantees 0 <= from <= last, last+max(o1..o4) <
+// len(h) and last+1 >= width, so that a vector can be moved back to end
+// exactly at last: no load ever leaves h.
 //
 // Each kernel has two variants chosen once at entry: the exact one (or1 ==
 // or2 == 0, the common case) compares memory operands directly; the fold
@@ -29,9 +31,9 @@ import (
 
 // The kernels take their anchors through a pointer to needle's scanArgs
 // (an alias of this struct type, so that the generated stub and the Go
-// code name the same type) rather than as six arguments: fewer stores and
-// loads on every call. avo lays the struct out as the Go compiler does.
-const signature = "func(a *struct{off1, off2 int; c1, c2, or1, or2 byte}, h []byte, from, last int) (base int, mask uint64)"
+// code name the same type) rather than as fourteen arguments: fewer stores
+// and loads on every call. avo lays the struct out as the Go compiler does.
+const signature = "func(a *struct{off1, off2, off3, off4 int; c1, c2, c3, c4, or1, or2, or3, or4 byte}, h []byte, from, last int) (base int, mask uint64)"
 
 func main() {
 	ConstraintExpr("!purego")
@@ -45,9 +47,11 @@ type args struct {
 	p1, p2 GPVirtual // &h[o1], &h[o2]: lane position i is at p1+i, p2+i
 	i      GPVirtual // next position to scan
 	last   GPVirtual
-	// The anchor bytes in *a: c1, c2, and or1 and or2 read together as
-	// one 16-bit word (nonzero for a fold search).
-	c1, c2, or1, or2, or Mem
+	// The fields of *a, addressed through a register loaded at entry; or
+	// is or1..or4 read as one 32-bit word (nonzero for a fold search).
+	off3, off4                         Mem
+	c1, c2, c3, c4, or1, or2, or3, or4 Mem
+	or                                 Mem
 }
 
 func loadArgs() args {
@@ -69,12 +73,33 @@ func loadArgs() args {
 	Load(pa.Field("off2"), a.p2)
 	ADDQ(h, a.p1)
 	ADDQ(h, a.p2)
-	a.c1, a.c2, a.or1, a.or2 = field("c1"), field("c2"), field("or1"), field("or2")
-	if a.or2.Disp != a.or1.Disp+1 {
-		panic("or1 and or2 are not adjacent")
+	a.off3, a.off4 = field("off3"), field("off4")
+	a.c1, a.c2, a.c3, a.c4 = field("c1"), field("c2"), field("c3"), field("c4")
+	a.or1, a.or2, a.or3, a.or4 = field("or1"), field("or2"), field("or3"), field("or4")
+	if a.or4.Disp != a.or1.Disp+3 {
+		panic("or1..or4 are not adjacent")
 	}
 	a.or = a.or1
 	return a
+}
+
+// more loads what the second pair of anchors needs, only on the way to
+// reporting candidates: p3 and p4 (&h[o3], &h[o4]) and the broadcast
+// anchors (and case bits for fold) in k.
+func more(v vec, a args, k *kern, fold bool) (p3, p4 GPVirtual) {
+	h := Load(Param("h").Base(), GP64())
+	p3, p4 = GP64(), GP64()
+	MOVQ(a.off3, p3)
+	MOVQ(a.off4, p4)
+	ADDQ(h, p3)
+	ADDQ(h, p4)
+	k.c3 = v.bcast(a.c3)
+	k.c4 = v.bcast(a.c4)
+	if fold {
+		k.or3 = v.bcast(a.or3)
+		k.or4 = v.bcast(a.or4)
+	}
+	return p3, p4
 }
 
 // ret stores base and mask, clears the upper vector state and returns.
@@ -108,6 +133,9 @@ type vec struct {
 	// from (for AVX2 0xFF in candidate lanes, for AVX-512 zero in them);
 	// with fold the or vectors are ORed into the loaded bytes first.
 	cmp func(m1, m2 Mem, k *kern, fold bool) Register
+	// refine narrows a result of cmp to the lanes where anchors 3 and 4,
+	// at m3 and m4, match too, in the form movmask reads.
+	refine func(r Register, m3, m4 Mem, k *kern, fold bool) Register
 	// any combines the results of one unrolled iteration and sets ZF when
 	// none of them holds a candidate.
 	any func(rs []Register)
@@ -118,6 +146,7 @@ type vec struct {
 // kern holds the broadcast constants of one kernel.
 type kern struct {
 	c1, c2, or1, or2 VecVirtual
+	c3, c4, or3, or4 VecVirtual // set by more, in the found paths
 }
 
 func genAVX2() {
@@ -146,6 +175,21 @@ func genAVX2() {
 				VPCMPEQB(m2, k.c2, b)
 			}
 			VPAND(a, b, a)
+			return a
+		},
+		refine: func(r Register, m3, m4 Mem, k *kern, fold bool) Register {
+			a, b := YMM(), YMM()
+			if fold {
+				VPOR(m3, k.or3, a)
+				VPCMPEQB(a, k.c3, a)
+				VPOR(m4, k.or4, b)
+				VPCMPEQB(b, k.c4, b)
+			} else {
+				VPCMPEQB(m3, k.c3, a)
+				VPCMPEQB(m4, k.c4, b)
+			}
+			VPAND(a, b, a)
+			VPAND(r, a, a)
 			return a
 		},
 		any: func(rs []Register) {
@@ -205,6 +249,21 @@ func genAVX512() {
 			}
 			return d
 		},
+		refine: func(d Register, m3, m4 Mem, k *kern, fold bool) Register {
+			t := ZMM()
+			if fold {
+				e := ZMM()
+				VPORQ(m3, k.or3, t)
+				VPXORQ(t, k.c3, t)
+				VPORQ(m4, k.or4, e)
+				VPTERNLOGD(U8(ternAOrBXorC), k.c4, e, t) // t |= e ^ c4
+			} else {
+				VPXORQ(m3, k.c3, t)
+				VPTERNLOGD(U8(ternAOrBXorC), m4, k.c4, t) // t |= c4 ^ x4
+			}
+			VPORQ(d, t, t)
+			return t
+		},
 		any: func(rs []Register) {
 			d := orTree(rs, func(x, y Register) Register {
 				t := ZMM()
@@ -250,7 +309,7 @@ func genKernel(v vec) {
 	var k kern
 	k.c1 = v.bcast(a.c1)
 	k.c2 = v.bcast(a.c2)
-	CMPW(a.or, U16(0)) // or1 | or2 != 0: fold
+	CMPL(a.or, U32(0)) // or1..or4 not all zero: fold
 	JNE(LabelRef(v.name + "_fold"))
 	genLoops(v, a, &k, false)
 	Label(v.name + "_fold")
@@ -290,22 +349,24 @@ func genLoops(v vec, a args, k *kern, fold bool) {
 	JLE(LabelRef(pre + "_loop"))
 	JMP(LabelRef(pre + "_block"))
 
-	// A vector of the unrolled iteration holds a candidate: report the
-	// first such vector.
+	// A vector of the unrolled iteration matches anchors 1 and 2: report
+	// the first vector that matches all four, or go on scanning.
 	Label(pre + "_found")
+	p3, p4 := more(v, a, k, fold)
 	for j := 0; j < unroll; j++ {
-		m := v.movmask(rs[j]).As64()
+		r := v.refine(rs[j], at(p3, j*w), at(p4, j*w), k, fold)
+		m := v.movmask(r).As64()
 		next := fmt.Sprintf("%s_found%d", pre, j+1)
-		if j < unroll-1 {
-			TESTQ(m, m)
-			JZ(LabelRef(next))
-		}
-		ret(a.i, m)
-		if j < unroll-1 {
-			Label(next)
-			ADDQ(U32(w), a.i)
-		}
+		TESTQ(m, m)
+		JZ(LabelRef(next))
+		base := GP64()
+		LEAQ(Mem{Base: a.i, Disp: j * w}, base)
+		ret(base, m)
+		Label(next)
 	}
+	ADDQ(U32(unroll*w), a.i)
+	CMPQ(a.i, lim)
+	JLE(LabelRef(pre + "_loop"))
 
 	// The rest: fewer than unroll*w positions i..last (possibly none).
 	// Rather than a loop whose trip count changes from line to line (a
@@ -337,11 +398,12 @@ func genLoops(v vec, a args, k *kern, fold bool) {
 	JNZ(LabelRef(pre + "_bfound"))
 	retNone()
 
-	// Some vector of the block holds a candidate. Vector j was scanned at
-	// p = i+j*w when p <= q; otherwise at q, where its first p-q lanes
-	// repeat positions before p, and it is the last vector with anything
-	// new.
+	// Some vector of the block matches anchors 1 and 2. Vector j was
+	// scanned at p = i+j*w when p <= q; otherwise at q, where its first
+	// p-q lanes repeat positions before p, and it is the last vector with
+	// anything new. Report the first that matches all four anchors.
 	Label(pre + "_bfound")
+	p3, p4 = more(v, a, k, fold)
 	for j := 0; j < unroll; j++ {
 		part := fmt.Sprintf("%s_bpart%d", pre, j)
 		if j > 0 {
@@ -349,7 +411,8 @@ func genLoops(v vec, a args, k *kern, fold bool) {
 		}
 		CMPQ(a.i, q)
 		JG(LabelRef(part))
-		m := v.movmask(bs[j]).As64()
+		r := v.refine(bs[j], Mem{Base: p3, Index: offs[j], Scale: 1}, Mem{Base: p4, Index: offs[j], Scale: 1}, k, fold)
+		m := v.movmask(r).As64()
 		TESTQ(m, m)
 		JZ(LabelRef(fmt.Sprintf("%s_bnext%d", pre, j)))
 		ret(a.i, m)
@@ -357,7 +420,8 @@ func genLoops(v vec, a args, k *kern, fold bool) {
 		// p > q: positions p..last, fewer than w (none when p > last).
 		CMPQ(a.i, a.last)
 		JG(LabelRef(pre + "_none"))
-		mp := v.movmask(bs[j]).As64()
+		r = v.refine(bs[j], Mem{Base: p3, Index: offs[j], Scale: 1}, Mem{Base: p4, Index: offs[j], Scale: 1}, k, fold)
+		mp := v.movmask(r).As64()
 		// seen = p-q in [1, w-1]; mask = mask >> seen << seen.
 		// The shift count must be in CL.
 		MOVQ(a.i, RCX)
