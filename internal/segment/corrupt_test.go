@@ -468,10 +468,10 @@ func TestForgedStructure(t *testing.T) {
 		"gap before index": func() []byte {
 			return appendIndexAndFooter([]byte(magic+"\x01\x00\x00\x00\x00\x00\x00\x00\x00"), binary.AppendUvarint(nil, 0), 0)
 		},
-		"version 3": func() []byte {
+		"version 4": func() []byte {
 			f := forge(nil)
 			ft := f[len(f)-footerSize:]
-			binary.LittleEndian.PutUint32(ft[44:], 3)
+			binary.LittleEndian.PutUint32(ft[44:], 4)
 			binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
 			return f
 		},

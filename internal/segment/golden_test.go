@@ -34,33 +34,38 @@ func goldenEntries() []Entry {
 	return es
 }
 
-// goldens are the golden files and their options. golden-v2.seg is stored
-// uncompressed, so its bytes depend on this package alone and the
+// goldens are the golden files and their options. The uncompressed ones
+// (golden-v2.seg, golden-v3.seg) depend on this package alone, so the
 // byte-identical check pins the format. The compressed ones depend on the
 // codec libraries' encoders too, so they are only required to decode to
-// the golden entries (old files must stay readable); -update rewrites them.
-// The version-1 files were written before the skip index (format version
-// 2) and are never rewritten: they must stay readable, and their blocks
-// say "maybe" to every needle.
+// the golden entries (old files must stay readable); -update rewrites
+// them. The version-1 files were written before the skip index and are
+// never rewritten: they must stay readable, and their blocks say "maybe"
+// to every needle. Version-2 files are still written (by the bloom
+// filter writer that tests keep) and compared, so that the reader of
+// version 2 stays tested against what version 2 wrote.
 var goldens = []struct {
 	file          string
 	opts          Options
+	version       uint32
 	byteIdentical bool
-	old           bool // an older version: read only
 }{
-	{"golden-v1.seg", Options{Codec: CodecNone, BlockSize: 512}, false, true},
-	{"golden-v1-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, false, true},
-	{"golden-v1-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, false, true},
-	{"golden-v2.seg", Options{Codec: CodecNone, BlockSize: 512}, true, false},
-	{"golden-v2-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, false, false},
-	{"golden-v2-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, false, false},
+	{"golden-v1.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV1, false},
+	{"golden-v1-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV1, false},
+	{"golden-v1-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV1, false},
+	{"golden-v2.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV2, true},
+	{"golden-v2-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV2, false},
+	{"golden-v2-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV2, false},
+	{"golden-v3.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
+	{"golden-v3-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
+	{"golden-v3-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
 }
 
 func TestGolden(t *testing.T) {
 	for _, g := range goldens {
 		t.Run(g.file, func(t *testing.T) {
 			golden := filepath.Join("testdata", g.file)
-			if g.old {
+			if g.version == formatV1 {
 				entries, r := readAll(t, golden)
 				equalEntries(t, entries, goldenEntries())
 				if r.Info().SkipBytes != 0 {
@@ -73,7 +78,7 @@ func TestGolden(t *testing.T) {
 				}
 				return
 			}
-			path, _ := writeSegment(t, t.TempDir(), "seg", goldenEntries(), g.opts)
+			path, _ := writeSegmentVersion(t, t.TempDir(), "seg", goldenEntries(), g.opts, g.version)
 			got, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -93,12 +98,30 @@ func TestGolden(t *testing.T) {
 			}
 			entries, r := readAll(t, golden)
 			equalEntries(t, entries, goldenEntries())
+			if v := binary.LittleEndian.Uint32(want[8:]); v != g.version {
+				t.Errorf("%s is version %d", golden, v)
+			}
 			if r.NumBlocks() < 3 {
 				t.Errorf("golden file has %d blocks; it should exercise several", r.NumBlocks())
 			}
 			checkMayContain(t, r, entries)
+			if g.version == formatVersion {
+				checkExact(t, r, entries, goldenNeedles(entries))
+			}
 		})
 	}
+}
+
+// goldenNeedles are needles for the exactness check of the golden files:
+// absent ones, and pieces of the entries.
+func goldenNeedles(entries []Entry) [][]byte {
+	ns := [][]byte{[]byte("absent from every entry"), []byte("LOOKING"), []byte("looking"), []byte("ENTRY"), []byte("\x00\x01\xff b"), []byte("lineline")}
+	for _, e := range entries[:6] {
+		for i := 0; i+6 <= len(e.Line); i += 5 {
+			ns = append(ns, e.Line[i:i+6])
+		}
+	}
+	return ns
 }
 
 func firstDiff(a, b []byte) int {

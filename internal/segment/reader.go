@@ -45,8 +45,9 @@ type Reader struct {
 	data   []byte // the mapping
 	info   Info
 	blocks []BlockMeta
-	skip   [][]byte // per block, its skip-index filter (into data); nil in version 1
-	mapped bool     // data is a mapping to unmap on Close (tests read from memory)
+	skip   [][]byte   // version 2: per block, its bloom filter (into data)
+	grams  *gramIndex // version 3: the postings index
+	mapped bool       // data is a mapping to unmap on Close (tests read from memory)
 	closed atomic.Bool
 }
 
@@ -102,8 +103,8 @@ func newReader(path string, data []byte) (*Reader, error) {
 		return nil, bad("footer checksum mismatch")
 	}
 	version := binary.LittleEndian.Uint32(ft[44:])
-	if version != formatV1 && version != formatVersion {
-		return nil, bad("unsupported format version %d (this build reads %d and %d)", version, formatV1, formatVersion)
+	if version != formatV1 && version != formatV2 && version != formatVersion {
+		return nil, bad("unsupported format version %d (this build reads %d to %d)", version, formatV1, formatVersion)
 	}
 	if fs := binary.LittleEndian.Uint64(ft[48:]); fs != uint64(size) {
 		return nil, bad("file is %d bytes, footer says %d (truncated or extended)", size, fs)
@@ -224,7 +225,8 @@ func newReader(path string, data []byte) (*Reader, error) {
 	if uint64(off) != idxOff {
 		return nil, bad("blocks end at %d, index starts at %d", off, idxOff)
 	}
-	if skip != nil {
+	switch {
+	case version == formatV2:
 		// Each block's record has its own CRC, checked first so that the
 		// error names the damaged block's filter; the footer's CRC of the
 		// whole section then covers the count and the framing.
@@ -234,6 +236,19 @@ func newReader(path string, data []byte) (*Reader, error) {
 		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
 			return nil, bad("skip index checksum mismatch")
 		}
+		r.info.SkipBytes = int64(len(skip))
+	case version >= 3:
+		// One CRC covers the whole postings index, checked before any of
+		// it is trusted; the postings are then decoded lazily, per gram
+		// looked up (a few hundred KiB per segment: Open stays cheap).
+		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
+			return nil, bad("skip index checksum mismatch")
+		}
+		g, err := parseGrams(skip, len(r.blocks))
+		if err != nil {
+			return nil, bad("skip index: %v", err)
+		}
+		r.grams = g
 		r.info.SkipBytes = int64(len(skip))
 	}
 	r.info.Blocks = len(r.blocks)

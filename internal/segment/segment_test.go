@@ -17,8 +17,15 @@ import (
 // and the writer's Info.
 func writeSegment(t testing.TB, dir, name string, entries []Entry, opts Options) (string, Info) {
 	t.Helper()
+	return writeSegmentVersion(t, dir, name, entries, opts, formatVersion)
+}
+
+// writeSegmentVersion is writeSegment in format version (formatVersion or
+// formatV2).
+func writeSegmentVersion(t testing.TB, dir, name string, entries []Entry, opts Options, version uint32) (string, Info) {
+	t.Helper()
 	path := filepath.Join(dir, name)
-	w, err := Create(path, opts)
+	w, err := create(path, opts, version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +283,9 @@ func TestEmptySegment(t *testing.T) {
 	if len(got) != 0 || r.NumBlocks() != 0 || info.Blocks != 0 || info.Entries != 0 {
 		t.Fatalf("empty segment: %d entries, %d blocks, info %+v", len(got), r.NumBlocks(), info)
 	}
-	// One byte of block count in the block index and one in the skip index.
-	if info.FileBytes != headerSize+footerSize+2 || info.SkipBytes != 1 || r.Info() != info {
+	// One byte of block count in the block index; the skip index has
+	// three: block count, unindexed blocks and grams, all 0.
+	if info.FileBytes != headerSize+footerSize+4 || info.SkipBytes != 3 || r.Info() != info {
 		t.Fatalf("info %+v, reader %+v", info, r.Info())
 	}
 }

@@ -142,9 +142,15 @@ func mayContain(filter, lit []byte) bool {
 // for lit shorter than SkipGram bytes, and after Close. It panics if i is
 // out of range, like BlockMeta.
 func (r *Reader) MayContain(i int, lit []byte, fold bool) bool {
-	_ = fold        // the filter holds lowered n-grams: exact and folded alike
+	_ = fold        // the index holds lowered n-grams: exact and folded alike
 	_ = r.blocks[i] // the range check
-	if r.skip == nil || r.closed.Load() {
+	if len(lit) < SkipGram || r.closed.Load() {
+		return true
+	}
+	if r.grams != nil {
+		return r.grams.mayContain(i, lit)
+	}
+	if r.skip == nil {
 		return true
 	}
 	f := r.skip[i]

@@ -73,16 +73,18 @@ func TestSkipNoFalseNegatives(t *testing.T) {
 		}
 		es = append(es, Entry{Time: int64(i), Stream: uint32(i % 3), Line: b})
 	}
-	for _, bs := range []int{1, 64, 1000, 1 << 20} {
-		t.Run(fmt.Sprint(bs), func(t *testing.T) {
-			path, info := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: bs})
-			got, r := readAll(t, path)
-			equalEntries(t, got, es)
-			if info.SkipBytes == 0 || r.Info().SkipBytes != info.SkipBytes {
-				t.Fatalf("skip bytes %d, reader %d", info.SkipBytes, r.Info().SkipBytes)
-			}
-			checkMayContain(t, r, es)
-		})
+	for _, v := range []uint32{formatV2, formatVersion} {
+		for _, bs := range []int{1, 64, 1000, 1 << 20} {
+			t.Run(fmt.Sprint(v, "-", bs), func(t *testing.T) {
+				path, info := writeSegmentVersion(t, t.TempDir(), "s", es, Options{BlockSize: bs}, v)
+				got, r := readAll(t, path)
+				equalEntries(t, got, es)
+				if info.SkipBytes == 0 || r.Info().SkipBytes != info.SkipBytes {
+					t.Fatalf("skip bytes %d, reader %d", info.SkipBytes, r.Info().SkipBytes)
+				}
+				checkMayContain(t, r, es)
+			})
+		}
 	}
 }
 
@@ -173,7 +175,7 @@ func BenchmarkMayContain(b *testing.B) {
 // drop a block that holds a match).
 func TestSkipDamageNamesBlock(t *testing.T) {
 	dir := t.TempDir()
-	src, _ := writeSegment(t, dir, "good", smallEntries(), Options{Codec: CodecNone, BlockSize: 64})
+	src, _ := writeSegmentVersion(t, dir, "good", smallEntries(), Options{Codec: CodecNone, BlockSize: 64}, formatV2)
 	orig, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)

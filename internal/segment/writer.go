@@ -120,7 +120,8 @@ type Info struct {
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 2 // what the Writer writes
+	formatVersion = 3 // what the Writer writes: exact postings skip index
+	formatV2      = 2 // bloom-filter skip index; still read
 	formatV1      = 1 // no skip index; still read
 	magic         = "HAYSTSEG"
 )
@@ -136,10 +137,12 @@ type Writer struct {
 	comp       *compressor
 	off        int64 // bytes written so far
 	info       Info
-	index      []byte // encoded block index entries
-	skip       skipBuilder
-	err        error // sticky I/O error
-	done       bool  // committed or aborted
+	index      []byte      // encoded block index entries
+	version    uint32      // formatVersion, or formatV2 in tests
+	skip       skipBuilder // version 2
+	grams      gramBuilder // version 3
+	err        error       // sticky I/O error
+	done       bool        // committed or aborted
 
 	// The block being filled.
 	data    []byte
@@ -157,6 +160,12 @@ type Writer struct {
 // to "<finalPath>.tmp" in the same directory, truncating a stale temp file
 // left by a crash.
 func Create(finalPath string, opts Options) (*Writer, error) {
+	return create(finalPath, opts, formatVersion)
+}
+
+// create is Create writing format version (formatVersion, or formatV2 so
+// that tests can still produce bloom-filter segments to read).
+func create(finalPath string, opts Options, version uint32) (*Writer, error) {
 	bs := opts.BlockSize
 	if bs == 0 {
 		bs = DefaultBlockSize
@@ -178,10 +187,11 @@ func Create(finalPath string, opts Options) (*Writer, error) {
 		bw:        bufio.NewWriterSize(f, 256<<10),
 		blockSize: bs,
 		comp:      comp,
+		version:   version,
 	}
 	var h [headerSize]byte
 	copy(h[:], magic)
-	binary.LittleEndian.PutUint32(h[8:], formatVersion)
+	binary.LittleEndian.PutUint32(h[8:], version)
 	w.write(h[:])
 	if w.err != nil {
 		err := w.err
@@ -321,7 +331,11 @@ func (w *Writer) flushBlock() {
 	w.write(c[:])
 	length := w.off - start
 
-	w.skip.add(w.data, w.lens)
+	if w.version == formatV2 {
+		w.skip.add(w.data, w.lens)
+	} else {
+		w.grams.add(w.data, w.lens)
+	}
 
 	// Index entry.
 	x := w.index
@@ -375,13 +389,18 @@ func (w *Writer) Commit() (Info, error) {
 		w.err = errors.New("segment: too many blocks")
 	}
 	skipOff := w.off
-	skip := binary.AppendUvarint(nil, uint64(w.skip.n))
-	skipCRC := crc32.Update(crc32.Checksum(skip, castagnoli), castagnoli, w.skip.out)
+	var skip []byte
+	if w.version == formatV2 {
+		skip = binary.AppendUvarint(nil, uint64(w.skip.n))
+		skip = append(skip, w.skip.out...)
+	} else {
+		skip = w.grams.encode()
+	}
+	skipCRC := crc32.Checksum(skip, castagnoli)
 	w.write(skip)
-	w.write(w.skip.out)
 	skipLen := w.off - skipOff
 	w.info.SkipBytes = skipLen
-	w.skip = skipBuilder{}
+	w.skip, w.grams = skipBuilder{}, gramBuilder{}
 	size := w.off + footerSize
 	var ft [footerSize]byte
 	binary.LittleEndian.PutUint64(ft[0:], uint64(indexOff))
@@ -391,7 +410,7 @@ func (w *Writer) Commit() (Info, error) {
 	binary.LittleEndian.PutUint64(ft[24:], uint64(skipOff))
 	binary.LittleEndian.PutUint64(ft[32:], uint64(skipLen))
 	binary.LittleEndian.PutUint32(ft[40:], skipCRC)
-	binary.LittleEndian.PutUint32(ft[44:], formatVersion)
+	binary.LittleEndian.PutUint32(ft[44:], w.version)
 	binary.LittleEndian.PutUint64(ft[48:], uint64(size))
 	// 56: flags 0.
 	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))

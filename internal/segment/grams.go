@@ -1,0 +1,887 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// The skip index of format version 3: an exact postings index. For every
+// distinct ASCII-lowered 4-gram of the segment's entries (never spanning
+// two entries), the set of blocks holding it. It replaced the per-block
+// bloom filters of version 2 (skip.go) after measuring both on 1M
+// generated log lines (8 segments of ~32 blocks of 1 MiB): the blooms
+// took 6.4% of the stored size at ~1.25-1.6 bits per distinct gram and
+// had a false-positive rate of ~46% per gram, so for the absent needle
+// "status=999", which an exact per-block gram set drops in all 251
+// blocks, they let 63 blocks through, each costing ~1 ms of zstd
+// decoding. The same data has only ~150 K distinct grams per segment
+// (~50 K per block, most shared by most blocks), so exact postings cost
+// about as much space as the blooms (see doc.go for the measured share)
+// and never let a block through that lacks one of the needle's grams.
+//
+// Layout and encoding are documented in doc.go ("Skip index, version 3").
+
+const (
+	// gramGroup is how many consecutive grams (in ascending order) share
+	// one group-table entry: a lookup binary-searches the table, then
+	// decodes at most this many grams.
+	gramGroup = 32
+
+	// gramTableEntry is the size of a group-table entry: u32 first gram,
+	// u32 offset of the group in the postings area.
+	gramTableEntry = 8
+
+	// Posting codes, the low 3 bits of each gram's key varint
+	// (delta<<3 | code).
+	postAll    = 0 // every block; nothing follows
+	postBitmap = 1 // ceil(B/8) bytes, bit b of byte b/8 for block b
+	postNot    = 2 // every block but a list: uvarint count-1, then ids
+	postList   = 3 // a list: uvarint count-1, then ids
+	postList1  = 4 // a list of 1..4 ids (code-3 of them), no count
+	postCodes  = 3 // bits of the code
+
+	// gramCacheBits sizes the writer's direct-mapped cache of recently
+	// seen grams (2^16 slots of 4 bytes: 256 KiB, within a core's L2).
+	gramCacheBits = 16
+
+	// partBits is how many top bits of a gram's table slot partition the
+	// candidates before they update the table.
+	partBits = 11
+
+	// gramBatch is how many candidates (4 bytes each, 8 more while
+	// flushing) the writer collects before setting their bits in its
+	// table: a few blocks of log text.
+	gramBatch = 1 << 20
+
+	// maxGramEntries bounds the writer's table of (gram, 64 blocks)
+	// entries for one segment: 16 bytes each at a load of at least 3/8,
+	// so the table takes at most 96 MiB (and as much again while Commit
+	// sorts the entries). Blocks that would
+	// exceed it are left unindexed ("maybe" for every needle). 32 MiB of
+	// generated logs have ~150 K entries (4 MiB of table).
+	maxGramEntries = 1 << 21
+)
+
+// gramCandLimit is the most grams a block of raw bytes may record as
+// candidates (its distinct grams, and repeats the writer's cache lets
+// through) and still be indexed: 4096 plus one per 2 raw bytes. Log text
+// records about one per 7 bytes in 1 MiB blocks and one per 3 in 16 KiB
+// blocks; random bytes record one per byte, and their exact index would
+// be several times the block's stored size while pruning what a scan of
+// incompressible data could not find anyway. Unindexed blocks answer
+// "maybe".
+func gramCandLimit(raw int) int { return 1<<12 + raw/2 }
+
+// gramHashSlot maps a gram to a slot of the writer's cache.
+func gramHashSlot(g uint32) uint32 {
+	return uint32((uint64(g) * 0x9E3779B97F4A7C15) >> (64 - gramCacheBits))
+}
+
+// gramEntry is one entry of the writer's table: key is the gram in the
+// low 32 bits and the chunk of 64 blocks above; mask has bit b%64 set
+// for each block b of the chunk that holds the gram.
+type gramEntry struct {
+	key, mask uint64
+}
+
+// emptyKey marks a free table slot; chunks are below 2^26 (block counts
+// are 32-bit), so no key has all its bits set.
+const emptyKey = ^uint64(0)
+
+// gramBuilder collects the distinct grams of each block of a segment and
+// encodes the version 3 skip index at Commit.
+//
+// Per block, one pass over the bytes rolls the lowered 4-gram and checks
+// a direct-mapped cache (gram -> slot by multiplicative hash, reset per
+// block): a hit means the gram was already recorded for this block; a
+// miss records it as a candidate and takes the slot. Text repeats most
+// of its grams, so the candidates are a small multiple of the distinct
+// grams, and the per-byte cost is one multiply and one load from a table
+// in L2, without a branch. Each candidate then sets the block's bit in
+// an open-addressing table gram -> block mask (a repeated candidate sets
+// it again, harmlessly). Commit sorts the table's entries by gram and
+// encodes their postings.
+//
+// Memory: the cache (256 KiB), candidates (4 bytes each, at most the
+// block's raw bytes / 4 kept) and the table (at most maxGramEntries).
+type gramBuilder struct {
+	cache     *[1 << gramCacheBits]uint32
+	pend      []uint32         // candidates of the blocks not yet in the table
+	pendEnd   []pendBlock      // where each pending block's candidates end
+	part      []uint64         // pend partitioned by table region
+	seen      *[1 << 14]uint64 // flush: bitmap counting distinct keys
+	table     []gramEntry      // open addressing, len a power of two
+	entries   int              // used slots
+	blocks    int              // blocks added
+	unindexed []uint32         // blocks left unindexed, ascending
+}
+
+// pendBlock marks the end of a block's candidates in gramBuilder.pend.
+type pendBlock struct {
+	end   int
+	block uint32
+}
+
+// add records the distinct grams of the next block (data cut by lens).
+func (s *gramBuilder) add(data []byte, lens []uint32) {
+	block := uint32(s.blocks)
+	s.blocks++
+	if s.cache == nil {
+		s.cache = new([1 << gramCacheBits]uint32)
+	}
+	// Reset the cache so that no slot matches a gram hashing to it: slot
+	// h holds a gram g only if gramHashSlot(g) == h, and 0 hashes to slot
+	// 0 while 1 does not.
+	cache := s.cache
+	clear(cache[:])
+	cache[0] = 1
+	start := len(s.pend)
+	limit := start + gramCandLimit(len(data))
+	cand := s.pend
+	off := 0
+	for _, l := range lens {
+		line := data[off : off+int(l)]
+		off += int(l)
+		if len(line) < SkipGram {
+			continue
+		}
+		g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
+		line = line[3:]
+		for len(line) > 0 && len(cand) <= limit {
+			// Every gram is stored at cand[n]; n advances past it only
+			// on a cache miss (a conditional move, not a branch).
+			chunk := line[:min(len(line), 1<<16)]
+			line = line[len(chunk):]
+			n := len(cand)
+			cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
+			for _, c := range chunk {
+				g = g<<8 | uint32(lowerTable[c])
+				h := gramHashSlot(g)
+				old := cache[h]
+				cache[h] = g
+				cand[n] = g
+				if old != g {
+					n++
+				}
+			}
+			cand = cand[:n]
+		}
+		if len(cand) > limit {
+			break
+		}
+	}
+	if len(cand) > limit || s.entries+len(cand) > maxGramEntries {
+		s.pend = cand[:start]
+		s.unindexed = append(s.unindexed, block)
+		return
+	}
+	s.pend = cand
+	s.pendEnd = append(s.pendEnd, pendBlock{len(cand), block})
+	if len(cand) >= gramBatch {
+		s.flush()
+	}
+}
+
+// flush sets the pending blocks' bits in the table.
+//
+// The table is several MiB (beyond L2), so random probes would cost a
+// cache miss each. Instead the pending candidates of several blocks are
+// partitioned by the top bits of their slot and then visit one small
+// region of the table after another: one pass over the table per batch.
+func (s *gramBuilder) flush() {
+	if len(s.pend) == 0 {
+		return
+	}
+	// Count the partitions and estimate the batch's distinct keys by
+	// linear counting on a bitmap of 2^20 bits.
+	var cnt [1 << partBits]int32
+	if s.seen == nil {
+		s.seen = new([1 << 14]uint64)
+	}
+	seen := s.seen
+	clear(seen[:])
+	start := 0
+	for _, pb := range s.pendEnd {
+		chunk := uint64(pb.block/64) << 32
+		for _, g := range s.pend[start:pb.end] {
+			h := (uint64(g) | chunk) * 0x9E3779B97F4A7C15
+			cnt[h>>(64-partBits)]++
+			seen[h>>50] |= 1 << (h >> 44 & 63)
+		}
+		start = pb.end
+	}
+	set := 0
+	for _, w := range seen {
+		set += bits.OnesCount64(w)
+	}
+	distinct := len(s.pend)
+	if m := float64(1 << 20); float64(set) < m {
+		distinct = min(distinct, int(-m*math.Log(1-float64(set)/m)*1.1)+64)
+	}
+	sum := int32(0)
+	for i, n := range cnt {
+		cnt[i] = sum
+		sum += n
+	}
+	part := slices.Grow(s.part[:0], len(s.pend))[:len(s.pend)]
+	start = 0
+	for _, pb := range s.pendEnd {
+		chunk := uint64(pb.block/64) << 32
+		bit := uint64(pb.block%64) << 58
+		for _, g := range s.pend[start:pb.end] {
+			key := uint64(g) | chunk
+			d := (key * 0x9E3779B97F4A7C15) >> (64 - partBits)
+			part[cnt[d]] = key | bit
+			cnt[d]++
+		}
+		start = pb.end
+	}
+	s.part = part[:0]
+	s.pend, s.pendEnd = s.pend[:0], s.pendEnd[:0]
+
+	// The keys arrive sorted by region, so each region of the table
+	// receives its final share of the batch's keys at once: the table
+	// must be large enough for the whole batch before a region is filled
+	// (growing when the table as a whole looks full would be too late:
+	// the regions done so far would be overfull, with probe runs across
+	// them). The first batch of a segment sizes the table by the
+	// estimate; later batches bring few new grams, so the table grows
+	// when the new keys so far, extrapolated to the whole batch, would
+	// fill it beyond 3/4.
+	est := s.entries
+	if s.entries == 0 {
+		est = distinct
+	}
+	if need := max(1<<16, est*4/3+1); len(s.table) < need {
+		s.grow(1 << bits.Len(uint(need-1)))
+	}
+	before := s.entries
+	step := len(part)/64 + 1
+	for lo := 0; lo < len(part); lo += step {
+		if lo > 0 {
+			projected := before + (s.entries-before)*len(part)/lo
+			if projected > len(s.table)/4*3 {
+				s.grow(1 << bits.Len(uint(projected*4/3)))
+			}
+		}
+		s.insert(part[lo:min(lo+step, len(part))])
+	}
+}
+
+// insert sets the bits of keys (gram | chunk<<32 | bit<<58) in the table.
+func (s *gramBuilder) insert(keys []uint64) {
+	t := s.table
+	tm := uint64(len(t) - 1)
+	shift := 64 - bits.Len64(tm)
+	for _, v := range keys {
+		key := v &^ (63 << 58)
+		bit := uint64(1) << (v >> 58)
+		i := (key * 0x9E3779B97F4A7C15) >> shift
+		for {
+			e := &t[i]
+			if e.key == key {
+				e.mask |= bit
+				break
+			}
+			if e.key == emptyKey {
+				e.key, e.mask = key, bit
+				s.entries++
+				if s.entries > len(t)/8*7 {
+					// Never fuller than 7/8, whatever the projection.
+					s.grow(2 * len(t))
+					t = s.table
+					tm = uint64(len(t) - 1)
+					shift = 64 - bits.Len64(tm)
+				}
+				break
+			}
+			i = (i + 1) & tm
+		}
+	}
+}
+
+// grow rehashes the table into n slots (a power of two).
+func (s *gramBuilder) grow(n int) {
+	old := s.table
+	t := make([]gramEntry, n)
+	for i := range t {
+		t[i].key = emptyKey
+	}
+	tm := uint64(n - 1)
+	shift := 64 - bits.Len64(tm)
+	for _, e := range old {
+		if e.key == emptyKey {
+			continue
+		}
+		i := (e.key * 0x9E3779B97F4A7C15) >> shift
+		for t[i].key != emptyKey {
+			i = (i + 1) & tm
+		}
+		t[i] = e
+	}
+	s.table = t
+}
+
+// radixSortEntries sorts a by gram, then chunk (the key with its halves
+// swapped; LSD radix, 11-bit digits, skipping digits that are the same
+// throughout), using tmp as scratch.
+func radixSortEntries(a, tmp []gramEntry) {
+	src, dst := a, tmp[:len(a)]
+	var c [2048]int
+	for shift := uint(0); shift < 64 && len(a) > 0; shift += 11 {
+		clear(c[:])
+		for _, e := range src {
+			c[bits.RotateLeft64(e.key, 32)>>shift&2047]++
+		}
+		if c[bits.RotateLeft64(src[0].key, 32)>>shift&2047] == len(a) {
+			continue
+		}
+		sum := 0
+		for i, n := range c {
+			c[i] = sum
+			sum += n
+		}
+		for _, e := range src {
+			d := bits.RotateLeft64(e.key, 32) >> shift & 2047
+			dst[c[d]] = e
+			c[d]++
+		}
+		src, dst = dst, src
+	}
+	if len(a) > 0 && &src[0] != &a[0] {
+		copy(a, src)
+	}
+}
+
+// uvarintLen is the length of v as a uvarint.
+func uvarintLen(v uint64) int {
+	return (bits.Len64(v|1) + 6) / 7
+}
+
+// listLen is the encoded length of ascending ids as a posting list after
+// its count: the first id, then each gap minus one. It stops counting
+// once past stop.
+func listLen(ids []uint32, stop int) int {
+	n, prev := 0, uint32(0)
+	for i, b := range ids {
+		if i == 0 {
+			n += uvarintLen(uint64(b))
+		} else {
+			n += uvarintLen(uint64(b - prev - 1))
+		}
+		prev = b
+		if n > stop {
+			break
+		}
+	}
+	return n
+}
+
+func appendList(dst []byte, ids []uint32) []byte {
+	prev := uint32(0)
+	for i, b := range ids {
+		if i == 0 {
+			dst = binary.AppendUvarint(dst, uint64(b))
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(b-prev-1))
+		}
+		prev = b
+	}
+	return dst
+}
+
+// encode returns the version 3 skip index of the blocks added.
+func (s *gramBuilder) encode() []byte {
+	s.flush()
+	nb := s.blocks
+	bitmapLen := (nb + 7) / 8
+	// The used entries, packed to the front, then sorted by (gram, chunk).
+	es := s.table
+	k := 0
+	for _, e := range es {
+		if e.key != emptyKey {
+			es[k] = e
+			k++
+		}
+	}
+	es = es[:k]
+	radixSortEntries(es, make([]gramEntry, k))
+
+	var table, area []byte
+	var ids, not []uint32
+	count := 0
+	var prev uint32
+	for i := 0; i < len(es); {
+		g := uint32(es[i].key)
+		ids = ids[:0]
+		for ; i < len(es) && uint32(es[i].key) == g; i++ {
+			base := uint32(es[i].key>>32) * 64
+			for m := es[i].mask; m != 0; m &= m - 1 {
+				ids = append(ids, base+uint32(bits.TrailingZeros64(m)))
+			}
+		}
+		if len(s.unindexed) > 0 {
+			// Unindexed blocks are in every posting.
+			ids = mergeIDs(ids, s.unindexed, &not)
+		}
+		// Pick the shortest encoding.
+		n := len(ids)
+		code, size := postBitmap, bitmapLen
+		if n == nb {
+			code, size = postAll, 0
+		}
+		if size > 0 {
+			l := listLen(ids, size)
+			if n > 4 {
+				l += uvarintLen(uint64(n - 1))
+			}
+			if l < size {
+				code, size = postList, l
+				if n <= 4 {
+					code = postList1 + n - 1
+				}
+			}
+		}
+		if size > 0 && nb-n < size {
+			not = complement(not[:0], ids, nb)
+			if l := uvarintLen(uint64(len(not)-1)) + listLen(not, size); l < size {
+				code, size = postNot, l
+			}
+		}
+		var delta uint64
+		if count%gramGroup == 0 {
+			table = binary.LittleEndian.AppendUint32(table, g)
+			table = binary.LittleEndian.AppendUint32(table, uint32(len(area)))
+		} else {
+			delta = uint64(g - prev)
+		}
+		prev = g
+		count++
+		area = binary.AppendUvarint(area, delta<<postCodes|uint64(code))
+		switch {
+		case code == postBitmap:
+			start := len(area)
+			area = append(area, make([]byte, bitmapLen)...)
+			for _, b := range ids {
+				area[start+int(b/8)] |= 1 << (b % 8)
+			}
+		case code == postNot:
+			area = binary.AppendUvarint(area, uint64(len(not)-1))
+			area = appendList(area, not)
+		case code == postList:
+			area = binary.AppendUvarint(area, uint64(n-1))
+			area = appendList(area, ids)
+		case code >= postList1:
+			area = appendList(area, ids)
+		}
+	}
+	out := binary.AppendUvarint(nil, uint64(nb))
+	out = binary.AppendUvarint(out, uint64(len(s.unindexed)))
+	out = appendList(out, s.unindexed)
+	out = binary.AppendUvarint(out, uint64(count))
+	out = append(out, table...)
+	return append(out, area...)
+}
+
+// mergeIDs returns the union of ascending ids a and b, using *scratch.
+func mergeIDs(a, b []uint32, scratch *[]uint32) []uint32 {
+	out := (*scratch)[:0]
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	*scratch = a[:0]
+	return out
+}
+
+// complement appends to dst the ids in [0, n) absent from ascending ids.
+func complement(dst, ids []uint32, n int) []uint32 {
+	k := 0
+	for b := range uint32(n) {
+		if k < len(ids) && ids[k] == b {
+			k++
+			continue
+		}
+		dst = append(dst, b)
+	}
+	return dst
+}
+
+// gramIndex is a parsed version 3 skip index: the group table and the
+// postings area point into the mapping and are decoded on lookup.
+type gramIndex struct {
+	blocks    int
+	unindexed []uint64 // bitmap of the unindexed blocks
+	grams     int      // distinct grams
+	table     []byte   // groups x (u32 first gram, u32 offset)
+	area      []byte   // postings
+
+	mu    sync.Mutex
+	cache map[string][]uint64 // lowered literal -> block bitmap
+}
+
+// maxCachedLiterals bounds the per-Reader cache of literal bitmaps; the
+// cache is emptied when full (queries use a handful of literals).
+const maxCachedLiterals = 1024
+
+var errGrams = errors.New("malformed postings")
+
+// parseGrams parses a version 3 skip index over nb blocks. It checks the
+// framing and the group table (ascending first grams and offsets inside
+// the postings area) but not the postings, which lookups decode and
+// check lazily and Verify checks whole.
+func parseGrams(b []byte, nb int) (*gramIndex, error) {
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.err == nil && n != uint64(nb) {
+		return nil, errors.New("block count differs from the block index")
+	}
+	nu := d.uvarint()
+	if d.err == nil && nu > uint64(nb) {
+		return nil, errors.New("more unindexed blocks than blocks")
+	}
+	x := &gramIndex{blocks: nb, unindexed: make([]uint64, (nb+63)/64)}
+	prev := uint64(0)
+	for i := uint64(0); i < nu && d.err == nil; i++ {
+		v := d.uvarint()
+		if i > 0 {
+			v += prev + 1
+			if v <= prev {
+				d.fail("unindexed block ids overflow")
+			}
+		}
+		if d.err == nil && v >= uint64(nb) {
+			d.fail("unindexed block id out of range")
+		}
+		if d.err != nil {
+			break
+		}
+		x.unindexed[v/64] |= 1 << (v % 64)
+		prev = v
+	}
+	g := d.uvarint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	rest := d.b
+	// Every gram takes at least one byte of the postings area.
+	if g > uint64(len(rest)) {
+		return nil, errors.New("gram count too large for the section")
+	}
+	groups := (int(g) + gramGroup - 1) / gramGroup
+	if groups*gramTableEntry > len(rest) {
+		return nil, errors.New("group table exceeds the section")
+	}
+	x.grams = int(g)
+	x.table = rest[:groups*gramTableEntry]
+	x.area = rest[groups*gramTableEntry:]
+	if groups == 0 {
+		if len(x.area) != 0 {
+			return nil, errors.New("trailing bytes after an empty index")
+		}
+		return x, nil
+	}
+	for k := range groups {
+		first, off := x.group(k)
+		switch {
+		case k == 0 && off != 0:
+			return nil, errors.New("first group does not start the postings area")
+		case k > 0 && first <= binary.LittleEndian.Uint32(x.table[(k-1)*gramTableEntry:]):
+			return nil, errors.New("group table grams not ascending")
+		case k > 0 && off <= binary.LittleEndian.Uint32(x.table[(k-1)*gramTableEntry+4:]):
+			return nil, errors.New("group table offsets not ascending")
+		case uint64(off) >= uint64(len(x.area)):
+			return nil, errors.New("group offset outside the postings area")
+		}
+	}
+	return x, nil
+}
+
+// group returns group k's first gram and offset.
+func (x *gramIndex) group(k int) (first, off uint32) {
+	e := x.table[k*gramTableEntry:]
+	return binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+}
+
+// groupBytes returns group k's bytes and gram count.
+func (x *gramIndex) groupBytes(k int) ([]byte, int) {
+	groups := len(x.table) / gramTableEntry
+	_, off := x.group(k)
+	end := len(x.area)
+	if k+1 < groups {
+		_, e := x.group(k + 1)
+		end = int(e)
+	}
+	n := gramGroup
+	if k == groups-1 {
+		n = x.grams - k*gramGroup
+	}
+	return x.area[off:end], n
+}
+
+// posting is one decoded posting: its code and payload (after the key).
+type posting struct {
+	code int
+	n    int    // ids in a list or complement
+	data []byte // bitmap bytes or list ids
+}
+
+// groupIter decodes one group's grams in order, checking every field.
+type groupIter struct {
+	x     *gramIndex
+	d     decoder
+	left  int    // grams not yet decoded
+	gram  uint32 // the current gram
+	limit uint64 // grams must stay below this (the next group's first)
+	p     posting
+	first bool
+}
+
+func (x *gramIndex) iter(k int) groupIter {
+	b, n := x.groupBytes(k)
+	first, _ := x.group(k)
+	limit := uint64(1) << 32
+	if (k+1)*gramTableEntry < len(x.table) {
+		next, _ := x.group(k + 1)
+		limit = uint64(next)
+	}
+	return groupIter{x: x, d: decoder{b: b}, left: n, gram: first, limit: limit, first: true}
+}
+
+// next decodes the next gram and its posting; false at the end of the
+// group or on an error (it.d.err), which includes bytes left over after
+// the group's last gram.
+func (it *groupIter) next() bool {
+	if it.left == 0 || it.d.err != nil {
+		if it.d.err == nil && len(it.d.b) != 0 {
+			it.d.err = errGrams
+		}
+		return false
+	}
+	it.left--
+	v := it.d.uvarint()
+	delta, code := v>>postCodes, int(v&(1<<postCodes-1))
+	if it.first {
+		it.first = false
+		if delta != 0 {
+			it.d.fail("first gram of a group has a delta")
+		}
+	} else if delta == 0 || uint64(it.gram)+delta >= it.limit {
+		it.d.fail("grams not ascending")
+	}
+	if it.d.err != nil {
+		return false
+	}
+	it.gram += uint32(delta)
+	nb := it.x.blocks
+	it.p = posting{code: code}
+	switch {
+	case code == postAll:
+	case code == postBitmap:
+		l := (nb + 7) / 8
+		if l > len(it.d.b) || (nb%8 != 0 && it.d.b[l-1]>>(nb%8) != 0) {
+			it.d.fail("bad bitmap")
+			return false
+		}
+		it.p.data, it.d.b = it.d.b[:l], it.d.b[l:]
+	case code == postNot || code == postList || code >= postList1:
+		var n uint64
+		if code >= postList1 {
+			n = uint64(code-postList1) + 1
+		} else {
+			n = it.d.uvarint() + 1
+		}
+		if it.d.err != nil || n > uint64(nb) || n == 0 {
+			it.d.fail("bad list count")
+			return false
+		}
+		start := it.d.b
+		b := uint64(0)
+		for i := range n {
+			v := it.d.uvarint()
+			if i > 0 {
+				v += b + 1
+				if v <= b {
+					it.d.fail("bad list")
+				}
+			}
+			if it.d.err != nil || v >= uint64(nb) {
+				it.d.fail("bad list")
+				return false
+			}
+			b = v
+		}
+		it.p.n, it.p.data = int(n), start[:len(start)-len(it.d.b)]
+	default:
+		it.d.fail("unknown posting code")
+		return false
+	}
+	return true
+}
+
+// and intersects res (a bitmap over the blocks) with posting p.
+func (p *posting) and(res []uint64) {
+	switch {
+	case p.code == postAll:
+	case p.code == postBitmap:
+		for w := range res {
+			var v uint64
+			for k := 0; k < 8 && w*8+k < len(p.data); k++ {
+				v |= uint64(p.data[w*8+k]) << (8 * k)
+			}
+			res[w] &= v
+		}
+	case p.code == postNot:
+		p.each(func(b uint64) { res[b/64] &^= 1 << (b % 64) })
+	default:
+		var keep [4]uint64
+		mask := keep[:0]
+		if len(res) > len(keep) {
+			mask = make([]uint64, len(res))
+		} else {
+			mask = keep[:len(res)]
+		}
+		p.each(func(b uint64) { mask[b/64] |= 1 << (b % 64) })
+		for w := range res {
+			res[w] &= mask[w]
+		}
+	}
+}
+
+// each calls f with each id of a (checked) list or complement posting.
+func (p *posting) each(f func(uint64)) {
+	d := decoder{b: p.data}
+	b := uint64(0)
+	for i := range p.n {
+		v := d.uvarint()
+		if i > 0 {
+			v += b + 1
+		}
+		b = v
+		f(b)
+	}
+}
+
+// find returns gram g's posting; ok is false when g is in no block. A
+// malformed group is an error.
+func (x *gramIndex) find(g uint32) (p posting, ok bool, err error) {
+	groups := len(x.table) / gramTableEntry
+	// The last group whose first gram is <= g.
+	k := -1 + sortSearch(groups, func(k int) bool {
+		first, _ := x.group(k)
+		return first > g
+	})
+	if k < 0 {
+		return posting{}, false, nil
+	}
+	it := x.iter(k)
+	for it.next() {
+		if it.gram == g {
+			return it.p, true, nil
+		}
+		if it.gram > g {
+			return posting{}, false, nil
+		}
+	}
+	if it.d.err != nil {
+		return posting{}, false, it.d.err
+	}
+	return posting{}, false, nil
+}
+
+// sortSearch is sort.Search without the import.
+func sortSearch(n int, f func(int) bool) int {
+	i, j := 0, n
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if !f(h) {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i
+}
+
+// blocksOf returns the bitmap of blocks that hold every lowered 4-gram of
+// lowered (or are unindexed), or nil if the index is malformed (then
+// every block is a maybe).
+func (x *gramIndex) blocksOf(lowered []byte) []uint64 {
+	res := make([]uint64, (x.blocks+63)/64)
+	for i := range res {
+		res[i] = ^uint64(0)
+	}
+	if r := x.blocks % 64; r != 0 {
+		res[len(res)-1] = 1<<r - 1
+	}
+	g := uint32(lowered[0])<<16 | uint32(lowered[1])<<8 | uint32(lowered[2])
+	for _, c := range lowered[3:] {
+		g = g<<8 | uint32(c)
+		p, ok, err := x.find(g)
+		if err != nil {
+			return nil
+		}
+		if !ok {
+			for w := range res {
+				res[w] &= x.unindexed[w]
+			}
+			break
+		}
+		p.and(res)
+	}
+	return res
+}
+
+// mayContain answers Reader.MayContain for a literal of at least SkipGram
+// bytes, through the per-Reader cache of literal bitmaps.
+func (x *gramIndex) mayContain(i int, lit []byte) bool {
+	var buf [64]byte
+	key := buf[:0]
+	if len(lit) > len(buf) {
+		key = make([]byte, 0, len(lit))
+	}
+	for _, c := range lit {
+		key = append(key, lowerTable[c])
+	}
+	x.mu.Lock()
+	bm, ok := x.cache[string(key)]
+	x.mu.Unlock()
+	if !ok {
+		bm = x.blocksOf(key)
+		x.mu.Lock()
+		if x.cache == nil || len(x.cache) >= maxCachedLiterals {
+			x.cache = make(map[string][]uint64)
+		}
+		x.cache[string(key)] = bm
+		x.mu.Unlock()
+	}
+	return bm == nil || bm[i/64]&(1<<(i%64)) != 0
+}
+
+// check decodes every group, returning the first error.
+func (x *gramIndex) check() error {
+	for k := range len(x.table) / gramTableEntry {
+		it := x.iter(k)
+		for it.next() {
+		}
+		if it.d.err != nil {
+			return it.d.err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,562 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// lowerGrams returns the set of ASCII-lowered 4-grams of b.
+func lowerGrams(b []byte, into map[uint32]bool) {
+	for i := 0; i+SkipGram <= len(b); i++ {
+		into[binary.BigEndian.Uint32(asciiCase(b[i:i+SkipGram], false))] = true
+	}
+}
+
+// blockGrams is the oracle: per block, the set of lowered 4-grams of its
+// entries, computed naively from the entries.
+func blockGrams(r *Reader, entries []Entry) []map[uint32]bool {
+	var sets []map[uint32]bool
+	k := 0
+	for bi := range r.NumBlocks() {
+		m := map[uint32]bool{}
+		for _, e := range entries[k : k+r.BlockMeta(bi).Entries] {
+			lowerGrams(e.Line, m)
+		}
+		k += r.BlockMeta(bi).Entries
+		sets = append(sets, m)
+	}
+	return sets
+}
+
+// checkExact requires MayContain to be exact on a version 3 segment with
+// no unindexed block: false if and only if some lowered 4-gram of the
+// needle is absent from the block (needles shorter than 4 bytes: true).
+func checkExact(t *testing.T, r *Reader, entries []Entry, needles [][]byte) {
+	t.Helper()
+	if r.grams == nil {
+		t.Fatal("not a version 3 segment")
+	}
+	sets := blockGrams(r, entries)
+	for _, n := range needles {
+		want := map[uint32]bool{}
+		lowerGrams(n, want)
+		for bi, set := range sets {
+			all := true
+			for g := range want {
+				all = all && set[g]
+			}
+			all = all || len(n) < SkipGram
+			for _, v := range [][]byte{n, asciiCase(n, true), asciiCase(n, false)} {
+				if got := r.MayContain(bi, v, true); got != all {
+					t.Fatalf("block %d: MayContain(%q) = %v, want %v", bi, v, got, all)
+				}
+				if got := r.MayContain(bi, v, false); got != all {
+					t.Fatalf("block %d: MayContain(%q, exact) = %v, want %v", bi, v, got, all)
+				}
+			}
+		}
+	}
+}
+
+// gramCorpora are entries for the exactness tests: random bytes over a
+// small alphabet (so that needles are often present), log-like lines
+// with mixed case and hex ids, bytes >= 0x80, and short entries.
+func gramCorpora() map[string][]Entry {
+	rng := rand.New(rand.NewPCG(3, 3))
+	cs := map[string][]Entry{}
+	var es []Entry
+	for i := range 600 {
+		b := make([]byte, rng.IntN(40))
+		for j := range b {
+			b[j] = "abAB01\xff\x80 "[rng.IntN(9)]
+		}
+		es = append(es, Entry{Time: int64(i), Line: b})
+	}
+	cs["random"] = es
+	es = nil
+	levels := []string{"INFO", "warn", "Error", "DEBUG"}
+	for i := range 3000 {
+		line := fmt.Appendf(nil, "2026-11-30T03:%02d:%02dZ %s [svc-%d] User=%d msg=\"Request Done\" trace_id=%016x status=%d",
+			i/60%60, i%60, levels[i%4], i%7, rng.IntN(500), rng.Uint64()&0xfffff0000fffff, 200+100*(i%3))
+		if i%17 == 0 {
+			line = append(line, " caf\xc3\xa9 \xff\xfe"...)
+		}
+		es = append(es, Entry{Time: int64(i), Line: line})
+	}
+	cs["logs"] = es
+	es = nil
+	for i := range 300 {
+		es = append(es, Entry{Time: int64(i), Line: []byte("abcdefgh"[i%8 : i%8+min(3, 8-i%8)])})
+	}
+	cs["short"] = es
+	return cs
+}
+
+// gramNeedles returns needles for entries: pieces of entries (exact,
+// upper-cased), pieces spanning two consecutive entries, random strings
+// and known absent ones.
+func gramNeedles(rng *rand.Rand, entries []Entry) [][]byte {
+	ns := [][]byte{
+		[]byte("status=999"), []byte("needle-absent-7c3e9a"), []byte("ABCD"), []byte("ab\xff\x80"),
+		[]byte("\xff\xff\xff\xff"), []byte("abc"), []byte(""), []byte("x"),
+	}
+	for range 400 {
+		e := entries[rng.IntN(len(entries))].Line
+		if len(e) == 0 {
+			continue
+		}
+		i := rng.IntN(len(e))
+		j := min(len(e), i+1+rng.IntN(12))
+		ns = append(ns, e[i:j], asciiCase(e[i:j], true))
+		// The end of one entry joined to the start of the next: present
+		// in the block only if some single entry holds it.
+		k := rng.IntN(len(entries) - 1)
+		a, b := entries[k].Line, entries[k+1].Line
+		ns = append(ns, append(bytes.Clone(a[max(0, len(a)-3):]), b[:min(len(b), 3)]...))
+		r := make([]byte, 4+rng.IntN(4))
+		for x := range r {
+			r[x] = "aAbB01 \xff\x80=:"[rng.IntN(11)]
+		}
+		ns = append(ns, r)
+	}
+	return ns
+}
+
+// TestGramIndexExact checks the version 3 index against the naive oracle
+// in both directions, for several corpora and block sizes (one block;
+// many; more than 64, so that postings span several bitmap words).
+func TestGramIndexExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for name, es := range gramCorpora() {
+		for _, bs := range []int{1 << 20, 4096, 300} {
+			t.Run(fmt.Sprint(name, "-", bs), func(t *testing.T) {
+				path, _ := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: bs, Codec: CodecLZ4})
+				got, r := readAll(t, path)
+				defer r.Close()
+				equalEntries(t, got, es)
+				if err := r.grams.check(); err != nil {
+					t.Fatal(err)
+				}
+				checkExact(t, r, es, gramNeedles(rng, es))
+				t.Logf("%d blocks, skip index %d of %d bytes", r.NumBlocks(), r.Info().SkipBytes, r.Info().FileBytes)
+			})
+		}
+	}
+}
+
+// TestGramSpanningEntries: a needle made of the end of one entry and the
+// start of the next is absent, in every block, unless an entry holds it.
+func TestGramSpanningEntries(t *testing.T) {
+	es := []Entry{{Line: []byte("xxxxfoo")}, {Line: []byte("barxxxx")}, {Line: []byte("ab")}, {Line: []byte("cd")}}
+	path, _ := writeSegment(t, t.TempDir(), "s", es, Options{})
+	_, r := readAll(t, path)
+	defer r.Close()
+	for _, n := range []string{"foobar", "obar", "foob", "abcd", "FOOBAR"} {
+		if r.MayContain(0, []byte(n), true) {
+			t.Errorf("MayContain(%q) true: it only spans two entries", n)
+		}
+	}
+	for _, n := range []string{"xfoo", "XXFOO", "barx", "ab", "abc"} {
+		if !r.MayContain(0, []byte(n), false) {
+			t.Errorf("MayContain(%q) false", n)
+		}
+	}
+}
+
+// TestGramUnindexed: a block with too many distinct grams for its size
+// (random bytes) is left unindexed and answers "maybe"; the other blocks
+// stay exact.
+func TestGramUnindexed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]byte, 64<<10)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	es := []Entry{
+		{Line: []byte("first block: plain text")},
+		{Line: noise},
+		{Line: []byte("third block: plain text again")},
+	}
+	path, _ := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: 100})
+	_, r := readAll(t, path)
+	defer r.Close()
+	if r.NumBlocks() != 3 {
+		t.Fatalf("%d blocks", r.NumBlocks())
+	}
+	if r.grams.unindexed[0] != 1<<1 {
+		t.Fatalf("unindexed blocks %b, want block 1", r.grams.unindexed[0])
+	}
+	for _, n := range []string{"absent needle", "plain text", "first", "again"} {
+		want := []bool{n == "plain text" || n == "first", true, n == "plain text" || n == "again"}
+		for bi := range 3 {
+			if got := r.MayContain(bi, []byte(n), false); got != want[bi] {
+				t.Errorf("block %d: MayContain(%q) = %v, want %v", bi, n, got, want[bi])
+			}
+		}
+	}
+	if r.Info().SkipBytes > 1000 {
+		t.Errorf("skip index of %d bytes: the noise was indexed", r.Info().SkipBytes)
+	}
+}
+
+// TestGramCacheAndConcurrency asks for many literals (more than the
+// per-Reader cache holds) from several goroutines and compares with the
+// answers of a fresh Reader asked one literal at a time; also the
+// "maybe" after Close.
+func TestGramCacheAndConcurrency(t *testing.T) {
+	es := gramCorpora()["logs"]
+	path, _ := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: 8 << 10})
+	_, r := readAll(t, path)
+	rng := rand.New(rand.NewPCG(9, 9))
+	needles := gramNeedles(rng, es)
+	for len(needles) < 3*maxCachedLiterals {
+		needles = append(needles, fmt.Appendf(nil, "user=%d", rng.IntN(2000)))
+	}
+	want := make([][]bool, len(needles))
+	ref, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range needles {
+		for bi := range ref.NumBlocks() {
+			want[i] = append(want[i], ref.MayContain(bi, n, false))
+			ref.grams.cache = nil // computed afresh each time
+		}
+	}
+	ref.Close()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for k := range needles {
+				i := (k*7 + w*131) % len(needles)
+				for bi := range r.NumBlocks() {
+					if got := r.MayContain(bi, needles[i], true); got != want[i][bi] {
+						t.Errorf("block %d: MayContain(%q) = %v, want %v", bi, needles[i], got, want[i][bi])
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(r.grams.cache) > maxCachedLiterals {
+		t.Errorf("cache holds %d literals", len(r.grams.cache))
+	}
+	r.Close()
+	for bi := range r.NumBlocks() {
+		if !r.MayContain(bi, []byte("needle-absent-7c3e9a"), false) {
+			t.Fatalf("block %d: MayContain false after Close", bi)
+		}
+	}
+}
+
+// TestGoldenLayoutV3 decodes golden-v3.seg's skip index by hand,
+// following the package doc rather than the reader, and compares every
+// gram's blocks with the oracle.
+func TestGoldenLayoutV3(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden-v3.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := data[len(data)-72:]
+	if string(data[:8]) != "HAYSTSEG" || binary.LittleEndian.Uint32(data[8:]) != 3 || binary.LittleEndian.Uint32(ft[44:]) != 3 {
+		t.Fatalf("header %q", data[:16])
+	}
+	skipOff, skipLen := binary.LittleEndian.Uint64(ft[24:]), binary.LittleEndian.Uint64(ft[32:])
+	skip := data[skipOff : skipOff+skipLen]
+	if crc32.Checksum(skip, crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(ft[40:]) {
+		t.Fatal("skip checksum")
+	}
+	uv := func() uint64 {
+		v, n := binary.Uvarint(skip)
+		if n <= 0 {
+			t.Fatal("bad varint")
+		}
+		skip = skip[n:]
+		return v
+	}
+	nb := int(uv())
+	if nb != int(binary.LittleEndian.Uint32(ft[20:])) || uv() != 0 {
+		t.Fatalf("block count %d or unindexed blocks", nb)
+	}
+	g := int(uv())
+	groups := (g + 31) / 32
+	table := skip[:8*groups]
+	skip = skip[8*groups:]
+	area := len(skip)
+	got := map[uint32][]int{}
+	var gram uint32
+	for i := range g {
+		if i%32 == 0 {
+			gram = binary.LittleEndian.Uint32(table[8*(i/32):])
+			if off := binary.LittleEndian.Uint32(table[8*(i/32)+4:]); int(off) != area-len(skip) {
+				t.Fatalf("group %d at %d, table says %d", i/32, area-len(skip), off)
+			}
+		}
+		v := uv()
+		gram += uint32(v >> 3)
+		var ids []int
+		list := func(n int) {
+			b := -1
+			for range n {
+				b += int(uv()) + 1
+				ids = append(ids, b)
+			}
+		}
+		switch code := v & 7; code {
+		case 0:
+			for b := range nb {
+				ids = append(ids, b)
+			}
+		case 1:
+			for b := range nb {
+				if skip[b/8]&(1<<(b%8)) != 0 {
+					ids = append(ids, b)
+				}
+			}
+			skip = skip[(nb+7)/8:]
+		case 2:
+			list(int(uv()) + 1)
+			not := ids
+			ids = nil
+			for b := range nb {
+				if !slices.Contains(not, b) {
+					ids = append(ids, b)
+				}
+			}
+		case 3:
+			list(int(uv()) + 1)
+		default:
+			list(int(code) - 3)
+		}
+		got[gram] = ids
+	}
+	if len(skip) != 0 {
+		t.Fatalf("%d bytes left after the postings", len(skip))
+	}
+	entries, r := readAll(t, filepath.Join("testdata", "golden-v3.seg"))
+	defer r.Close()
+	want := map[uint32][]int{}
+	for bi, set := range blockGrams(r, entries) {
+		for gr := range set {
+			want[gr] = append(want[gr], bi)
+		}
+	}
+	for gr := range want {
+		slices.Sort(want[gr])
+	}
+	if len(got) != len(want) || len(got) != g {
+		t.Fatalf("%d grams decoded, %d in the entries, count %d", len(got), len(want), g)
+	}
+	for gr, ids := range want {
+		if !slices.Equal(got[gr], ids) {
+			t.Fatalf("gram %q: blocks %v, want %v", binary.BigEndian.AppendUint32(nil, gr), got[gr], ids)
+		}
+	}
+}
+
+// FuzzGramIndex feeds the version 3 skip-index parser and lookup
+// arbitrary sections (the CRC of a real file shields them from
+// FuzzOpenAndRead's mutations). Nothing may panic; when the whole index
+// decodes cleanly, each lookup must agree with a full decode of it.
+func FuzzGramIndex(f *testing.F) {
+	for _, s := range gramIndexSeeds() {
+		f.Add(s.section, s.blocks, s.needle)
+	}
+	f.Fuzz(func(t *testing.T, section []byte, blocks uint8, needle []byte) {
+		x, err := parseGrams(section, int(blocks))
+		if err != nil {
+			return
+		}
+		if len(needle) < SkipGram {
+			needle = append(needle, "abcd"...)
+		}
+		key := asciiCase(needle, false)
+		bm := x.blocksOf(key)
+		for i := range int(blocks) {
+			x.mayContain(i, needle)
+		}
+		if x.check() != nil {
+			return
+		}
+		if bm == nil {
+			t.Fatal("lookup failed on an index that checks clean")
+		}
+		// The oracle: decode every gram, intersect naively.
+		all := map[uint32]*posting{}
+		for k := range len(x.table) / gramTableEntry {
+			it := x.iter(k)
+			for it.next() {
+				p := it.p
+				all[it.gram] = &p
+			}
+		}
+		for b := range int(blocks) {
+			want := true
+			for i := 0; i+SkipGram <= len(key); i++ {
+				p := all[binary.BigEndian.Uint32(key[i:])]
+				in := x.unindexed[b/64]&(1<<(b%64)) != 0
+				if p != nil {
+					res := make([]uint64, (int(blocks)+63)/64)
+					res[b/64] = 1 << (b % 64)
+					p.and(res)
+					in = res[b/64] != 0
+				}
+				want = want && in
+			}
+			if got := bm[b/64]&(1<<(b%64)) != 0; got != want {
+				t.Fatalf("block %d: %v, want %v", b, got, want)
+			}
+		}
+	})
+}
+
+type gramIndexSeed struct {
+	section []byte
+	blocks  uint8
+	needle  []byte
+}
+
+// gramIndexSeeds returns the skip sections of small written segments
+// (one block; several; more than 8, for multi-byte bitmaps; with an
+// unindexed block) with needles present and absent.
+func gramIndexSeeds() []gramIndexSeed {
+	var seeds []gramIndexSeed
+	dir, err := os.MkdirTemp("", "seed")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	noise := make([]byte, 20000)
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	for n, bs := range []int{1 << 20, 60, 25} {
+		var es []Entry
+		for i := range 20 {
+			es = append(es, Entry{Line: fmt.Appendf(nil, "line %d level=INFO user=%d", i, i%3)})
+		}
+		if n == 2 {
+			es = append(es, Entry{Line: noise})
+		}
+		path := filepath.Join(dir, fmt.Sprint(n))
+		w, err := Create(path, Options{BlockSize: bs, Codec: CodecNone})
+		if err != nil {
+			panic(err)
+		}
+		for _, e := range es {
+			w.Add(e)
+		}
+		if _, err := w.Commit(); err != nil {
+			panic(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			panic(err)
+		}
+		r, err := newReader(path, data)
+		if err != nil {
+			panic(err)
+		}
+		ft := data[len(data)-footerSize:]
+		off, l := binary.LittleEndian.Uint64(ft[24:]), binary.LittleEndian.Uint64(ft[32:])
+		for _, nd := range []string{"level=info", "user=2", "line 1", "absent"} {
+			seeds = append(seeds, gramIndexSeed{data[off : off+l], uint8(r.NumBlocks()), []byte(nd)})
+		}
+	}
+	return seeds
+}
+
+// TestGramIndexSeeds checks that the FuzzGramIndex seeds parse and check
+// clean, and that the seed corpus directory is there.
+func TestGramIndexSeeds(t *testing.T) {
+	seeds := gramIndexSeeds()
+	dir := filepath.Join("testdata", "fuzz", "FuzzGramIndex")
+	if *update {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range seeds {
+			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint8(%d)\n[]byte(%q)\n", s.section, s.blocks, s.needle)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	unindexed := false
+	for i, s := range seeds {
+		x, err := parseGrams(s.section, int(s.blocks))
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		if err := x.check(); err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		unindexed = unindexed || x.unindexed[0] != 0
+	}
+	if !unindexed {
+		t.Error("no seed has an unindexed block")
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) < len(seeds) {
+		t.Fatalf("fuzz seeds missing (%v); run go test ./internal/segment -update", err)
+	}
+}
+
+// BenchmarkGramBuild measures the writer's index of 32 blocks of 1 MiB
+// of the Loghub samples (add per block, then encode), per raw byte: the
+// ingest cost of the skip index. Compare with BenchmarkSkipBuild (v2).
+func BenchmarkGramBuild(b *testing.B) {
+	es, _ := loghubEntries(b)
+	var datas [][]byte
+	var lenss [][]uint32
+	var data []byte
+	var lens []uint32
+	total := 0
+	for _, e := range es {
+		if len(data)+len(lens) >= DefaultBlockSize {
+			datas, lenss = append(datas, data), append(lenss, lens)
+			total += len(data)
+			data, lens = nil, nil
+		}
+		data = append(data, e.Line...)
+		lens = append(lens, uint32(len(e.Line)))
+	}
+	datas, lenss = append(datas, data), append(lenss, lens)
+	total += len(data)
+	b.SetBytes(int64(total))
+	var out []byte
+	for b.Loop() {
+		var s gramBuilder
+		for i := range datas {
+			s.add(datas[i], lenss[i])
+		}
+		out = s.encode()
+	}
+	b.ReportMetric(float64(len(out))/float64(total)*100, "index-%raw")
+}
+
+// BenchmarkGramLookup measures the first MayContain of a 20-byte literal
+// on a segment of the Loghub samples (binary search and group decode per
+// gram; later calls for the literal hit the per-Reader cache).
+func BenchmarkGramLookup(b *testing.B) {
+	es, _ := loghubEntries(b)
+	path, _ := writeSegment(b, b.TempDir(), "s", es, Options{BlockSize: 64 << 10})
+	r, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	lit := []byte("connection reset by peer")
+	for b.Loop() {
+		r.grams.blocksOf(lit)
+	}
+}
