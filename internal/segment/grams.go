@@ -50,7 +50,7 @@ const (
 
 	// partBits is how many top bits of a gram's table slot partition the
 	// candidates before they update the table.
-	partBits = 11
+	partBits = 8
 
 	// gramBatch is how many candidates (4 bytes each, 8 more while
 	// flushing) the writer collects before setting their bits in its
@@ -118,6 +118,23 @@ type gramBuilder struct {
 	entries   int              // used slots
 	blocks    int              // blocks added
 	unindexed []uint32         // blocks left unindexed, ascending
+	spare     []gramEntry      // a table from an earlier segment, to reuse
+	sortBuf   []gramEntry      // encode's radix scratch
+}
+
+// gramPool keeps the memory of finished gramBuilders (~20 MiB for a
+// segment of logs) for the next Writer: a store writes one segment after
+// another, and fresh buffers for each (allocated, zeroed and faulted in)
+// cost CPU and raised ingest's peak RSS.
+var gramPool sync.Pool
+
+// release hands the builder's memory to gramPool; the builder is empty
+// afterwards.
+func (s *gramBuilder) release() {
+	if s.cache != nil {
+		gramPool.Put(&gramBuilder{cache: s.cache, seen: s.seen, pend: s.pend[:0], pendEnd: s.pendEnd[:0], part: s.part[:0], spare: s.table, sortBuf: s.sortBuf})
+	}
+	*s = gramBuilder{}
 }
 
 // pendBlock marks the end of a block's candidates in gramBuilder.pend.
@@ -131,7 +148,11 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 	block := uint32(s.blocks)
 	s.blocks++
 	if s.cache == nil {
-		s.cache = new([1 << gramCacheBits]uint32)
+		if p, ok := gramPool.Get().(*gramBuilder); ok {
+			*s = gramBuilder{cache: p.cache, seen: p.seen, pend: p.pend, pendEnd: p.pendEnd, part: p.part, spare: p.spare, sortBuf: p.sortBuf, blocks: s.blocks}
+		} else {
+			s.cache = new([1 << gramCacheBits]uint32)
+		}
 	}
 	// Reset the cache so that no slot matches a gram hashing to it: slot
 	// h holds a gram g only if gramHashSlot(g) == h, and 0 hashes to slot
@@ -196,31 +217,42 @@ func (s *gramBuilder) flush() {
 	if len(s.pend) == 0 {
 		return
 	}
-	// Count the partitions and estimate the batch's distinct keys by
-	// linear counting on a bitmap of 2^20 bits.
+	// Count the partitions; for a segment's first batch, also estimate
+	// its distinct keys by linear counting on a bitmap of 2^20 bits.
 	var cnt [1 << partBits]int32
-	if s.seen == nil {
+	distinct := len(s.pend)
+	first := s.entries == 0
+	if first && s.seen == nil {
 		s.seen = new([1 << 14]uint64)
 	}
-	seen := s.seen
-	clear(seen[:])
+	if first {
+		clear(s.seen[:])
+	}
 	start := 0
 	for _, pb := range s.pendEnd {
 		chunk := uint64(pb.block/64) << 32
-		for _, g := range s.pend[start:pb.end] {
-			h := (uint64(g) | chunk) * 0x9E3779B97F4A7C15
-			cnt[h>>(64-partBits)]++
-			seen[h>>50] |= 1 << (h >> 44 & 63)
+		if first {
+			seen := s.seen
+			for _, g := range s.pend[start:pb.end] {
+				h := (uint64(g) | chunk) * 0x9E3779B97F4A7C15
+				cnt[h>>(64-partBits)]++
+				seen[h>>50] |= 1 << (h >> 44 & 63)
+			}
+		} else {
+			for _, g := range s.pend[start:pb.end] {
+				cnt[((uint64(g)|chunk)*0x9E3779B97F4A7C15)>>(64-partBits)]++
+			}
 		}
 		start = pb.end
 	}
-	set := 0
-	for _, w := range seen {
-		set += bits.OnesCount64(w)
-	}
-	distinct := len(s.pend)
-	if m := float64(1 << 20); float64(set) < m {
-		distinct = min(distinct, int(-m*math.Log(1-float64(set)/m)*1.1)+64)
+	if first {
+		set := 0
+		for _, w := range s.seen {
+			set += bits.OnesCount64(w)
+		}
+		if m := float64(1 << 20); float64(set) < m {
+			distinct = min(distinct, int(-m*math.Log(1-float64(set)/m)*1.1)+64)
+		}
 	}
 	sum := int32(0)
 	for i, n := range cnt {
@@ -253,7 +285,7 @@ func (s *gramBuilder) flush() {
 	// when the new keys so far, extrapolated to the whole batch, would
 	// fill it beyond 3/4.
 	est := s.entries
-	if s.entries == 0 {
+	if first {
 		est = distinct
 	}
 	if need := max(1<<16, est*4/3+1); len(s.table) < need {
@@ -307,7 +339,12 @@ func (s *gramBuilder) insert(keys []uint64) {
 // grow rehashes the table into n slots (a power of two).
 func (s *gramBuilder) grow(n int) {
 	old := s.table
-	t := make([]gramEntry, n)
+	var t []gramEntry
+	if cap(s.spare) >= n && cap(s.spare) <= 4*n {
+		t, s.spare = s.spare[:n], nil
+	} else {
+		t = make([]gramEntry, n)
+	}
 	for i := range t {
 		t[i].key = emptyKey
 	}
@@ -409,7 +446,10 @@ func (s *gramBuilder) encode() []byte {
 		}
 	}
 	es = es[:k]
-	radixSortEntries(es, make([]gramEntry, k))
+	if cap(s.sortBuf) < k {
+		s.sortBuf = make([]gramEntry, k)
+	}
+	radixSortEntries(es, s.sortBuf[:k])
 
 	var table, area []byte
 	var ids, not []uint32

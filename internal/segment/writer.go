@@ -400,7 +400,8 @@ func (w *Writer) Commit() (Info, error) {
 	w.write(skip)
 	skipLen := w.off - skipOff
 	w.info.SkipBytes = skipLen
-	w.skip, w.grams = skipBuilder{}, gramBuilder{}
+	w.skip = skipBuilder{}
+	w.grams.release()
 	size := w.off + footerSize
 	var ft [footerSize]byte
 	binary.LittleEndian.PutUint64(ft[0:], uint64(indexOff))
