@@ -22,7 +22,7 @@
 // cannot make the reader allocate more than MaxBlockRawBytes of data plus
 // per-entry arrays for at most MaxBlockSize entries.
 //
-// # File format, version 2
+// # File format, version 3
 //
 // All fixed-width integers are little-endian. "uvarint" and "varint" are
 // encoding/binary's unsigned and zig-zag signed varints.
@@ -30,7 +30,7 @@
 //	+---------------------------------------------------------------+ 0
 //	| header (16 bytes)                                             |
 //	|   0  [8]  magic "HAYSTSEG"                                    |
-//	|   8  u32  format version (2; 1 is still read)                 |
+//	|   8  u32  format version (3; 1 and 2 are still read)          |
 //	|  12  u32  flags (0; a reader rejects unknown flags)           |
 //	+---------------------------------------------------------------+ 16
 //	| block 0 | block 1 | ... | block n-1   (contiguous, no gaps)   |
@@ -48,7 +48,7 @@
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
 //	|                        (all three are 0 in version 1)         |
-//	|  44  u32  format version (2, equals the header's)             |
+//	|  44  u32  format version (3, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
 //	|  60  u32  footerCRC    CRC-32C of footer bytes 0..59          |
@@ -105,7 +105,74 @@
 //	                    stream list for the block (every listed stream
 //	                    occurs); absent when that list has one stream.
 //
-// Skip index (version 2; must be consumed exactly):
+// Skip index, version 3: exact postings (must be consumed exactly):
+//
+//	uvarint  B              blockCount, equals the block index's
+//	uvarint  U              unindexed blocks, <= B
+//	uvarint  first unindexed block id, then U-1 uvarint (gap-1)
+//	         (ascending, < B)
+//	uvarint  G              distinct grams
+//	ceil(G/32) x group table entry (8 bytes):
+//	  u32    the group's first gram
+//	  u32    offset of the group's first key in the postings area
+//	postings area (the rest of the section):
+//	  per gram, in ascending order:
+//	    uvarint  key = delta<<3 | code; delta is the gram minus the
+//	             previous one (>= 1), 0 for a group's first gram
+//	             (whose value is the table's)
+//	    posting payload, by code:
+//	      0      every block: nothing follows
+//	      1      bitmap: ceil(B/8) bytes, block b is bit b%8 of byte
+//	             b/8; the bits from B up are 0
+//	      2      every block but a list: uvarint n-1, then n ids
+//	      3      a list of n blocks: uvarint n-1, then n ids
+//	      4..7   a list of n = code-3 blocks (1..4): n ids
+//	    where a list of ids is the first id, then n-1 uvarint
+//	    (gap-1): ascending, < B, 1 <= n <= B.
+//
+// A gram is a 4-byte n-gram (SkipGram) of one entry, never spanning two
+// entries, after ASCII lower-casing (A-Z to a-z, other bytes as they
+// are), read as a big-endian uint32. Group k holds grams 32k..32k+31 (the
+// last group the rest); its bytes run from its offset to the next
+// group's (the last: to the section's end) and must be consumed exactly
+// by its grams. First grams and offsets strictly increase, the first
+// offset is 0, and a group's grams stay below the next group's first.
+// An index of no grams has no table and an empty postings area.
+//
+// A gram's posting is the set of blocks holding it, plus every
+// unindexed block. The writer picks the shortest payload (bitmap, list
+// or complement; none when every block holds the gram). It leaves a block
+// unindexed (listed, and in every posting) when the block has too many
+// distinct grams for its size, as random bytes do (their exact index
+// would be larger than the block), or when the segment's index would
+// outgrow the writer's memory bound; on log text no block is unindexed.
+//
+// Exactness: MayContain(block, needle) is false exactly when some 4-gram
+// of the lowered needle is absent from the block's entries (it is absent
+// from the index, or its posting lacks the block) and the block is
+// indexed. So false means that no entry of the block contains the
+// needle, exactly or ASCII case-insensitively, and a block lacking one
+// of the needle's grams is always dropped. True for a block holding
+// every gram may still be a block without a match (the grams occur in
+// different places or entries). Needles shorter than 4 bytes get "maybe".
+// A lookup binary-searches the group table and decodes one group per
+// gram of the needle; a Reader caches each needle's block bitmap.
+//
+// On 1M generated log lines (8 segments of ~32 blocks of 1 MiB, ~150 K
+// distinct grams per segment, ~85 K per block) the index takes ~8.8% of
+// the stored size, against 6.4% for the version-2 blooms, which let 63 of
+// 251 blocks through for the absent needle "status=999" where this index
+// lets none through.
+//
+// Damage to the skip index fails Open with a *CorruptError naming the
+// file: the footer's skipCRC covers the whole section and is checked at
+// Open, before any of it is used, as are the counts and the group table.
+// The postings are decoded on lookup; a file whose checksums are valid
+// but whose postings contradict the rules above (a forgery, not damage)
+// makes MayContain answer "maybe" for the needles that reach the bad
+// group, and Verify reports it.
+//
+// Skip index, version 2: bloom filters (must be consumed exactly):
 //
 //	uvarint  blockCount     equals the block index's
 //	per block, in file order:
@@ -113,26 +180,24 @@
 //	  [F]      bloom filter of m = 8F bits: bit p is byte p/8, bit p%8
 //	  u32      CRC-32C of this block's size varint and filter
 //
-// A block's filter has bit p set for every 4-gram (SkipGram) of each of
-// its entries, never spanning two entries, after ASCII lower-casing
-// (A-Z to a-z, other bytes as they are), with one hash function: the
-// 4-gram's bytes as a big-endian uint32 g, h = (g * 0x9E3779B97F4A7C15)
-// mod 2^64 >> 32, p = h mod m. The writer picks m near 1.25 bits per
-// distinct 4-gram of the block (estimated), so on log text the index is
-// ~10% of the file (docs/BENCHMARKS.md, "Skip index (issue 6)").
+// A block's filter has bit p set for every 4-gram of each of its entries
+// (lowered and never spanning entries, as in version 3), with one hash
+// function: the 4-gram as a big-endian uint32 g, h = (g *
+// 0x9E3779B97F4A7C15) mod 2^64 >> 32, p = h mod m. The writer picked m
+// near 1.25 bits per distinct 4-gram of the block (estimated).
 // MayContain(block, needle) is false only when some 4-gram of the lowered
-// needle has its bit clear, so no entry of the block contains the needle,
-// exactly or ASCII case-insensitively: no false negatives. Needles
-// shorter than 4 bytes get "maybe".
-//
-// Damage to the skip index fails Open with a *CorruptError naming the file
-// (and the block, in the reason, when its record's CRC fails): a damaged
-// filter is never used, since a flipped bit could drop a block wrongly.
+// needle has its bit clear: no false negatives, but false positives
+// (~46% per gram on generated logs). Damage to a version-2 skip index
+// fails Open with a *CorruptError naming the file (and the block, in the
+// reason, when its record's CRC fails).
 //
 // # Versions
 //
 // Version 2 added the skip index at skipOffset/skipLength with skipCRC and
-// left the rest of the layout alone. A reader accepts versions 1 and 2;
-// version 1 requires the skip fields to be zero, and its blocks answer
-// "maybe" to every needle. The Writer writes version 2.
+// left the rest of the layout alone. Version 3 replaced the per-block
+// bloom filters in that section with the exact postings index; nothing
+// else changed. A reader accepts versions 1, 2 and 3; version 1 requires
+// the skip fields to be zero, and its blocks answer "maybe" to every
+// needle. The Writer writes version 3 (tests still write version 2, to
+// keep its reader tested).
 package segment

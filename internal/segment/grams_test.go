@@ -560,3 +560,53 @@ func BenchmarkGramLookup(b *testing.B) {
 		r.grams.blocksOf(lit)
 	}
 }
+
+// TestGramForgedPostings: postings that break the rules under valid
+// checksums (a forgery; damage fails the CRC) open, answer "maybe" for
+// needles reaching the bad group, and make Verify fail.
+func TestGramForgedPostings(t *testing.T) {
+	es := gramCorpora()["logs"][:200]
+	dir := t.TempDir()
+	path, _ := writeSegment(t, dir, "s", es, Options{BlockSize: 4096})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newReader(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := r.grams.group(0)
+	needle := binary.BigEndian.AppendUint32(nil, first)
+	absentEverywhere := !r.MayContain(0, []byte("needle-absent-7c3e9a"), false)
+	// The first key of the postings area: delta 0 and a code below 8, in
+	// one byte; give it a delta of 1.
+	ft := data[len(data)-footerSize:]
+	skipOff := binary.LittleEndian.Uint64(ft[24:])
+	areaOff := len(data) - footerSize - len(r.grams.area)
+	if data[areaOff] >= 8 || uint64(areaOff) <= skipOff {
+		t.Fatalf("first key %#x at %d", data[areaOff], areaOff)
+	}
+	data[areaOff] |= 8
+	binary.LittleEndian.PutUint32(ft[40:], crc32.Checksum(data[skipOff:len(data)-footerSize], castagnoli))
+	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
+	r, err = newReader(path, data)
+	if err != nil {
+		t.Fatalf("forged postings: Open failed: %v", err)
+	}
+	for bi := range r.NumBlocks() {
+		if !r.MayContain(bi, needle, false) {
+			t.Fatalf("block %d: MayContain(%q) false on a malformed group", bi, needle)
+		}
+	}
+	if !absentEverywhere {
+		t.Fatal("the absent needle was not pruned before the forgery")
+	}
+	err = r.Verify()
+	if ce := asCorrupt(t, err, "forged postings"); ce.Block != -1 || ce.File != path {
+		t.Fatalf("Verify: %v", err)
+	}
+}

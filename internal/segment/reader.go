@@ -319,11 +319,20 @@ func (r *Reader) release(off, n int) {
 }
 
 // Verify decodes every block and returns the errors.Join of a
-// *CorruptError per damaged block, or nil.
+// *CorruptError per damaged block, or nil. In a version-3 segment it
+// first decodes the whole skip index (Open checks only its checksum and
+// framing), and a malformed one is a *CorruptError with Block -1.
 func (r *Reader) Verify() error {
 	b := GetBlock()
 	defer PutBlock(b)
 	var errs []error
+	if r.grams != nil && !r.closed.Load() {
+		// Open checked the skip index's checksum and framing; the
+		// postings are decoded lazily, so check them all here.
+		if err := r.grams.check(); err != nil {
+			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: "skip index: " + err.Error()})
+		}
+	}
 	for i := range r.blocks {
 		if err := r.ReadBlock(i, b); err != nil {
 			errs = append(errs, err)

@@ -8,13 +8,24 @@ import (
 	"math/bits"
 )
 
-// The skip index (format version 2): per block, a bloom filter with one
+// The skip index of format version 2: per block, a bloom filter with one
 // hash function over the distinct ASCII-lowered 4-byte n-grams of the
-// block's entries (never spanning two entries). Measured against trigrams,
-// more bits per n-gram, more hash functions and per-segment postings lists
-// in docs/BENCHMARKS.md, "Skip index (issue 6)": 4-grams at ~1.25 bits
-// each are what fits in ~10% of the stored size on log text while still
-// dropping most blocks for absent and rare needles; trigrams are cheaper
+// block's entries (never spanning two entries). Version 3 (grams.go)
+// replaced it with exact postings; this file keeps the version-2 reader
+// (and the builder, which tests use to write version-2 files).
+//
+// Why the blooms went: measured on 1M generated lines (8 segments of ~32
+// blocks of 1 MiB), they took 6.4% of the stored size at ~1.25-1.6 bits
+// per distinct gram, a false-positive rate of ~46% per gram. For the
+// needle "status=999", in no line, an exact per-block gram set drops all
+// 251 blocks, but the blooms let 63 through, each costing ~1 ms of zstd
+// decoding. Per-segment postings of the exact grams measured 10.3% of the
+// stored size with a one-byte kind header per gram and ~8.8% with the kind
+// folded into the gram's key (version 3), and answer exactly.
+//
+// Earlier, against trigrams, more bits per n-gram, more hash functions
+// (docs/BENCHMARKS.md, "Skip index (issue 6)"): 4-grams at ~1.25 bits
+// each were what fit in ~10% of the stored size; trigrams are cheaper
 // but every hex trigram of a trace id is in every block.
 const (
 	// SkipGram is the n-gram length: a needle shorter than this skips
@@ -137,10 +148,14 @@ func mayContain(filter, lit []byte) bool {
 
 // MayContain reports whether block i may hold an entry containing lit
 // (ASCII case-insensitively when fold; the index is lowered, so it answers
-// both). False is certain: no entry of the block contains lit. True is a
+// both). False is certain: no entry of the block contains lit. In a
+// version-3 segment it is also exact: false exactly when some lowered
+// 4-gram of lit occurs in no entry of the (indexed) block. True is a
 // maybe, and always the answer for a version-1 segment (no skip index),
-// for lit shorter than SkipGram bytes, and after Close. It panics if i is
-// out of range, like BlockMeta.
+// for lit shorter than SkipGram bytes, for an unindexed block, and after
+// Close. A version-3 Reader computes lit's blocks once and caches them,
+// so asking for every block costs one lookup. It is safe for concurrent
+// use (not with Close) and panics if i is out of range, like BlockMeta.
 func (r *Reader) MayContain(i int, lit []byte, fold bool) bool {
 	_ = fold        // the index holds lowered n-grams: exact and folded alike
 	_ = r.blocks[i] // the range check
