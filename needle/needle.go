@@ -187,32 +187,17 @@ func (s *Searcher) Index(haystack []byte) int {
 		}
 		return s.search(haystack, kernAVX2, base, mask)
 	}
-	return s.indexShort(haystack)
-}
-
-// indexShort is Index for what does not fill a vector of the Searcher's
-// kernel: short haystacks, needles of 0 or 1 bytes, and the generic kernel.
-func (s *Searcher) indexShort(haystack []byte) int {
+	// Past those two, kernelFor would pick the generic kernel.
 	m := len(s.needle)
 	last := len(haystack) - m
 	if m <= 1 || last < 0 {
 		return s.indexTiny(haystack)
 	}
-	k := s.kernelFor(last)
-	var base int
-	var mask uint64
-	switch k {
-	case kernAVX512:
-		base, mask = scanAVX512(&s.scanArgs, haystack, 0, last)
-	case kernAVX2:
-		base, mask = scanAVX2(&s.scanArgs, haystack, 0, last)
-	default:
-		base, mask = scanGeneric(&s.scanArgs, haystack, 0, last)
-	}
+	base, mask := scanGeneric(&s.scanArgs, haystack, 0, last)
 	if mask == 0 {
 		return -1
 	}
-	return s.search(haystack, k, base, mask)
+	return s.search(haystack, kernGeneric, base, mask)
 }
 
 // kernelFor picks the kernel for a haystack with last+1 positions: the

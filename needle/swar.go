@@ -55,15 +55,16 @@ func loadPartial(b []byte, i, n int) uint64 {
 // byte-at-a-time tail. Only haystacks with fewer than 8 positions in all
 // are read with partial loads.
 func scanGeneric(a *scanArgs, h []byte, from, last int) (int, uint64) {
-	o1, o2, o3, o4 := a.off1, a.off2, a.off3, a.off4
+	o1, o2 := a.off1, a.off2
 	b1, b2 := lanes01*uint64(a.c1), lanes01*uint64(a.c2)
 	m1, m2 := lanes01*uint64(a.or1), lanes01*uint64(a.or2)
-	b3, b4 := lanes01*uint64(a.c3), lanes01*uint64(a.c4)
-	m3, m4 := lanes01*uint64(a.or3), lanes01*uint64(a.or4)
 	if last < 7 {
 		n := last + 1
-		x := ((loadPartial(h, o1, n) | m1) ^ b1) | ((loadPartial(h, o2, n) | m2) ^ b2) |
-			((loadPartial(h, o3, n) | m3) ^ b3) | ((loadPartial(h, o4, n) | m4) ^ b4)
+		x := ((loadPartial(h, o1, n) | m1) ^ b1) | ((loadPartial(h, o2, n) | m2) ^ b2)
+		if zeroLanes(x)&(1<<(8*n)-1) == 0 {
+			return 0, 0
+		}
+		x |= diff34(a, loadPartial(h, a.off3, n), loadPartial(h, a.off4, n))
 		mask := zeroLanes(x) & (1<<(8*n) - 1) >> (8 * from) << (8 * from)
 		return 0, mask
 	}
@@ -71,7 +72,7 @@ func scanGeneric(a *scanArgs, h []byte, from, last int) (int, uint64) {
 	for ; p+7 <= last; p += 8 {
 		x := ((load64(h, p+o1) | m1) ^ b1) | ((load64(h, p+o2) | m2) ^ b2)
 		if zeroLanes(x) != 0 {
-			x |= ((load64(h, p+o3) | m3) ^ b3) | ((load64(h, p+o4) | m4) ^ b4)
+			x |= diff34(a, load64(h, p+a.off3), load64(h, p+a.off4))
 			if mask := zeroLanes(x); mask != 0 {
 				return p, mask
 			}
@@ -82,10 +83,21 @@ func scanGeneric(a *scanArgs, h []byte, from, last int) (int, uint64) {
 	}
 	// Final word: end it at last, overlapping what was already scanned.
 	q := last - 7
-	x := ((load64(h, q+o1) | m1) ^ b1) | ((load64(h, q+o2) | m2) ^ b2) |
-		((load64(h, q+o3) | m3) ^ b3) | ((load64(h, q+o4) | m4) ^ b4)
+	x := ((load64(h, q+o1) | m1) ^ b1) | ((load64(h, q+o2) | m2) ^ b2)
+	if zeroLanes(x) == 0 {
+		return 0, 0
+	}
+	x |= diff34(a, load64(h, q+a.off3), load64(h, q+a.off4))
 	seen := uint(p - q)
 	return q, zeroLanes(x) >> (8 * seen) << (8 * seen)
+}
+
+// diff34 is zero in the lanes where words w3 and w4, read at anchors 3
+// and 4, match them; scanGeneric computes it only where anchors 1 and 2
+// match somewhere in the word.
+func diff34(a *scanArgs, w3, w4 uint64) uint64 {
+	return ((w3 | lanes01*uint64(a.or3)) ^ lanes01*uint64(a.c3)) |
+		((w4 | lanes01*uint64(a.or4)) ^ lanes01*uint64(a.c4))
 }
 
 // equalFold reports whether a equals lowerNeedle when a is lower-cased in
