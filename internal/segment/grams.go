@@ -45,8 +45,11 @@ const (
 	postCodes  = 3 // bits of the code
 
 	// gramCacheBits sizes the writer's direct-mapped cache of recently
-	// seen grams (2^16 slots of 4 bytes: 256 KiB, within a core's L2).
-	gramCacheBits = 16
+	// seen grams: 2^17 slots of 2 bytes (256 KiB, within a core's L2).
+	// Measured on generated logs, 1 MiB blocks of ~85 K distinct grams
+	// record ~152 K candidates with 2^16 slots, ~122 K with 2^17 and
+	// ~104 K with 2^18 (which no longer fits L2 beside the rest).
+	gramCacheBits = 17
 
 	// partBits is how many top bits of a gram's table slot partition the
 	// candidates before they update the table.
@@ -58,50 +61,70 @@ const (
 	gramBatch = 1 << 20
 
 	// maxGramEntries bounds the writer's table of (gram, 64 blocks)
-	// entries for one segment: 16 bytes each at a load of at least 3/8,
-	// so the table takes at most 96 MiB (and as much again while Commit
-	// sorts the entries). Blocks that would
-	// exceed it are left unindexed ("maybe" for every needle). 32 MiB of
-	// generated logs have ~150 K entries (4 MiB of table).
+	// entries for one segment: once it holds this many, later blocks are
+	// left unindexed ("maybe" for every needle). With the candidates of
+	// a batch and of one block added, the table holds at most 5 Mi
+	// entries of 16 bytes at a load above 3/8: at most 128 MiB (plus the
+	// sort's copy of the entries at Commit), for adversarial input. 32
+	// MiB of generated logs have ~150 K entries (4 MiB of table).
 	maxGramEntries = 1 << 21
+
+	// maxBlockCands bounds one block's candidates (see gramCandLimit),
+	// whatever its size: a block of one huge entry with more distinct
+	// grams than this is left unindexed.
+	maxBlockCands = 1 << 21
 )
 
 // gramCandLimit is the most grams a block of raw bytes may record as
 // candidates (its distinct grams, and repeats the writer's cache lets
-// through) and still be indexed: 4096 plus one per 2 raw bytes. Log text
-// records about one per 7 bytes in 1 MiB blocks and one per 3 in 16 KiB
-// blocks; random bytes record one per byte, and their exact index would
-// be several times the block's stored size while pruning what a scan of
-// incompressible data could not find anyway. Unindexed blocks answer
-// "maybe".
-func gramCandLimit(raw int) int { return 1<<12 + raw/2 }
+// through) and still be indexed: 4096 plus one per 2 raw bytes, and at
+// most maxBlockCands. Log text records about one per 7 bytes in 1 MiB
+// blocks and one per 3 in 16 KiB blocks; random bytes record one per
+// byte, and their exact index would be several times the block's stored
+// size while pruning what a scan of incompressible data could not find
+// anyway. Unindexed blocks answer "maybe".
+func gramCandLimit(raw int) int { return min(1<<12+raw/2, maxBlockCands) }
 
-// gramHashSlot maps a gram to a slot of the writer's cache.
-func gramHashSlot(g uint32) uint32 {
-	return uint32((uint64(g) * 0x9E3779B97F4A7C15) >> (64 - gramCacheBits))
-}
+// The writer works on a gram's hash h = g * gramMul mod 2^32 rather
+// than on the gram g: multiplying by an odd constant is a bijection of
+// uint32 (g = h * gramMulInv), so h identifies the gram, and its top bits
+// are well mixed: they pick the cache slot (the remaining bits are the
+// slot's tag) and the table slot, with no further hashing.
+const gramMul = 0x9E3779B1
 
-// gramEntry is one entry of the writer's table: key is the gram in the
-// low 32 bits and the chunk of 64 blocks above; mask has bit b%64 set
-// for each block b of the chunk that holds the gram.
+// gramMulInv is the inverse of gramMul modulo 2^32 (Newton's iteration:
+// each step doubles the correct low bits).
+var gramMulInv = func() uint32 {
+	x := uint32(gramMul) // correct to 3 bits, as for any odd number
+	for range 5 {
+		x *= 2 - gramMul*x
+	}
+	return x
+}()
+
+// gramEntry is one entry of the writer's table: key is the gram's hash
+// in the low 32 bits and the chunk of 64 blocks above; mask has bit b%64
+// set for each block b of the chunk that holds the gram.
 type gramEntry struct {
 	key, mask uint64
 }
 
 // emptyKey marks a free table slot; chunks are below 2^26 (block counts
-// are 32-bit), so no key has all its bits set.
+// are 32-bit), so no key has all its bits set. A key's table slot is the
+// top bits of its hash alone (the chunks of a gram share a home slot and
+// probe onwards: a segment of at most 64 blocks has one chunk).
 const emptyKey = ^uint64(0)
 
 // gramBuilder collects the distinct grams of each block of a segment and
 // encodes the version 3 skip index at Commit.
 //
-// Per block, one pass over the bytes rolls the lowered 4-gram and checks
-// a direct-mapped cache (gram -> slot by multiplicative hash, reset per
-// block): a hit means the gram was already recorded for this block; a
-// miss records it as a candidate and takes the slot. Text repeats most
-// of its grams, so the candidates are a small multiple of the distinct
-// grams, and the per-byte cost is one multiply and one load from a table
-// in L2, without a branch. Each candidate then sets the block's bit in
+// Per block, one pass over the bytes rolls the lowered 4-gram, hashes it
+// and checks a direct-mapped cache (slot and 15-bit tag from the hash,
+// reset per block): a hit means the gram was already recorded for this
+// block; a miss records it as a candidate and takes the slot. Text
+// repeats most of its grams, so the candidates are a small multiple of
+// the distinct grams, and the per-byte cost is one multiply and one load
+// from a table in L2, without a branch. Each candidate then sets the block's bit in
 // an open-addressing table gram -> block mask (a repeated candidate sets
 // it again, harmlessly). Commit sorts the table's entries by gram and
 // encodes their postings.
@@ -109,8 +132,8 @@ const emptyKey = ^uint64(0)
 // Memory: the cache (256 KiB), candidates (4 bytes each, at most the
 // block's raw bytes / 4 kept) and the table (at most maxGramEntries).
 type gramBuilder struct {
-	cache     *[1 << gramCacheBits]uint32
-	pend      []uint32         // candidates of the blocks not yet in the table
+	cache     *[1 << gramCacheBits]uint16
+	pend      []uint32         // candidates' hashes, blocks not yet in the table
 	pendEnd   []pendBlock      // where each pending block's candidates end
 	part      []uint64         // pend partitioned by table region
 	seen      *[1 << 14]uint64 // flush: bitmap counting distinct keys
@@ -151,15 +174,13 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 		if p, ok := gramPool.Get().(*gramBuilder); ok {
 			*s = gramBuilder{cache: p.cache, seen: p.seen, pend: p.pend, pendEnd: p.pendEnd, part: p.part, spare: p.spare, sortBuf: p.sortBuf, blocks: s.blocks}
 		} else {
-			s.cache = new([1 << gramCacheBits]uint32)
+			s.cache = new([1 << gramCacheBits]uint16)
 		}
 	}
-	// Reset the cache so that no slot matches a gram hashing to it: slot
-	// h holds a gram g only if gramHashSlot(g) == h, and 0 hashes to slot
-	// 0 while 1 does not.
+	// A slot holds the low bits of the last hash that took it, with the
+	// top bit set; 0 is an empty slot.
 	cache := s.cache
 	clear(cache[:])
-	cache[0] = 1
 	start := len(s.pend)
 	limit := start + gramCandLimit(len(data))
 	cand := s.pend
@@ -181,11 +202,12 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 			cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
 			for _, c := range chunk {
 				g = g<<8 | uint32(lowerTable[c])
-				h := gramHashSlot(g)
-				old := cache[h]
-				cache[h] = g
-				cand[n] = g
-				if old != g {
+				h := g * gramMul
+				slot, tag := h>>(32-gramCacheBits), uint16(h)|1<<15
+				old := cache[slot]
+				cache[slot] = tag
+				cand[n] = h
+				if old != tag {
 					n++
 				}
 			}
@@ -195,7 +217,7 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 			break
 		}
 	}
-	if len(cand) > limit || s.entries+len(cand) > maxGramEntries {
+	if len(cand) > limit || s.entries >= maxGramEntries {
 		s.pend = cand[:start]
 		s.unindexed = append(s.unindexed, block)
 		return
@@ -228,22 +250,16 @@ func (s *gramBuilder) flush() {
 	if first {
 		clear(s.seen[:])
 	}
-	start := 0
-	for _, pb := range s.pendEnd {
-		chunk := uint64(pb.block/64) << 32
-		if first {
-			seen := s.seen
-			for _, g := range s.pend[start:pb.end] {
-				h := (uint64(g) | chunk) * 0x9E3779B97F4A7C15
-				cnt[h>>(64-partBits)]++
-				seen[h>>50] |= 1 << (h >> 44 & 63)
-			}
-		} else {
-			for _, g := range s.pend[start:pb.end] {
-				cnt[((uint64(g)|chunk)*0x9E3779B97F4A7C15)>>(64-partBits)]++
-			}
+	if first {
+		seen := s.seen
+		for _, h := range s.pend {
+			cnt[h>>(32-partBits)]++
+			seen[h>>18] |= 1 << (h >> 12 & 63)
 		}
-		start = pb.end
+	} else {
+		for _, h := range s.pend {
+			cnt[h>>(32-partBits)]++
+		}
 	}
 	if first {
 		set := 0
@@ -260,14 +276,13 @@ func (s *gramBuilder) flush() {
 		sum += n
 	}
 	part := slices.Grow(s.part[:0], len(s.pend))[:len(s.pend)]
-	start = 0
+	start := 0
 	for _, pb := range s.pendEnd {
 		chunk := uint64(pb.block/64) << 32
 		bit := uint64(pb.block%64) << 58
-		for _, g := range s.pend[start:pb.end] {
-			key := uint64(g) | chunk
-			d := (key * 0x9E3779B97F4A7C15) >> (64 - partBits)
-			part[cnt[d]] = key | bit
+		for _, h := range s.pend[start:pb.end] {
+			d := h >> (32 - partBits)
+			part[cnt[d]] = uint64(h) | chunk | bit
 			cnt[d]++
 		}
 		start = pb.end
@@ -308,11 +323,11 @@ func (s *gramBuilder) flush() {
 func (s *gramBuilder) insert(keys []uint64) {
 	t := s.table
 	tm := uint64(len(t) - 1)
-	shift := 64 - bits.Len64(tm)
+	shift := 32 - bits.Len64(tm)
 	for _, v := range keys {
 		key := v &^ (63 << 58)
 		bit := uint64(1) << (v >> 58)
-		i := (key * 0x9E3779B97F4A7C15) >> shift
+		i := uint64(uint32(key)) >> shift
 		for {
 			e := &t[i]
 			if e.key == key {
@@ -327,7 +342,7 @@ func (s *gramBuilder) insert(keys []uint64) {
 					s.grow(2 * len(t))
 					t = s.table
 					tm = uint64(len(t) - 1)
-					shift = 64 - bits.Len64(tm)
+					shift = 32 - bits.Len64(tm)
 				}
 				break
 			}
@@ -349,12 +364,12 @@ func (s *gramBuilder) grow(n int) {
 		t[i].key = emptyKey
 	}
 	tm := uint64(n - 1)
-	shift := 64 - bits.Len64(tm)
+	shift := 32 - bits.Len64(tm)
 	for _, e := range old {
 		if e.key == emptyKey {
 			continue
 		}
-		i := (e.key * 0x9E3779B97F4A7C15) >> shift
+		i := uint64(uint32(e.key)) >> shift
 		for t[i].key != emptyKey {
 			i = (i + 1) & tm
 		}
@@ -366,10 +381,14 @@ func (s *gramBuilder) grow(n int) {
 // radixSortEntries sorts a by gram, then chunk (the key with its halves
 // swapped; LSD radix, 11-bit digits, skipping digits that are the same
 // throughout), using tmp as scratch.
-func radixSortEntries(a, tmp []gramEntry) {
+func radixSortEntries(a, tmp []gramEntry, gramOnly bool) {
 	src, dst := a, tmp[:len(a)]
 	var c [2048]int
-	for shift := uint(0); shift < 64 && len(a) > 0; shift += 11 {
+	shift := uint(0)
+	if gramOnly {
+		shift = 32 // the chunks, in the low half, are all 0
+	}
+	for ; shift < 64 && len(a) > 0; shift += 11 {
 		clear(c[:])
 		for _, e := range src {
 			c[bits.RotateLeft64(e.key, 32)>>shift&2047]++
@@ -441,6 +460,8 @@ func (s *gramBuilder) encode() []byte {
 	k := 0
 	for _, e := range es {
 		if e.key != emptyKey {
+			// From the gram's hash back to the gram.
+			e.key = e.key&^0xFFFFFFFF | uint64(uint32(e.key)*gramMulInv)
 			es[k] = e
 			k++
 		}
@@ -449,14 +470,36 @@ func (s *gramBuilder) encode() []byte {
 	if cap(s.sortBuf) < k {
 		s.sortBuf = make([]gramEntry, k)
 	}
-	radixSortEntries(es, s.sortBuf[:k])
+	// With at most 64 blocks every chunk is 0: sort by the gram alone.
+	radixSortEntries(es, s.sortBuf[:k], nb <= 64)
 
 	var table, area []byte
 	var ids, not []uint32
 	count := 0
 	var prev uint32
+	var unMask uint64 // the unindexed blocks, when nb <= 64
+	for _, b := range s.unindexed {
+		unMask |= 1 << (b % 64)
+	}
 	for i := 0; i < len(es); {
 		g := uint32(es[i].key)
+		var delta uint64
+		if count%gramGroup == 0 {
+			table = binary.LittleEndian.AppendUint32(table, g)
+			table = binary.LittleEndian.AppendUint32(table, uint32(len(area)))
+		} else {
+			delta = uint64(g - prev)
+		}
+		prev = g
+		count++
+		if nb <= 64 {
+			// One mask per gram, and every id, gap and count fits in a
+			// one-byte uvarint: the sizes are known without listing.
+			m := es[i].mask | unMask
+			i++
+			area = appendMaskPosting(area, delta, m, nb)
+			continue
+		}
 		ids = ids[:0]
 		for ; i < len(es) && uint32(es[i].key) == g; i++ {
 			base := uint32(es[i].key>>32) * 64
@@ -492,15 +535,6 @@ func (s *gramBuilder) encode() []byte {
 				code, size = postNot, l
 			}
 		}
-		var delta uint64
-		if count%gramGroup == 0 {
-			table = binary.LittleEndian.AppendUint32(table, g)
-			table = binary.LittleEndian.AppendUint32(table, uint32(len(area)))
-		} else {
-			delta = uint64(g - prev)
-		}
-		prev = g
-		count++
 		area = binary.AppendUvarint(area, delta<<postCodes|uint64(code))
 		switch {
 		case code == postBitmap:
@@ -525,6 +559,64 @@ func (s *gramBuilder) encode() []byte {
 	out = binary.AppendUvarint(out, uint64(count))
 	out = append(out, table...)
 	return append(out, area...)
+}
+
+// appendMaskPosting appends the key and posting of a gram whose blocks
+// are the set bits of m, in a segment of nb <= 64 blocks. It picks the
+// same encoding, and writes the same bytes, as encode's general path.
+func appendMaskPosting(dst []byte, delta, m uint64, nb int) []byte {
+	n := bits.OnesCount64(m)
+	code, size := postBitmap, (nb+7)/8
+	if n == nb {
+		code, size = postAll, 0
+	}
+	if size > 0 {
+		l := n
+		if n > 4 {
+			l++
+		}
+		if l < size {
+			code, size = postList, l
+			if n <= 4 {
+				code = postList1 + n - 1
+			}
+		}
+	}
+	if size > 0 && nb-n < size && 1+nb-n < size {
+		code = postNot
+	}
+	dst = binary.AppendUvarint(dst, delta<<postCodes|uint64(code))
+	switch {
+	case code == postBitmap:
+		for k := 0; k < (nb+7)/8; k++ {
+			dst = append(dst, byte(m>>(8*k)))
+		}
+	case code == postNot:
+		full := uint64(1)<<nb - 1
+		if nb == 64 {
+			full = ^uint64(0)
+		}
+		dst = append(dst, byte(nb-n-1))
+		dst = appendMaskList(dst, ^m&full)
+	case code == postList:
+		dst = append(dst, byte(n-1))
+		dst = appendMaskList(dst, m)
+	case code >= postList1:
+		dst = appendMaskList(dst, m)
+	}
+	return dst
+}
+
+// appendMaskList appends the set bits of m as a list of ids (first id,
+// then gap-1), each a one-byte uvarint since ids are below 64.
+func appendMaskList(dst []byte, m uint64) []byte {
+	prev := -1
+	for ; m != 0; m &= m - 1 {
+		b := bits.TrailingZeros64(m)
+		dst = append(dst, byte(b-prev-1))
+		prev = b
+	}
+	return dst
 }
 
 // mergeIDs returns the union of ascending ids a and b, using *scratch.
