@@ -17,6 +17,8 @@ var rank = map[string]int{
 	"haystack/internal/browsertest":                  0,
 	"haystack/internal/server/web":                   0,
 	"haystack/internal/archtest":                     0,
+	"haystack/internal/metrics":                      0,
+	"haystack/internal/metrics/metricstest":          0,
 	"haystack/needle/textbook":                       1,
 	"haystack/internal/segment":                      1,
 	"haystack/internal/ingest":                       1,
