@@ -3,44 +3,38 @@ package server
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	hmetrics "haystack/internal/metrics"
 )
 
 // metrics are the server's Prometheus metrics, in a registry of its own
-// (no globals: two servers in one test process do not collide).
+// (no globals: two servers in one test process do not collide). They use
+// internal/metrics rather than client_golang, whose package init would
+// slow the start of every hay process, `hay search` included.
 type metrics struct {
-	reg      *prometheus.Registry
-	lines    prometheus.Counter
-	bytes    prometheus.Counter
-	pushDur  *prometheus.HistogramVec
-	queryDur *prometheus.HistogramVec
-	fsync    prometheus.Histogram
-	rejected *prometheus.CounterVec
+	reg      *hmetrics.Registry
+	lines    *hmetrics.Counter
+	bytes    *hmetrics.Counter
+	pushDur  *hmetrics.HistogramVec
+	queryDur *hmetrics.HistogramVec
+	fsync    *hmetrics.Histogram
+	rejected *hmetrics.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
+	r := hmetrics.NewRegistry()
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		lines: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hay_ingested_lines_total", Help: "Entries stored by pushes (acknowledged)."}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hay_ingested_bytes_total", Help: "Line bytes stored by pushes (acknowledged)."}),
-		pushDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hay_push_duration_seconds", Help: "Push request latency, including the WAL fsync.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"format"}),
-		queryDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hay_query_duration_seconds", Help: "Query request latency by endpoint.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"endpoint"}),
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hay_wal_fsync_duration_seconds", Help: "WAL fsync latency (one per group commit).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hay_rejected_total", Help: "Rejected requests and truncated lines by reason."}, []string{"reason"}),
+		reg:   r,
+		lines: r.NewCounter("hay_ingested_lines_total", "Entries stored by pushes (acknowledged)."),
+		bytes: r.NewCounter("hay_ingested_bytes_total", "Line bytes stored by pushes (acknowledged)."),
+		pushDur: r.NewHistogramVec("hay_push_duration_seconds", "Push request latency, including the WAL fsync.",
+			hmetrics.ExponentialBuckets(0.0005, 2, 16), "format"),
+		queryDur: r.NewHistogramVec("hay_query_duration_seconds", "Query request latency by endpoint.",
+			hmetrics.ExponentialBuckets(0.0005, 2, 18), "endpoint"),
+		fsync: r.NewHistogram("hay_wal_fsync_duration_seconds", "WAL fsync latency (one per group commit).",
+			hmetrics.ExponentialBuckets(0.0001, 2, 16)),
+		rejected: r.NewCounterVec("hay_rejected_total", "Rejected requests and truncated lines by reason.", "reason"),
 	}
-	segments := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "hay_segments", Help: "Segment files of all open tenants."}, func() float64 {
+	r.NewGaugeFunc("hay_segments", "Segment files of all open tenants.", func() float64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		n := 0
@@ -49,11 +43,9 @@ func newMetrics(s *Server) *metrics {
 		}
 		return float64(n)
 	})
-	m.reg.MustRegister(m.lines, m.bytes, m.pushDur, m.queryDur, m.fsync, m.rejected, segments,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.RegisterGoMetrics()
+	r.RegisterProcessMetrics()
 	return m
 }
 
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-}
+func (m *metrics) handler() http.Handler { return m.reg.Handler() }
