@@ -194,24 +194,13 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 		g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
 		line = line[3:]
 		for len(line) > 0 && len(cand) <= limit {
-			// Every gram is stored at cand[n]; n advances past it only
-			// on a cache miss (a conditional move, not a branch).
 			chunk := line[:min(len(line), 1<<16)]
 			line = line[len(chunk):]
 			n := len(cand)
 			cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
-			for _, c := range chunk {
-				g = g<<8 | uint32(lowerTable[c])
-				h := g * gramMul
-				slot, tag := h>>(32-gramCacheBits), uint16(h)|1<<15
-				old := cache[slot]
-				cache[slot] = tag
-				cand[n] = h
-				if old != tag {
-					n++
-				}
-			}
-			cand = cand[:n]
+			var k int
+			k, g = scanGrams(cache, cand[n:], g, chunk)
+			cand = cand[:n+k]
 		}
 		if len(cand) > limit {
 			break
@@ -227,6 +216,30 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 	if len(cand) >= gramBatch {
 		s.flush()
 	}
+}
+
+// scanGrams rolls gram g through chunk and records the hash of each gram
+// that misses the cache in cand (len(cand) >= len(chunk)), returning how
+// many it recorded and the last gram. Every hash is stored at cand[n]; n
+// advances past it only on a miss (a conditional move, not a branch).
+// It is a function of its own so that the loop's few variables stay in
+// registers (inlined into add, they spilled to the stack).
+//go:noinline
+func scanGrams(cache *[1 << gramCacheBits]uint16, cand []uint32, g uint32, chunk []byte) (int, uint32) {
+	lower := &lowerTable
+	n := 0
+	for _, c := range chunk {
+		g = g<<8 | uint32(lower[c])
+		h := g * gramMul
+		slot, tag := h>>(32-gramCacheBits), uint16(h)|1<<15
+		old := cache[slot]
+		cache[slot] = tag
+		cand[n] = h
+		if old != tag {
+			n++
+		}
+	}
+	return n, g
 }
 
 // flush sets the pending blocks' bits in the table.
