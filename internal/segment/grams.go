@@ -224,6 +224,7 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 // advances past it only on a miss (a conditional move, not a branch).
 // It is a function of its own so that the loop's few variables stay in
 // registers (inlined into add, they spilled to the stack).
+//
 //go:noinline
 func scanGrams(cache *[1 << gramCacheBits]uint16, cand []uint32, g uint32, chunk []byte) (int, uint32) {
 	lower := &lowerTable
