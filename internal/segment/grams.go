@@ -51,8 +51,11 @@ const (
 	// ~104 K with 2^18 (which no longer fits L2 beside the rest).
 	gramCacheBits = 17
 
-	// partBits is how many top bits of a gram's table slot partition the
-	// candidates before they update the table.
+	// partBits is how many top bits of a gram's hash (and so of its
+	// table slot) partition the candidates before they update the table.
+	// A partitioned candidate keeps the other 24 bits and, in these 8,
+	// its block's index in the batch: a batch has at most 2^partBits
+	// blocks.
 	partBits = 8
 
 	// gramBatch is how many candidates (4 bytes each, 8 more while
@@ -135,7 +138,7 @@ type gramBuilder struct {
 	cache     *[1 << gramCacheBits]uint16
 	pend      []uint32         // candidates' hashes, blocks not yet in the table
 	pendEnd   []pendBlock      // where each pending block's candidates end
-	part      []uint64         // pend partitioned by table region
+	part      []uint32         // pend partitioned by table region
 	seen      *[1 << 14]uint64 // flush: bitmap counting distinct keys
 	table     []gramEntry      // open addressing, len a power of two
 	entries   int              // used slots
@@ -213,7 +216,7 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 	}
 	s.pend = cand
 	s.pendEnd = append(s.pendEnd, pendBlock{len(cand), block})
-	if len(cand) >= gramBatch {
+	if len(cand) >= gramBatch || len(s.pendEnd) == 1<<partBits {
 		s.flush()
 	}
 }
@@ -284,19 +287,25 @@ func (s *gramBuilder) flush() {
 			distinct = min(distinct, int(-m*math.Log(1-float64(set)/m)*1.1)+64)
 		}
 	}
+	// Scatter: partition d holds the candidates whose hash has top byte
+	// d, each stored as the hash's low 24 bits and, above them, the
+	// index of its block in the batch (a batch has at most 256 blocks).
+	var end [1 << partBits]int32
 	sum := int32(0)
 	for i, n := range cnt {
 		cnt[i] = sum
 		sum += n
+		end[i] = sum
 	}
 	part := slices.Grow(s.part[:0], len(s.pend))[:len(s.pend)]
 	start := 0
-	for _, pb := range s.pendEnd {
-		chunk := uint64(pb.block/64) << 32
-		bit := uint64(pb.block%64) << 58
+	var chunkOf, bitOf [1 << partBits]uint64
+	for bi, pb := range s.pendEnd {
+		chunkOf[bi] = uint64(pb.block/64) << 32
+		bitOf[bi] = 1 << (pb.block % 64)
 		for _, h := range s.pend[start:pb.end] {
 			d := h >> (32 - partBits)
-			part[cnt[d]] = uint64(h) | chunk | bit
+			part[cnt[d]] = h&(1<<(32-partBits)-1) | uint32(bi)<<(32-partBits)
 			cnt[d]++
 		}
 		start = pb.end
@@ -321,27 +330,33 @@ func (s *gramBuilder) flush() {
 		s.grow(1 << bits.Len(uint(need-1)))
 	}
 	before := s.entries
-	step := len(part)/64 + 1
-	for lo := 0; lo < len(part); lo += step {
-		if lo > 0 {
-			projected := before + (s.entries-before)*len(part)/lo
+	lo := int32(0)
+	for d := range end {
+		if d%4 == 0 && lo > 0 {
+			projected := before + (s.entries-before)*len(part)/int(lo)
 			if projected > len(s.table)/4*3 {
 				s.grow(1 << bits.Len(uint(projected*4/3)))
 			}
 		}
-		s.insert(part[lo:min(lo+step, len(part))])
+		s.insert(part[lo:end[d]], uint32(d)<<(32-partBits), &chunkOf, &bitOf)
+		lo = end[d]
 	}
 }
 
-// insert sets the bits of keys (gram | chunk<<32 | bit<<58) in the table.
-func (s *gramBuilder) insert(keys []uint64) {
+// insert sets the blocks' bits of one partition's candidates in the
+// table: top is the hashes' top byte; each value holds a hash's low 24
+// bits and its block's index in the batch (chunkOf and bitOf give the
+// block's chunk, as a key's upper half, and bit).
+func (s *gramBuilder) insert(vals []uint32, top uint32, chunkOf, bitOf *[1 << partBits]uint64) {
 	t := s.table
 	tm := uint64(len(t) - 1)
 	shift := 32 - bits.Len64(tm)
-	for _, v := range keys {
-		key := v &^ (63 << 58)
-		bit := uint64(1) << (v >> 58)
-		i := uint64(uint32(key)) >> shift
+	for _, v := range vals {
+		bi := v >> (32 - partBits)
+		h := top | v&(1<<(32-partBits)-1)
+		key := uint64(h) | chunkOf[bi]
+		bit := bitOf[bi]
+		i := uint64(h) >> shift
 		for {
 			e := &t[i]
 			if e.key == key {
