@@ -109,8 +109,8 @@
 //
 //	uvarint  B              blockCount, equals the block index's
 //	uvarint  U              unindexed blocks, <= B
-//	uvarint  first unindexed block id, then U-1 uvarint (gap-1)
-//	         (ascending, < B)
+//	when U > 0: uvarint first unindexed block id, then U-1 uvarint
+//	         (gap-1) for the others (ascending, < B)
 //	uvarint  G              distinct grams
 //	ceil(G/32) x group table entry (8 bytes):
 //	  u32    the group's first gram
