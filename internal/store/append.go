@@ -82,6 +82,7 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.shared = true // View hands out the head's blocks
 	w := &Writer{
 		opt:  opt,
 		reqs: make(chan *appendReq),

@@ -71,6 +71,9 @@ type Store struct {
 	err      error     // sticky failure of a flush
 	lastSync time.Time
 	closed   bool
+	// shared is set when the head's blocks may be referenced after their
+	// flush (a Writer's views share them), so that they are not reused.
+	shared bool
 }
 
 // Open opens (creating if needed) the data directory dir for writing. It
@@ -507,6 +510,10 @@ func (s *Store) wait() error {
 	s.job = nil
 	if j.man != nil {
 		s.man = j.man
+	}
+	if !s.shared {
+		// The flushed head's blocks take the next head's entries.
+		s.head.recycle(j.blocks)
 	}
 	if j.err != nil {
 		return s.fail(j.err)
