@@ -137,7 +137,7 @@ const emptyKey = ^uint64(0)
 // Memory, for one segment of logs (32 blocks of 1 MiB): the cache (256
 // KiB), the pending candidates (~4-8 MiB) and their partitioned copy
 // (~4.5 MiB), the table (4 MiB) and Commit's sort buffer (2.4 MiB), all
-// reused by the next Writer (gramPool). Bounds for any input: a block
+// reused by the next Writer (gramSpare). Bounds for any input: a block
 // records at most maxBlockCands candidates, a batch about gramBatch, and
 // the table stops taking blocks at maxGramEntries (see there).
 type gramBuilder struct {
@@ -154,17 +154,28 @@ type gramBuilder struct {
 	sortBuf   []gramEntry      // encode's radix scratch
 }
 
-// gramPool keeps the memory of finished gramBuilders (~20 MiB for a
-// segment of logs) for the next Writer: a store writes one segment after
-// another, and fresh buffers for each (allocated, zeroed and faulted in)
-// cost CPU and raised ingest's peak RSS.
-var gramPool sync.Pool
+// gramSpare keeps the memory of the last finished gramBuilder (~20 MiB
+// for a segment of logs) for the next Writer: a store writes one segment
+// after another, and fresh buffers for each (allocated, zeroed and
+// faulted in) cost CPU and raised ingest's peak RSS. It is not a
+// sync.Pool, which drops its contents at every garbage collection: ingest
+// collects about as often as it writes a segment, so the buffers were
+// mostly lost. One builder is kept at most (a store flushes one segment
+// at a time); it stays allocated once the process writes no more.
+var gramSpare struct {
+	sync.Mutex
+	b *gramBuilder
+}
 
-// release hands the builder's memory to gramPool; the builder is empty
+// release hands the builder's memory to gramSpare; the builder is empty
 // afterwards.
 func (s *gramBuilder) release() {
 	if s.cache != nil {
-		gramPool.Put(&gramBuilder{cache: s.cache, seen: s.seen, pend: s.pend[:0], pendEnd: s.pendEnd[:0], part: s.part[:0], spare: s.table, sortBuf: s.sortBuf})
+		gramSpare.Lock()
+		if gramSpare.b == nil {
+			gramSpare.b = &gramBuilder{cache: s.cache, seen: s.seen, pend: s.pend[:0], pendEnd: s.pendEnd[:0], part: s.part[:0], spare: s.table, sortBuf: s.sortBuf}
+		}
+		gramSpare.Unlock()
 	}
 	*s = gramBuilder{}
 }
@@ -180,7 +191,11 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 	block := uint32(s.blocks)
 	s.blocks++
 	if s.cache == nil {
-		if p, ok := gramPool.Get().(*gramBuilder); ok {
+		gramSpare.Lock()
+		p := gramSpare.b
+		gramSpare.b = nil
+		gramSpare.Unlock()
+		if p != nil {
 			*s = gramBuilder{cache: p.cache, seen: p.seen, pend: p.pend, pendEnd: p.pendEnd, part: p.part, spare: p.spare, sortBuf: p.sortBuf, blocks: s.blocks}
 		} else {
 			s.cache = new([1 << gramCacheBits]uint16)
