@@ -19,8 +19,9 @@ type Block struct {
 	Times   []int64
 	Streams []uint32
 
-	meta []byte   // decompressed meta section, reused
-	seen []uint64 // scratch bitmap of the streams seen, reused
+	meta  []byte   // decompressed meta section, reused
+	seen  []uint64 // scratch bitmap of the streams seen, reused
+	arena *arena   // pooled blocks: memory for the buffers above (see arena.go)
 }
 
 // Len returns the number of entries.
@@ -37,13 +38,17 @@ func (b *Block) Entry(k int) Entry {
 	return Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
 }
 
-var blockPool = sync.Pool{New: func() any { return new(Block) }}
+var blockPool = sync.Pool{New: func() any { return newPooledBlock() }}
 
 // maxPooledBytes keeps blocks that decoded a huge entry out of the pool, so
 // one big line does not pin its buffer for the life of the process.
 const maxPooledBytes = 4 << 20
 
 // GetBlock returns an empty Block from a pool, with buffers from earlier use.
+// On Linux its buffers live in memory outside the Go heap (see arena.go), so
+// a slice taken from it (Data, Line, Offsets, ...) is valid only while b is
+// reachable and not yet returned with PutBlock: keep b, not just its slices.
+// Not calling PutBlock is fine: the memory is reused once b is collected.
 func GetBlock() *Block { return blockPool.Get().(*Block) }
 
 // PutBlock returns b to the pool. b must not be used afterwards, nor any
@@ -89,6 +94,7 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 		return fmt.Errorf("section sizes %d+%d do not fill the %d bytes stored", dataStored, metaStored, len(d.b))
 	}
 	n := int(entries)
+	dst.fit(int(dataRaw), int(metaRaw), n)
 	var err error
 	dst.Data, err = decompress(dataCodec, dst.Data, d.b[:dataStored], int(dataRaw))
 	if err != nil {
