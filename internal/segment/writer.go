@@ -241,6 +241,69 @@ func (w *Writer) Add(e Entry) error {
 	return w.err
 }
 
+// AddBlock appends the entries of b, which it does not retain, as a
+// block of their own: it ends the pending block first, and the next
+// entry starts a new block. When b's entries fit in one block (as Add
+// would cut them), that block is written from b's buffers without
+// copying; otherwise they are added one by one and cut as Add cuts them.
+// A caller whose blocks end where Add would end them (the store's head
+// cuts its blocks by the same rule) gets the same segment as from Add.
+func (w *Writer) AddBlock(b *Block) error {
+	if w.done {
+		return errFinished
+	}
+	w.flushBlock()
+	n := len(b.Times)
+	if n == 0 || w.err != nil {
+		return w.err
+	}
+	if !w.isOneBlock(b) {
+		for k := range n {
+			if err := w.Add(b.Entry(k)); err != nil {
+				return err
+			}
+		}
+		w.flushBlock()
+		return w.err
+	}
+	lens := w.lens[:0]
+	for k := range n {
+		lens = append(lens, b.Offsets[k+1]-b.Offsets[k])
+	}
+	// The pending block is b's for the time of flushBlock; the writer's
+	// own buffers come back afterwards.
+	data, times, streams := w.data, w.times, w.streams
+	w.data, w.lens, w.times, w.streams = b.Data[b.Offsets[0]:b.Offsets[n]], lens, b.Times, b.Streams
+	w.flushBlock()
+	w.data, w.times, w.streams = data[:0], times[:0], streams[:0]
+	return w.err
+}
+
+// isOneBlock reports whether Add, starting with no pending block, would
+// put all of b's entries in one block (the last one may fill it).
+func (w *Writer) isOneBlock(b *Block) bool {
+	fill := 0
+	n := len(b.Times)
+	if len(b.Streams) != n || len(b.Offsets) != n+1 {
+		return false
+	}
+	for k := range n {
+		l := int(b.Offsets[k+1]) - int(b.Offsets[k])
+		if l < 0 || l > MaxEntryBytes {
+			return false
+		}
+		cost := l + 1
+		if k > 0 && fill+cost > w.blockSize {
+			return false
+		}
+		fill += cost
+		if fill >= w.blockSize && k < n-1 {
+			return false
+		}
+	}
+	return true
+}
+
 // flushBlock encodes, compresses and writes the pending block and records
 // it in the index.
 func (w *Writer) flushBlock() {

@@ -116,6 +116,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		sources:  map[string]Source{},
 		lastSync: time.Now(),
 	}
+	s.head.blockSize = opt.Segment.BlockSize
 	if err := s.recover(); err != nil {
 		lock.Close()
 		return nil, err
@@ -540,13 +541,11 @@ func writeSegment(dir string, opt segment.Options, seq uint64, blocks []*headBlo
 	}
 	sm := SegmentMeta{Name: name, MinTime: blocks[0].meta.MinTime, MaxTime: blocks[0].meta.MaxTime}
 	for _, hb := range blocks {
-		b := &hb.b
-		for k := range b.Times {
-			e := segment.Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Data[b.Offsets[k]:b.Offsets[k+1]]}
-			if err := w.Add(e); err != nil {
-				w.Abort()
-				return SegmentMeta{}, fmt.Errorf("write segment %s: %w", name, err)
-			}
+		// A head block is cut as the writer cuts blocks: it is written
+		// as one, from the head's buffers.
+		if err := w.AddBlock(&hb.b); err != nil {
+			w.Abort()
+			return SegmentMeta{}, fmt.Errorf("write segment %s: %w", name, err)
 		}
 		sm.Entries += int64(hb.meta.Entries)
 		sm.RawBytes += int64(hb.meta.RawBytes)
