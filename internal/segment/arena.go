@@ -43,8 +43,10 @@ var arenas struct {
 }
 
 // maxWarmArenas bounds the memory kept for blocks not in use: a search
-// holds about 3 decoded blocks per worker at a time.
-func maxWarmArenas() int { return 3*runtime.GOMAXPROCS(0) + 1 }
+// holds up to about 3 decoded blocks per worker at a time (2 per worker
+// waiting in order, one being decoded), and no more than 128 MiB stays
+// resident for a big machine's idle pool.
+func maxWarmArenas() int { return min(3*runtime.GOMAXPROCS(0)+1, 64) }
 
 // getArena returns an arena for a new pooled block, or nil where arenas
 // bring nothing or memory cannot be mapped (the block then uses the heap).
