@@ -242,15 +242,17 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 	}
 }
 
-// scanGrams rolls gram g through chunk and records the hash of each gram
-// that misses the cache in cand (len(cand) >= len(chunk)), returning how
-// many it recorded and the last gram. Every hash is stored at cand[n]; n
-// advances past it only on a miss (a conditional move, not a branch).
-// It is a function of its own so that the loop's few variables stay in
-// registers (inlined into add, they spilled to the stack).
+// scanGramsGo rolls gram g through chunk and records the hash of each
+// gram that misses the cache in cand (len(cand) >= len(chunk)), returning
+// how many it recorded and the last gram. Every hash is stored at
+// cand[n]; n advances past it only on a miss (a conditional move, not a
+// branch). It is scanGrams where that has no assembly version, and the
+// assembly's oracle in tests. It is a function of its own so that the
+// loop's few variables stay in registers (inlined into add, they spilled
+// to the stack).
 //
 //go:noinline
-func scanGrams(cache *[1 << gramCacheBits]uint16, cand []uint32, g uint32, chunk []byte) (int, uint32) {
+func scanGramsGo(cache *[1 << gramCacheBits]uint16, cand []uint32, g uint32, chunk []byte) (int, uint32) {
 	lower := &lowerTable
 	n := 0
 	for _, c := range chunk {

@@ -448,7 +448,7 @@ func (w *Writer) Commit() (Info, error) {
 	idx := binary.AppendUvarint(nil, uint64(w.info.Blocks))
 	idx = append(idx, w.index...)
 	w.write(idx)
-	if w.info.Blocks > math.MaxUint32 {
+	if uint64(w.info.Blocks) > math.MaxUint32 {
 		w.err = errors.New("segment: too many blocks")
 	}
 	skipOff := w.off

@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package segment
+
+// scanGrams is scanGramsGo; amd64 has an assembly version.
+func scanGrams(cache *[1 << gramCacheBits]uint16, cand []uint32, g uint32, chunk []byte) (int, uint32) {
+	return scanGramsGo(cache, cand, g, chunk)
+}
