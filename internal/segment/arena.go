@@ -35,12 +35,15 @@ type arena struct {
 	mem []byte // arenaSize bytes
 }
 
-// arenas holds the arenas of collected blocks. Warm ones keep their pages
-// (reuse costs no fault); cold ones gave them back to the OS.
-var arenas struct {
-	sync.Mutex
+// arenaPool holds the arenas of collected blocks. Warm ones keep their
+// pages (reuse costs no fault); cold ones gave them back to the OS.
+type arenaPool struct {
+	mu         sync.Mutex
 	warm, cold []*arena
 }
+
+// arenas is the process's pool: blocks come and go on every goroutine.
+var arenas arenaPool
 
 // maxWarmArenas bounds the memory kept for blocks not in use: a search
 // holds up to about 3 decoded blocks per worker at a time (2 per worker
@@ -48,17 +51,17 @@ var arenas struct {
 // resident for a big machine's idle pool.
 func maxWarmArenas() int { return min(3*runtime.GOMAXPROCS(0)+1, 64) }
 
-// getArena returns an arena for a new pooled block, or nil where arenas
+// get returns a free arena, warm first, else a new one; nil where arenas
 // bring nothing or memory cannot be mapped (the block then uses the heap).
-func getArena() *arena {
-	arenas.Lock()
+func (p *arenaPool) get() *arena {
+	p.mu.Lock()
 	var a *arena
-	if n := len(arenas.warm); n > 0 {
-		a, arenas.warm = arenas.warm[n-1], arenas.warm[:n-1]
-	} else if n := len(arenas.cold); n > 0 {
-		a, arenas.cold = arenas.cold[n-1], arenas.cold[:n-1]
+	if n := len(p.warm); n > 0 {
+		a, p.warm = p.warm[n-1], p.warm[:n-1]
+	} else if n := len(p.cold); n > 0 {
+		a, p.cold = p.cold[n-1], p.cold[:n-1]
 	}
-	arenas.Unlock()
+	p.mu.Unlock()
 	if a != nil {
 		return a
 	}
@@ -69,26 +72,29 @@ func getArena() *arena {
 	return &arena{mem: mem}
 }
 
-// putArena takes back the arena of a collected block.
-func putArena(a *arena) {
-	arenas.Lock()
-	defer arenas.Unlock()
-	if len(arenas.warm) < maxWarmArenas() {
-		arenas.warm = append(arenas.warm, a)
+// put takes back an arena no slice points into any more.
+func (p *arenaPool) put(a *arena) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.warm) < maxWarmArenas() {
+		p.warm = append(p.warm, a)
 		return
 	}
 	if releaseArena(a.mem) {
-		arenas.cold = append(arenas.cold, a)
+		p.cold = append(p.cold, a)
 	}
 	// Otherwise (heap memory) the collector frees it.
 }
+
+// putArena returns a collected block's arena to the process's pool.
+func putArena(a *arena) { arenas.put(a) }
 
 // newPooledBlock returns a Block for the pool, with an arena when one is
 // available. The arena returns to the free list when the block is
 // collected, never earlier: until then the block's slices may point in it.
 func newPooledBlock() *Block {
 	b := new(Block)
-	if a := getArena(); a != nil {
+	if a := arenas.get(); a != nil {
 		b.arena = a
 		runtime.AddCleanup(b, putArena, a)
 	}

@@ -167,24 +167,10 @@ func TestArenaBlocksMatchHeap(t *testing.T) {
 	}
 }
 
-// takeArenas empties the free lists for a test and restores them after.
-func takeArenas(t *testing.T) {
-	arenas.Lock()
-	warm, cold := arenas.warm, arenas.cold
-	arenas.warm, arenas.cold = nil, nil
-	arenas.Unlock()
-	t.Cleanup(func() {
-		arenas.Lock()
-		arenas.warm = append(arenas.warm, warm...)
-		arenas.cold = append(arenas.cold, cold...)
-		arenas.Unlock()
-	})
-}
-
 // TestArenaRecycledWhenCollected drops a pooled block without PutBlock
-// and wants its arena back on a free list once the block is collected.
+// and wants its arena back in the process's pool once the block is
+// collected.
 func TestArenaRecycledWhenCollected(t *testing.T) {
-	takeArenas(t)
 	b := newPooledBlock()
 	a := b.arena
 	if a == nil {
@@ -195,30 +181,28 @@ func TestArenaRecycledWhenCollected(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
-		arenas.Lock()
+		arenas.mu.Lock()
 		back := slices.Contains(arenas.warm, a) || slices.Contains(arenas.cold, a)
-		arenas.Unlock()
+		arenas.mu.Unlock()
 		if back {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the arena of a collected block never came back")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if got := getArena(); got != a {
-		t.Fatal("getArena did not reuse the free arena")
-	}
 }
 
-// TestArenaWarmBound returns more arenas than are kept warm: the rest
-// must go cold (or to the collector), and warm ones come back first.
+// TestArenaWarmBound returns more arenas to a pool than it keeps warm:
+// the rest must go cold (pages released) or, for heap arenas, to the
+// collector; warm ones are reused first, then cold ones.
 func TestArenaWarmBound(t *testing.T) {
-	takeArenas(t)
+	var p arenaPool
 	n := maxWarmArenas() + 3
 	var got []*arena
 	for range n {
-		a := getArena()
+		a := p.get()
 		if a == nil {
 			t.Skip("no arenas on this platform (Linux only)")
 		}
@@ -231,16 +215,14 @@ func TestArenaWarmBound(t *testing.T) {
 		got = append(got, a)
 	}
 	for _, a := range got {
-		putArena(a)
+		p.put(a)
 	}
-	arenas.Lock()
-	warm, cold := slices.Clone(arenas.warm), slices.Clone(arenas.cold)
-	arenas.Unlock()
-	if len(warm) != maxWarmArenas() {
-		t.Fatalf("%d warm arenas, want %d", len(warm), maxWarmArenas())
+	warm, cold := slices.Clone(p.warm), slices.Clone(p.cold)
+	if len(warm) != maxWarmArenas() || !slices.Equal(warm, got[:len(warm)]) {
+		t.Fatalf("%d warm arenas, want the first %d returned", len(warm), maxWarmArenas())
 	}
-	if len(cold) != 0 && len(cold) != 3 {
-		t.Fatalf("%d cold arenas, want 3 (or 0 where they go to the collector)", len(cold))
+	if len(cold) != 0 && !slices.Equal(cold, got[len(warm):]) {
+		t.Fatalf("%d cold arenas, want the last 3 returned (or none where they go to the collector)", len(cold))
 	}
 	for _, a := range warm {
 		if a.mem[0] != 0xAA || a.mem[arenaSize-1] != 0xAA {
@@ -252,14 +234,14 @@ func TestArenaWarmBound(t *testing.T) {
 			t.Fatalf("a cold arena kept byte %d: its pages were not released", i)
 		}
 	}
-	for range warm {
-		if a := getArena(); !slices.Contains(warm, a) {
-			t.Fatal("getArena took a cold arena before the warm ones")
+	for i := range warm {
+		if a := p.get(); a != warm[len(warm)-1-i] {
+			t.Fatal("get did not take the warm arenas first")
 		}
 	}
-	if len(cold) > 0 {
-		if a := getArena(); !slices.Contains(cold, a) {
-			t.Fatal("getArena mapped a new arena while cold ones were free")
+	for i := range cold {
+		if a := p.get(); a != cold[len(cold)-1-i] {
+			t.Fatal("get mapped a new arena while cold ones were free")
 		}
 	}
 }
