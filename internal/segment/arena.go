@@ -14,7 +14,14 @@ import (
 // two blocks spent ~40% of its page faults there. The arena is aligned to
 // 2 MiB and marked MADV_HUGEPAGE, so where transparent huge pages are on
 // ("madvise" or "always") the first decode takes one fault for the lot;
-// elsewhere it faults as heap memory would.
+// elsewhere it faults as heap memory would. Measured on a 1M-line store
+// (2 cores, THP "madvise"; perf stat -r 30): a trace-id search decoding 2
+// blocks went from ~1290 to ~550 page faults and 8.0 to 5.7 ms CPU, one
+// decoding 12 blocks from ~2200 to ~570 faults and 20 to 14.3 ms CPU; a
+// full scan from ~4350 to ~1480 faults and 4% less CPU. Off the heap,
+// block buffers also no longer trigger garbage collections (1 and 3
+// fewer in those searches), and without THP the arenas still gain half
+// of it (no regrowing buffers, no pooled blocks dropped by a GC).
 //
 // An arena is never unmapped: it goes back to a free list when its block
 // is collected (runtime.AddCleanup; a pooled block may be dropped by the
