@@ -52,6 +52,74 @@ func blockOf(r *Reader, off int64) int {
 	return -1
 }
 
+// postingsArea returns the file offsets [start, end) of r's version-3
+// postings area (covered by the groups' CRCs, not the footer's), or 0, 0.
+func postingsArea(r *Reader) (start, end int64) {
+	if r.grams == nil {
+		return 0, 0
+	}
+	end = int64(len(r.data) - footerSize)
+	return end - int64(len(r.grams.area)), end
+}
+
+// corpusLits returns every 4-byte substring of the entries' lines: each
+// is a gram of the index, so together they reach every group.
+func corpusLits(es []Entry) [][]byte {
+	seen := map[string]bool{}
+	var lits [][]byte
+	for _, e := range es {
+		for i := 0; i+SkipGram <= len(e.Line); i++ {
+			if l := e.Line[i : i+SkipGram]; !seen[string(l)] {
+				seen[string(l)] = true
+				lits = append(lits, l)
+			}
+		}
+	}
+	return lits
+}
+
+// indexDamageCheck opens a file whose version-3 postings area is damaged
+// (one group's CRC fails): Open must succeed and every block read fine;
+// looking up lits (reaching every group) must never answer "no" where
+// the undamaged good reader answers "maybe", must record the damage for
+// IndexDamage, and Verify must report it naming the file.
+func indexDamageCheck(t *testing.T, path, what string, open func() (*Reader, error), good *Reader, lits [][]byte) {
+	t.Helper()
+	r, err := open()
+	if err != nil {
+		t.Fatalf("%s: Open failed on postings damage: %v", what, err)
+	}
+	defer r.Close()
+	b := GetBlock()
+	defer PutBlock(b)
+	for i := range r.NumBlocks() {
+		if err := r.ReadBlock(i, b); err != nil {
+			t.Fatalf("%s: block %d: %v", what, i, err)
+		}
+	}
+	if err := r.IndexDamage(); err != nil {
+		t.Fatalf("%s: damage reported before any lookup: %v", what, err)
+	}
+	for _, l := range lits {
+		for i := range r.NumBlocks() {
+			if !r.MayContain(i, l, false) && good.MayContain(i, l, false) {
+				t.Fatalf("%s: MayContain(%d, %q) false on the damaged index, true on the good one", what, i, l)
+			}
+		}
+	}
+	ce := asCorrupt(t, r.IndexDamage(), what+": IndexDamage")
+	if ce.File != path || ce.Block != -1 || !strings.Contains(ce.Reason, "checksum mismatch") {
+		t.Fatalf("%s: IndexDamage %q names file %q block %d", what, ce, ce.File, ce.Block)
+	}
+	verr := r.Verify()
+	if verr == nil {
+		t.Fatalf("%s: Verify succeeded", what)
+	}
+	if ce := asCorrupt(t, verr, what); ce.Block != -1 || ce.File != path || !strings.Contains(verr.Error(), path) {
+		t.Fatalf("%s: Verify: %v", what, verr)
+	}
+}
+
 // damageCheck opens the damaged file at path and requires an error naming
 // the file, and block wantBlock (-1: Open must fail).
 func damageCheck(t *testing.T, path string, wantBlock int, what string) {
@@ -110,7 +178,10 @@ func damageCheckWith(t *testing.T, path string, wantBlock int, what string, open
 
 // TestEveryTruncationAndBitFlip damages a small segment of a few blocks in
 // every possible single way: each proper prefix, and each bit of each byte
-// flipped. Every one must be reported, naming the file and the block.
+// flipped. Every one must be reported, naming the file and the block; a
+// flip in the skip index's postings (checked per group, lazily) when the
+// damaged group is looked up and by Verify, and it must never make the
+// index answer "no" where the undamaged one answers "maybe".
 func TestEveryTruncationAndBitFlip(t *testing.T) {
 	for _, o := range []Options{
 		{Codec: CodecNone, BlockSize: 64},
@@ -120,6 +191,7 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 		t.Run(o.Codec.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			src, _ := writeSegment(t, dir, "good", smallEntries(), o)
+			lits := corpusLits(smallEntries())
 			orig, err := os.ReadFile(src)
 			if err != nil {
 				t.Fatal(err)
@@ -145,15 +217,29 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			}
 			// Every bit flip, in memory through newReader; one flip in 16
 			// through a real file and Open as well.
+			areaStart, areaEnd := postingsArea(r)
+			if areaEnd-areaStart < 16 {
+				t.Fatalf("postings area %d..%d", areaStart, areaEnd)
+			}
 			buf := bytes.Clone(orig)
 			for off := range buf {
 				for bit := range 8 {
 					buf[off] ^= 1 << bit
 					what := fmt.Sprintf("bit %d of byte %d flipped", bit, off)
-					damageCheckWith(t, path, blockOf(r, int64(off)), what, func() (*Reader, error) { return newReader(path, buf) })
+					inMem := func() (*Reader, error) { return newReader(path, buf) }
+					inArea := int64(off) >= areaStart && int64(off) < areaEnd
+					if inArea {
+						indexDamageCheck(t, path, what, inMem, r, lits)
+					} else {
+						damageCheckWith(t, path, blockOf(r, int64(off)), what, inMem)
+					}
 					if (off*8+bit)%16 == 0 {
 						write(buf)
-						damageCheck(t, path, blockOf(r, int64(off)), what)
+						if inArea {
+							indexDamageCheck(t, path, what, func() (*Reader, error) { return Open(path) }, r, lits)
+						} else {
+							damageCheck(t, path, blockOf(r, int64(off)), what)
+						}
 					}
 					buf[off] ^= 1 << bit
 				}

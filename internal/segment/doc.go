@@ -47,7 +47,8 @@
 //	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
-//	|                        (all three are 0 in version 1)         |
+//	|                        (version 3: of its head only, below;   |
+//	|                        all three are 0 in version 1)          |
 //	|  44  u32  format version (3, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
@@ -112,9 +113,10 @@
 //	when U > 0: uvarint first unindexed block id, then U-1 uvarint
 //	         (gap-1) for the others (ascending, < B)
 //	uvarint  G              distinct grams
-//	ceil(G/32) x group table entry (8 bytes):
+//	ceil(G/32) x group table entry (12 bytes):
 //	  u32    the group's first gram
 //	  u32    offset of the group's first key in the postings area
+//	  u32    CRC-32C of the group's bytes in the postings area
 //	postings area (the rest of the section):
 //	  per gram, in ascending order:
 //	    uvarint  key = delta<<3 | code; delta is the gram minus the
@@ -164,13 +166,22 @@
 // 251 blocks through for the absent needle "status=999" where this index
 // lets none through.
 //
-// Damage to the skip index fails Open with a *CorruptError naming the
-// file: the footer's skipCRC covers the whole section and is checked at
-// Open, before any of it is used, as are the counts and the group table.
-// The postings are decoded on lookup; a file whose checksums are valid
-// but whose postings contradict the rules above (a forgery, not damage)
-// makes MayContain answer "maybe" for the needles that reach the bad
-// group, and Verify reports it.
+// Checksums: the footer's skipCRC covers the section's head, that is
+// every byte before the postings area (B, U, the unindexed ids, G and
+// the group table, whose entries hold the groups' CRCs); each group's
+// CRC covers its bytes of the postings area, from its offset to the
+// next group's (the last: to the section's end). Together they cover
+// every byte of the section. Open checks the framing, the group table
+// and skipCRC, so damage there fails Open with a *CorruptError naming
+// the file; it never reads the postings (~700 KiB per segment of logs,
+// of which a search decodes a few groups). A lookup checks a group's
+// CRC the first time it decodes the group (once per Reader), and then
+// decodes it checking the rules above. A group that fails either check
+// (damage, or a forgery with valid checksums) is never trusted:
+// MayContain answers "maybe" for every block to the needles that reach
+// it, so results stay exact and only the skipping is lost, and the
+// Reader's IndexDamage reports the first such group as a *CorruptError
+// naming the file. Verify checks every group's CRC and rules.
 //
 // Skip index, version 2: bloom filters (must be consumed exactly):
 //

@@ -3,10 +3,13 @@ package segment
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"math"
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // The skip index of format version 3: an exact postings index. For every
@@ -32,8 +35,13 @@ const (
 	gramGroup = 32
 
 	// gramTableEntry is the size of a group-table entry: u32 first gram,
-	// u32 offset of the group in the postings area.
-	gramTableEntry = 8
+	// u32 offset of the group in the postings area, u32 CRC-32C of the
+	// group's postings bytes. The per-group CRC lets Open checksum only
+	// the section's head and table (~60 KiB of a ~700 KiB index on 32
+	// MiB of logs) and a lookup verify just the groups it decodes: a
+	// search reads a few groups, and the whole-section CRC at Open was
+	// ~12% of the CPU of a search the index answers alone.
+	gramTableEntry = 12
 
 	// Posting codes, the low 3 bits of each gram's key varint
 	// (delta<<3 | code).
@@ -502,8 +510,10 @@ func appendList(dst []byte, ids []uint32) []byte {
 	return dst
 }
 
-// encode returns the version 3 skip index of the blocks added.
-func (s *gramBuilder) encode() []byte {
+// encode returns the version 3 skip index of the blocks added, and the
+// length of its head (counts and group table), which the footer's skipCRC
+// covers; the postings after it are covered by the groups' CRCs.
+func (s *gramBuilder) encode() (skip []byte, head int) {
 	s.flush()
 	nb := s.blocks
 	bitmapLen := (nb + 7) / 8
@@ -539,6 +549,7 @@ func (s *gramBuilder) encode() []byte {
 		if count%gramGroup == 0 {
 			table = binary.LittleEndian.AppendUint32(table, g)
 			table = binary.LittleEndian.AppendUint32(table, uint32(len(area)))
+			table = binary.LittleEndian.AppendUint32(table, 0) // the CRC, below
 		} else {
 			delta = uint64(g - prev)
 		}
@@ -605,12 +616,22 @@ func (s *gramBuilder) encode() []byte {
 			area = appendList(area, ids)
 		}
 	}
+	// Each group's CRC, now that its end (the next group's offset) is known.
+	for k := 0; k < len(table); k += gramTableEntry {
+		end := len(area)
+		if k+gramTableEntry < len(table) {
+			end = int(binary.LittleEndian.Uint32(table[k+gramTableEntry+4:]))
+		}
+		off := binary.LittleEndian.Uint32(table[k+4:])
+		binary.LittleEndian.PutUint32(table[k+8:], crc32.Checksum(area[off:end], castagnoli))
+	}
 	out := binary.AppendUvarint(nil, uint64(nb))
 	out = binary.AppendUvarint(out, uint64(len(s.unindexed)))
 	out = appendList(out, s.unindexed)
 	out = binary.AppendUvarint(out, uint64(count))
 	out = append(out, table...)
-	return append(out, area...)
+	head = len(out)
+	return append(out, area...), head
 }
 
 // appendMaskPosting appends the key and posting of a gram whose blocks
@@ -712,11 +733,29 @@ type gramIndex struct {
 	blocks    int
 	unindexed []uint64 // bitmap of the unindexed blocks
 	grams     int      // distinct grams
-	table     []byte   // groups x (u32 first gram, u32 offset)
+	table     []byte   // groups x (u32 first gram, u32 offset, u32 CRC)
 	area      []byte   // postings
+
+	// Groups whose CRC has been checked, one bit each: ok once it
+	// matched, bad once it did not (then the group is never decoded).
+	// Lookups from several goroutines may check a group twice; the
+	// answer is the same.
+	ok, bad []atomic.Uint32
+	// damage is the first damaged or malformed group met by a lookup.
+	damage atomic.Pointer[groupError]
 
 	mu    sync.Mutex
 	cache map[string][]uint64 // lowered literal -> block bitmap
+}
+
+// groupError is a damaged (checksum mismatch) or malformed group.
+type groupError struct {
+	group  int
+	reason string
+}
+
+func (e *groupError) Error() string {
+	return fmt.Sprintf("skip index group %d: %s", e.group, e.reason)
 }
 
 // maxCachedLiterals bounds the per-Reader cache of literal bitmaps; the
@@ -774,6 +813,8 @@ func parseGrams(b []byte, nb int) (*gramIndex, error) {
 	x.grams = int(g)
 	x.table = rest[:groups*gramTableEntry]
 	x.area = rest[groups*gramTableEntry:]
+	x.ok = make([]atomic.Uint32, (groups+31)/32)
+	x.bad = make([]atomic.Uint32, (groups+31)/32)
 	if groups == 0 {
 		if len(x.area) != 0 {
 			return nil, errors.New("trailing bytes after an empty index")
@@ -800,6 +841,28 @@ func parseGrams(b []byte, nb int) (*gramIndex, error) {
 func (x *gramIndex) group(k int) (first, off uint32) {
 	e := x.table[k*gramTableEntry:]
 	return binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+}
+
+// verify checks group k's CRC the first time it is used, and returns a
+// *groupError (also recorded as the index's damage) when it fails.
+func (x *gramIndex) verify(k int) error {
+	w, bit := k/32, uint32(1)<<(k%32)
+	if x.ok[w].Load()&bit != 0 {
+		return nil
+	}
+	if x.bad[w].Load()&bit != 0 {
+		return &groupError{group: k, reason: "checksum mismatch"}
+	}
+	b, _ := x.groupBytes(k)
+	want := binary.LittleEndian.Uint32(x.table[k*gramTableEntry+8:])
+	if crc32.Checksum(b, castagnoli) != want {
+		x.bad[w].Or(bit)
+		err := &groupError{group: k, reason: "checksum mismatch"}
+		x.damage.CompareAndSwap(nil, err)
+		return err
+	}
+	x.ok[w].Or(bit)
+	return nil
 }
 
 // groupBytes returns group k's bytes and gram count.
@@ -973,6 +1036,9 @@ func (x *gramIndex) find(g uint32) (p posting, ok bool, err error) {
 	if k < 0 {
 		return posting{}, false, nil
 	}
+	if err := x.verify(k); err != nil {
+		return posting{}, false, err
+	}
 	it := x.iter(k)
 	for it.next() {
 		if it.gram == g {
@@ -983,7 +1049,10 @@ func (x *gramIndex) find(g uint32) (p posting, ok bool, err error) {
 		}
 	}
 	if it.d.err != nil {
-		return posting{}, false, it.d.err
+		// A forgery (the CRC matched): record it like damage.
+		err := &groupError{group: k, reason: "malformed postings: " + it.d.err.Error()}
+		x.damage.CompareAndSwap(nil, err)
+		return posting{}, false, err
 	}
 	return posting{}, false, nil
 }
@@ -1057,14 +1126,18 @@ func (x *gramIndex) mayContain(i int, lit []byte) bool {
 	return bm == nil || bm[i/64]&(1<<(i%64)) != 0
 }
 
-// check decodes every group, returning the first error.
+// check verifies every group's CRC and decodes it, returning the first
+// error (a *groupError).
 func (x *gramIndex) check() error {
 	for k := range len(x.table) / gramTableEntry {
+		if err := x.verify(k); err != nil {
+			return err
+		}
 		it := x.iter(k)
 		for it.next() {
 		}
 		if it.d.err != nil {
-			return it.d.err
+			return &groupError{group: k, reason: "malformed postings: " + it.d.err.Error()}
 		}
 	}
 	return nil

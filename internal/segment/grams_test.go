@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -271,10 +272,9 @@ func TestGoldenLayoutV3(t *testing.T) {
 		t.Fatalf("header %q", data[:16])
 	}
 	skipOff, skipLen := binary.LittleEndian.Uint64(ft[24:]), binary.LittleEndian.Uint64(ft[32:])
-	skip := data[skipOff : skipOff+skipLen]
-	if crc32.Checksum(skip, crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(ft[40:]) {
-		t.Fatal("skip checksum")
-	}
+	section := data[skipOff : skipOff+skipLen]
+	skip := section
+	crcTable := crc32.MakeTable(crc32.Castagnoli)
 	uv := func() uint64 {
 		v, n := binary.Uvarint(skip)
 		if n <= 0 {
@@ -289,16 +289,31 @@ func TestGoldenLayoutV3(t *testing.T) {
 	}
 	g := int(uv())
 	groups := (g + 31) / 32
-	table := skip[:8*groups]
-	skip = skip[8*groups:]
+	// Entries of 12 bytes: first gram, offset, CRC of the group's bytes.
+	table := skip[:12*groups]
+	skip = skip[12*groups:]
+	// The footer's CRC covers the head: the counts and the table.
+	if crc32.Checksum(section[:len(section)-len(skip)], crcTable) != binary.LittleEndian.Uint32(ft[40:]) {
+		t.Fatal("skip head checksum")
+	}
+	areaBytes := skip
 	area := len(skip)
 	got := map[uint32][]int{}
 	var gram uint32
 	for i := range g {
 		if i%32 == 0 {
-			gram = binary.LittleEndian.Uint32(table[8*(i/32):])
-			if off := binary.LittleEndian.Uint32(table[8*(i/32)+4:]); int(off) != area-len(skip) {
-				t.Fatalf("group %d at %d, table says %d", i/32, area-len(skip), off)
+			k := i / 32
+			gram = binary.LittleEndian.Uint32(table[12*k:])
+			off := binary.LittleEndian.Uint32(table[12*k+4:])
+			if int(off) != area-len(skip) {
+				t.Fatalf("group %d at %d, table says %d", k, area-len(skip), off)
+			}
+			end := uint32(area)
+			if k+1 < groups {
+				end = binary.LittleEndian.Uint32(table[12*k+16:])
+			}
+			if crc32.Checksum(areaBytes[off:end], crcTable) != binary.LittleEndian.Uint32(table[12*k+8:]) {
+				t.Fatalf("group %d checksum", k)
 			}
 		}
 		v := uv()
@@ -372,6 +387,7 @@ func FuzzGramIndex(f *testing.F) {
 		f.Add(s.section, s.blocks, s.needle)
 	}
 	f.Fuzz(func(t *testing.T, section []byte, blocks uint8, needle []byte) {
+		section = bytes.Clone(section)
 		x, err := parseGrams(section, int(blocks))
 		if err != nil {
 			return
@@ -380,6 +396,18 @@ func FuzzGramIndex(f *testing.F) {
 			needle = append(needle, "abcd"...)
 		}
 		key := asciiCase(needle, false)
+		// First as given: mutated postings mostly fail their group's CRC,
+		// which must answer "maybe" and record the damage.
+		if bm := x.blocksOf(key); bm == nil && x.damage.Load() == nil {
+			t.Fatal("lookup failed without recording damage")
+		}
+		// Then with every group's CRC made valid (x.table points into
+		// section), so that the decoder itself meets the mutations.
+		fixGroupCRCs(x)
+		x, err = parseGrams(section, int(blocks))
+		if err != nil {
+			t.Fatalf("reparse: %v", err)
+		}
 		bm := x.blocksOf(key)
 		for i := range int(blocks) {
 			x.mayContain(i, needle)
@@ -417,6 +445,14 @@ func FuzzGramIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fixGroupCRCs rewrites the CRC of each of x's groups in its table.
+func fixGroupCRCs(x *gramIndex) {
+	for k := range len(x.table) / gramTableEntry {
+		b, _ := x.groupBytes(k)
+		binary.LittleEndian.PutUint32(x.table[k*gramTableEntry+8:], crc32.Checksum(b, castagnoli))
+	}
 }
 
 type gramIndexSeed struct {
@@ -539,7 +575,7 @@ func BenchmarkGramBuild(b *testing.B) {
 		for i := range datas {
 			s.add(datas[i], lenss[i])
 		}
-		out = s.encode()
+		out, _ = s.encode()
 	}
 	b.ReportMetric(float64(len(out))/float64(total)*100, "index-%raw")
 }
@@ -591,7 +627,11 @@ func TestGramForgedPostings(t *testing.T) {
 		t.Fatalf("first key %#x at %d", data[areaOff], areaOff)
 	}
 	data[areaOff] |= 8
-	binary.LittleEndian.PutUint32(ft[40:], crc32.Checksum(data[skipOff:len(data)-footerSize], castagnoli))
+	// Group 0's CRC in the table, then the footer's CRC of the head.
+	_, end := r.grams.group(1)
+	tableEntry0 := data[areaOff-len(r.grams.table) : areaOff-len(r.grams.table)+gramTableEntry]
+	binary.LittleEndian.PutUint32(tableEntry0[8:], crc32.Checksum(data[areaOff:areaOff+int(end)], castagnoli))
+	binary.LittleEndian.PutUint32(ft[40:], crc32.Checksum(data[skipOff:areaOff], castagnoli))
 	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
 	r, err = newReader(path, data)
 	if err != nil {
@@ -604,6 +644,10 @@ func TestGramForgedPostings(t *testing.T) {
 	}
 	if !absentEverywhere {
 		t.Fatal("the absent needle was not pruned before the forgery")
+	}
+	if ce := asCorrupt(t, r.IndexDamage(), "forged postings"); ce.Block != -1 || ce.File != path ||
+		!strings.Contains(ce.Reason, "skip index group 0: malformed postings") {
+		t.Fatalf("IndexDamage: %v", ce)
 	}
 	err = r.Verify()
 	if ce := asCorrupt(t, err, "forged postings"); ce.Block != -1 || ce.File != path {

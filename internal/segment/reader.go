@@ -238,15 +238,18 @@ func newReader(path string, data []byte) (*Reader, error) {
 		}
 		r.info.SkipBytes = int64(len(skip))
 	case version >= 3:
-		// One CRC covers the whole postings index, checked before any of
-		// it is trusted; the postings are then decoded lazily, per gram
-		// looked up (a few hundred KiB per segment: Open stays cheap).
-		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
-			return nil, bad("skip index checksum mismatch")
-		}
+		// The footer's CRC covers the section's head (counts and group
+		// table), checked here before the table is trusted; parseGrams
+		// bounds-checks what it reads first. Each group of postings has
+		// its CRC in the table, checked when a lookup first decodes the
+		// group (a search reads a few of thousands), so Open never
+		// reads the postings (~700 KiB per segment of logs).
 		g, err := parseGrams(skip, len(r.blocks))
 		if err != nil {
 			return nil, bad("skip index: %v", err)
+		}
+		if crc32.Checksum(skip[:len(skip)-len(g.area)], castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
+			return nil, bad("skip index checksum mismatch")
 		}
 		r.grams = g
 		r.info.SkipBytes = int64(len(skip))
@@ -327,10 +330,10 @@ func (r *Reader) Verify() error {
 	defer PutBlock(b)
 	var errs []error
 	if r.grams != nil && !r.closed.Load() {
-		// Open checked the skip index's checksum and framing; the
-		// postings are decoded lazily, so check them all here.
+		// Open checked the skip index's head; the postings are
+		// checksummed and decoded lazily, per group, so check them all.
 		if err := r.grams.check(); err != nil {
-			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: "skip index: " + err.Error()})
+			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: err.Error()})
 		}
 	}
 	for i := range r.blocks {
@@ -339,6 +342,22 @@ func (r *Reader) Verify() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// IndexDamage returns a *CorruptError (Block -1) for the first damaged
+// or malformed group of the version-3 skip index that a lookup has met,
+// or nil. Open checks only the index's head; a group's checksum is
+// checked when a lookup first decodes it, and a bad group makes
+// MayContain answer "maybe" for every block (results stay exact, the
+// search just scans more). Verify checks every group.
+func (r *Reader) IndexDamage() error {
+	if r.grams == nil {
+		return nil
+	}
+	if e := r.grams.damage.Load(); e != nil {
+		return &CorruptError{File: r.path, Block: -1, Reason: e.Error()}
+	}
+	return nil
 }
 
 // Close unmaps the segment. Blocks already decoded stay valid: they never

@@ -453,13 +453,16 @@ func (w *Writer) Commit() (Info, error) {
 	}
 	skipOff := w.off
 	var skip []byte
+	var covered int // the leading bytes of skip that skipCRC covers
 	if w.version == formatV2 {
 		skip = binary.AppendUvarint(nil, uint64(w.skip.n))
 		skip = append(skip, w.skip.out...)
+		covered = len(skip)
 	} else {
-		skip = w.grams.encode()
+		// Version 3: the head; each group of postings has its own CRC.
+		skip, covered = w.grams.encode()
 	}
-	skipCRC := crc32.Checksum(skip, castagnoli)
+	skipCRC := crc32.Checksum(skip[:covered], castagnoli)
 	w.write(skip)
 	skipLen := w.off - skipOff
 	w.info.SkipBytes = skipLen
