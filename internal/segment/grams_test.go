@@ -654,3 +654,76 @@ func TestGramForgedPostings(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 }
+
+// TestGramDamageConcurrent: lookups from several goroutines on an index
+// with one damaged group (run with -race) all answer "maybe" where the
+// good index does, agree on the damage, and leave the other groups
+// usable.
+func TestGramDamageConcurrent(t *testing.T) {
+	es := gramCorpora()["logs"][:300]
+	path, _ := writeSegment(t, t.TempDir(), "s", es, Options{BlockSize: 4096})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := newReader(path, bytes.Clone(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := len(good.grams.table) / gramTableEntry
+	if groups < 3 {
+		t.Fatalf("%d groups", groups)
+	}
+	// Damage the middle group's first byte.
+	k := groups / 2
+	_, off := good.grams.group(k)
+	areaOff := len(data) - footerSize - len(good.grams.area)
+	data[areaOff+int(off)] ^= 0x40
+	r, err := newReader(path, data)
+	if err != nil {
+		t.Fatalf("Open failed on postings damage: %v", err)
+	}
+	lits := corpusLits(es)
+	lits = append(lits, []byte("needle-absent-7c3e9a"), []byte("status=999"))
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for j := range lits {
+				l := lits[(j+w*len(lits)/4)%len(lits)]
+				for i := range r.NumBlocks() {
+					if !r.MayContain(i, l, false) && good.MayContain(i, l, false) {
+						t.Errorf("MayContain(%d, %q) false on the damaged index", i, l)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ce := asCorrupt(t, r.IndexDamage(), "IndexDamage")
+	if want := fmt.Sprintf("skip index group %d: checksum mismatch", k); ce.Reason != want || ce.File != path || ce.Block != -1 {
+		t.Fatalf("IndexDamage %v, want reason %q", ce, want)
+	}
+	// Needles whose grams avoid group k are still pruned as before.
+	lo, _ := r.grams.group(k)
+	hi, _ := r.grams.group(k + 1)
+	for _, n := range []string{"status=999", "needle-absent-7c3e9a", "zzzzqqqq"} {
+		key := asciiCase([]byte(n), false)
+		reaches := false
+		for i := 0; i+SkipGram <= len(key); i++ {
+			g := binary.BigEndian.Uint32(key[i:])
+			reaches = reaches || (g >= lo && g < hi)
+		}
+		for i := range r.NumBlocks() {
+			if got, want := r.MayContain(i, []byte(n), false), good.MayContain(i, []byte(n), false); got != want && !reaches {
+				t.Fatalf("%q block %d: %v on the damaged index, %v on the good one", n, i, got, want)
+			}
+		}
+	}
+	if err := good.IndexDamage(); err != nil {
+		t.Fatalf("good index: %v", err)
+	}
+	if err := r.Verify(); err == nil || asCorrupt(t, err, "Verify").Reason != ce.Reason {
+		t.Fatalf("Verify: %v", err)
+	}
+}
