@@ -19,6 +19,7 @@ import (
 	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/search"
+	"haystack/internal/segment"
 	"haystack/internal/store"
 )
 
@@ -212,6 +213,17 @@ func runSearch(args []string) error {
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
+	}
+	// A damaged group of a segment's skip index is not an error: its
+	// needles got "maybe" for every block, which were scanned, so the
+	// results are exact. Say so once per segment, for hay verify.
+	for _, e := range snap.IndexDamage() {
+		var ce *segment.CorruptError
+		file := e.Error()
+		if errors.As(e, &ce) {
+			file = ce.File
+		}
+		fmt.Fprintf(os.Stderr, "hay search: %s: skip index damaged, its blocks were scanned in full; run hay verify\n", file)
 	}
 	if *stats {
 		skipped := ""

@@ -204,6 +204,20 @@ func (s *Snapshot) Labels(id uint32) string { return s.labels[id] }
 // NumStreams is the number of streams the snapshot knows.
 func (s *Snapshot) NumStreams() int { return len(s.labels) }
 
+// IndexDamage returns, for each open segment whose skip index a lookup
+// found damaged (segment.Reader.IndexDamage), that *segment.CorruptError.
+// Such a segment's blocks were not pruned by the index for the needles
+// that reached the damage: results stay exact, only slower.
+func (s *Snapshot) IndexDamage() []error {
+	var errs []error
+	for _, r := range s.readers {
+		if err := r.IndexDamage(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 // Close releases the segment mappings.
 func (s *Snapshot) Close() error {
 	var first error
