@@ -323,8 +323,9 @@ func (r *Reader) release(off, n int) {
 
 // Verify decodes every block and returns the errors.Join of a
 // *CorruptError per damaged block, or nil. In a version-3 segment it
-// first decodes the whole skip index (Open checks only its checksum and
-// framing), and a malformed one is a *CorruptError with Block -1.
+// first checks and decodes the whole skip index (Open checks only its
+// head; lookups check the groups they read), and a damaged or malformed
+// one is a *CorruptError with Block -1.
 func (r *Reader) Verify() error {
 	b := GetBlock()
 	defer PutBlock(b)

@@ -125,9 +125,10 @@ func openSnapshot(dir string, lo, hi int64) (*Snapshot, error) {
 		}
 		segs = append(segs, sm)
 	}
-	// Opening a segment validates its footer, block index and skip index
-	// (checksums over ~6% of the file): ~0.1 ms each, the largest part of
-	// a search the skip index answers. Open them on all cores.
+	// Opening a segment validates its footer, block index and the head
+	// of its skip index (checksums; the postings are checked lazily, per
+	// group): the largest part of a search the skip index answers. Open
+	// them on all cores.
 	readers := make([]*segment.Reader, len(segs))
 	errs := make([]error, len(segs))
 	parallel(len(segs), func(i int) {
