@@ -214,6 +214,15 @@ func (w *Writer) write(p []byte) {
 
 var errFinished = errors.New("segment: writer already committed or aborted")
 
+// BlockHasRoom reports whether a non-empty block of fill bytes (each
+// entry counted as its length plus one) takes one more entry of lineLen
+// bytes under blockSize; otherwise that entry starts the next block. It is
+// the writer's rule, shared by whoever cuts blocks for AddBlock (the
+// store's head) so that both cut alike.
+func BlockHasRoom(fill, lineLen, blockSize int) bool {
+	return fill+lineLen+1 <= blockSize
+}
+
 // Add appends e to the segment. It copies e.Line, so the caller may reuse
 // it. Lines longer than MaxEntryBytes are rejected.
 func (w *Writer) Add(e Entry) error {
@@ -226,15 +235,14 @@ func (w *Writer) Add(e Entry) error {
 	if len(e.Line) > MaxEntryBytes {
 		return fmt.Errorf("segment: entry of %d bytes exceeds the %d-byte limit", len(e.Line), MaxEntryBytes)
 	}
-	cost := len(e.Line) + 1
-	if len(w.lens) > 0 && w.fill+cost > w.blockSize {
+	if len(w.lens) > 0 && !BlockHasRoom(w.fill, len(e.Line), w.blockSize) {
 		w.flushBlock()
 	}
 	w.data = append(w.data, e.Line...)
 	w.lens = append(w.lens, uint32(len(e.Line)))
 	w.times = append(w.times, e.Time)
 	w.streams = append(w.streams, e.Stream)
-	w.fill += cost
+	w.fill += len(e.Line) + 1
 	if w.fill >= w.blockSize {
 		w.flushBlock()
 	}
@@ -292,11 +300,10 @@ func (w *Writer) isOneBlock(b *Block) bool {
 		if l < 0 || l > MaxEntryBytes {
 			return false
 		}
-		cost := l + 1
-		if k > 0 && fill+cost > w.blockSize {
+		if k > 0 && !BlockHasRoom(fill, l, w.blockSize) {
 			return false
 		}
-		fill += cost
+		fill += l + 1
 		if fill >= w.blockSize && k < n-1 {
 			return false
 		}

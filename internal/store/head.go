@@ -49,7 +49,7 @@ func (h *head) size() int {
 
 func (h *head) add(e Entry) {
 	var hb *headBlock
-	if n := len(h.blocks); n > 0 && len(h.blocks[n-1].b.Data)+len(h.blocks[n-1].b.Times)+len(e.Line)+1 <= h.size() {
+	if n := len(h.blocks); n > 0 && segment.BlockHasRoom(len(h.blocks[n-1].b.Data)+len(h.blocks[n-1].b.Times), len(e.Line), h.size()) {
 		hb = h.blocks[n-1]
 	} else {
 		if k := len(h.spare); k > 0 && cap(h.spare[k-1].b.Data) >= len(e.Line) {
