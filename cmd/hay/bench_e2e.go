@@ -50,6 +50,7 @@ type e2eOptions struct {
 	seed    int64
 	rg      string
 	brute   bool
+	compact bool
 	jsonOut string
 }
 
@@ -96,7 +97,14 @@ type e2eReport struct {
 	IngestS   float64 `json:"ingest_s"`
 	IngestCPU float64 `json:"ingest_cpu_s"`
 	IngestRSS int64   `json:"ingest_max_rss_kb"`
-	Stored    int64   `json:"stored_bytes"` // every file of the data dir
+	// The same after `hay compact` (zero when --compact=false); Stored and
+	// IndexBytes are then those of the compacted store the searches read.
+	CompactS     float64 `json:"compact_s,omitempty"`
+	CompactCPU   float64 `json:"compact_cpu_s,omitempty"`
+	CompactRSS   int64   `json:"compact_max_rss_kb,omitempty"`
+	IngestStored int64   `json:"ingest_stored_bytes"`
+	IngestIndex  int64   `json:"ingest_index_bytes"`
+	Stored       int64   `json:"stored_bytes"` // every file of the data dir
 	// IndexBytes is the skip index's part of Stored, -1 when unknown.
 	IndexBytes int64    `json:"index_bytes"`
 	Rows       []e2eRow `json:"rows"`
@@ -121,6 +129,7 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	fset.BoolVar(&o.keep, "keep", false, "keep gen.log and data/ afterwards")
 	fset.Int64Var(&o.seed, "seed", 0, "generator seed (as hay gen --seed)")
 	fset.StringVar(&o.rg, "rg", "rg", "ripgrep `binary` to compare with; empty to skip it")
+	fset.BoolVar(&o.compact, "compact", true, "run hay compact after ingest and search the compacted store")
 	fset.BoolVar(&o.brute, "no-index", true, "also time each search with hay search --no-index (brute force), to show what the index saves")
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: hay bench e2e [--lines N] [--dir DIR] [--runs N] [--json] [--keep]")
@@ -212,6 +221,20 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	rep.IndexBytes = e2eIndexBytes(data)
 	logf("ingested in %.1f s wall, %.1f s CPU (%s/s wall); stored %s", rep.IngestS, rep.IngestCPU,
 		humanBytes(float64(rep.RawBytes)/rep.IngestS), humanBytes(float64(rep.Stored)))
+	rep.IngestStored, rep.IngestIndex = rep.Stored, rep.IndexBytes
+	if o.compact {
+		logf("compacting %s", data)
+		c, err := runTimed(exec.Command(hay, "compact", "--data", data))
+		if err != nil {
+			return fmt.Errorf("hay compact: %w", err)
+		}
+		rep.CompactS, rep.CompactCPU, rep.CompactRSS = c.wall.Seconds(), c.cpu.Seconds(), c.maxRSSKB
+		if rep.Stored, err = dirSize(data); err != nil {
+			return err
+		}
+		rep.IndexBytes = e2eIndexBytes(data)
+		logf("compacted in %.1f s wall, %.1f s CPU; stored %s", rep.CompactS, rep.CompactCPU, humanBytes(float64(rep.Stored)))
+	}
 
 	// Pick the needles by counting candidates on the raw file.
 	logf("counting candidate needles on the raw file")
@@ -840,6 +863,11 @@ func (rep *e2eReport) markdown(w io.Writer) error {
 	p("- Data: %d generated lines (`hay gen --lines %d --seed %d`), %s raw.\n", rep.Lines, rep.Lines, rep.Seed, humanBytes(float64(rep.RawBytes)))
 	p("- Ingest (`hay ingest`, one process): %.2f s wall, **%.0f MB/s**; %.2f s CPU (%.0f MB/s per CPU-second); peak RSS %.0f MB.\n",
 		rep.IngestS, mb/rep.IngestS, rep.IngestCPU, mb/max(rep.IngestCPU, 1e-9), float64(rep.IngestRSS)/1024)
+	if rep.CompactS > 0 {
+		p("- Compaction (`hay compact`, one process): %.2f s wall; %.2f s CPU (%.0f MB/s per CPU-second); peak RSS %.0f MB. Stored %s after ingest (index %.1f%%); the searches read the compacted store.\n",
+			rep.CompactS, rep.CompactCPU, mb/max(rep.CompactCPU, 1e-9), float64(rep.CompactRSS)/1024,
+			humanBytes(float64(rep.IngestStored)), 100*float64(rep.IngestIndex)/float64(max(rep.IngestStored, 1)))
+	}
 	idx := "n/a (no v2 segment to read it from)"
 	if rep.IndexBytes >= 0 {
 		idx = fmt.Sprintf("%s, %.1f%% of the stored size", humanBytes(float64(rep.IndexBytes)), 100*float64(rep.IndexBytes)/float64(rep.Stored))

@@ -41,6 +41,9 @@ type SegmentMeta struct {
 	Size     int64  `json:"size"`      // file size
 	MinTime  int64  `json:"min_time"`
 	MaxTime  int64  `json:"max_time"`
+	// Compacted marks a segment Compact wrote (smaller blocks, stronger
+	// compression); Compact leaves it alone.
+	Compacted bool `json:"compacted,omitempty"`
 }
 
 const manifestMagic = "HAYSTACK-MANIFEST 1"

@@ -77,6 +77,9 @@ func (p *jsonParser) segmentMeta(s *SegmentMeta) bool {
 		case "max_time":
 			bit = 32
 			s.MaxTime = p.int()
+		case "compacted":
+			bit = 64
+			s.Compacted = p.boolean()
 		default:
 			return false
 		}
@@ -369,6 +372,22 @@ func (p *jsonParser) digits(limit uint64) uint64 {
 	}
 	p.i = j
 	return v
+}
+
+// boolean reads true or false.
+func (p *jsonParser) boolean() bool {
+	p.ws()
+	rest := p.b[p.i:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "true":
+		p.i += 4
+		return true
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		p.i += 5
+		return false
+	}
+	p.bad = true
+	return false
 }
 
 func (p *jsonParser) uint(limit uint64) uint64 {

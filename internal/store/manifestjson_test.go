@@ -46,7 +46,7 @@ func randManifest(r *rand.Rand) *Manifest {
 		m.Segments = []SegmentMeta{}
 		for range k - 1 {
 			m.Segments = append(m.Segments, SegmentMeta{Name: randString(r), Entries: randInt(r), RawBytes: randInt(r),
-				Size: randInt(r), MinTime: randInt(r), MaxTime: randInt(r)})
+				Size: randInt(r), MinTime: randInt(r), MaxTime: randInt(r), Compacted: r.IntN(2) == 0})
 		}
 	}
 	if k := r.IntN(4); k > 0 {

@@ -89,11 +89,14 @@ func OpenSnapshotRange(dir string, lo, hi int64) (*Snapshot, error) {
 		return nil, err
 	}
 	// A writer may flush between our reading the manifest and the WAL
-	// files it names; then a WAL file is gone and we start over with the
-	// new manifest.
+	// files it names, or Compact may replace a segment it names; then a
+	// file is gone and we start over with the new manifest.
 	var lastErr error
-	for range 5 {
-		s, err := openSnapshot(dir, lo, hi)
+	const attempts = 5
+	for a := range attempts {
+		// On the last attempt a segment still missing is damage, as
+		// any other segment that cannot be opened.
+		s, err := openSnapshot(dir, lo, hi, a == attempts-1)
 		if err == nil {
 			return s, nil
 		}
@@ -105,7 +108,7 @@ func OpenSnapshotRange(dir string, lo, hi int64) (*Snapshot, error) {
 	return nil, lastErr
 }
 
-func openSnapshot(dir string, lo, hi int64) (*Snapshot, error) {
+func openSnapshot(dir string, lo, hi int64, missingIsDamage bool) (*Snapshot, error) {
 	m, err := readManifest(dir)
 	if err != nil {
 		return nil, err
@@ -136,6 +139,16 @@ func openSnapshot(dir string, lo, hi int64) (*Snapshot, error) {
 	})
 	for i, sm := range segs {
 		name := filepath.Join(segDir, sm.Name)
+		if !missingIsDamage && errors.Is(errs[i], os.ErrNotExist) {
+			// Compact replaced it after we read the manifest: start over
+			// with the new one (OpenSnapshotRange retries).
+			for _, r := range readers {
+				if r != nil {
+					r.Close()
+				}
+			}
+			return nil, fmt.Errorf("%s: %w", name, errs[i])
+		}
 		if errs[i] != nil {
 			s.Damaged = append(s.Damaged, fmt.Errorf("%s: %w", name, errs[i]))
 			continue

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"haystack/internal/store"
+)
+
+func init() {
+	register(&command{
+		name:    "compact",
+		summary: "rewrite stored segments for faster selective searches",
+		run:     runCompact,
+	})
+}
+
+func runCompact(args []string) error {
+	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: hay compact [flags]")
+		fmt.Fprintln(fs.Output(), "\nFlushes what ingest left in the write-ahead log, then rewrites every segment")
+		fmt.Fprintln(fs.Output(), "not compacted before into smaller blocks with stronger compression: a needle")
+		fmt.Fprintln(fs.Output(), "the skip index finds in a few blocks then decodes about half as much, and the")
+		fmt.Fprintln(fs.Output(), "store stays about as large. Results of every search are unchanged. It costs")
+		fmt.Fprintln(fs.Output(), "about 1.5x ingest's CPU time, once. Searches may run meanwhile; ingest and")
+		fmt.Fprintln(fs.Output(), "serve may not (one writer holds the data directory's lock). Ctrl-C stops it")
+		fmt.Fprintln(fs.Output(), "safely: what was rewritten stays rewritten. Run it again after each ingest;")
+		fmt.Fprintln(fs.Output(), "it skips what it compacted before.")
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	workers := fs.Int("workers", 0, "segments rewritten at once (0: one per core)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *workers < 0 {
+		return fmt.Errorf("%w: --workers must be 0 or more", errUsage)
+	}
+	if _, err := os.Stat(*data); err != nil {
+		// Open would create an empty store there.
+		return fmt.Errorf("%w at %s", store.ErrNoStore, *data)
+	}
+	st, err := store.Open(*data, store.Options{FsyncInterval: -1})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t0 := time.Now()
+	tty := isTerminal(os.Stderr)
+	progress := func(done, total int64) {
+		if tty {
+			fmt.Fprintf(os.Stderr, "\rcompact: %.0f of %.0f MB of entries (%d%%) ", float64(done)/1e6, float64(total)/1e6, done*100/max(total, 1))
+		}
+	}
+	cs, err := st.Compact(ctx, store.CompactOptions{Workers: *workers, Progress: progress})
+	if tty && cs.Segments > 0 {
+		fmt.Fprintln(os.Stderr)
+	}
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if cs.Segments > 0 {
+		fmt.Printf("compacted %d segments, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",
+			cs.Segments, float64(cs.RawBytes)/1e6, float64(cs.Before)/1e6, float64(cs.After)/1e6, time.Since(t0).Seconds())
+	} else if err == nil {
+		fmt.Println("nothing to compact")
+	}
+	return err
+}

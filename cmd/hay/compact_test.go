@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCompactKeepsResults ingests Loghub samples (one segment each),
+// compacts the store and checks that every search prints exactly what it
+// printed before, and what a naive scan of the input counts.
+func TestCompactKeepsResults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var inputs []string
+	for _, name := range []string{"HDFS_2k.log", "Apache_2k.log", "OpenSSH_2k.log", "Linux_2k.log"} {
+		f := stripCR(t, filepath.Join("../../testdata/loghub", name))
+		inputs = append(inputs, f)
+		if _, code := hayInProcess(t, "ingest", "--data", dir, f); code != 0 {
+			t.Fatalf("ingest %s failed", f)
+		}
+	}
+	needles := []string{"error", "Failed password", "blk_-", "user", "e", "0000", "not-in-the-logs", "session opened", "INFO"}
+	search := func(args ...string) []byte {
+		out, code := hayInProcess(t, append([]string{"search", "--data", dir}, args...)...)
+		if code > 1 { // 1: no match
+			t.Fatalf("search %v: exit %d", args, code)
+		}
+		return out
+	}
+	type result struct{ count, lines, fold []byte }
+	before := map[string]result{}
+	for _, n := range needles {
+		before[n] = result{search("-c", n), search(n), search("-i", "-c", n)}
+	}
+	segsBefore, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+
+	out, code := hayInProcess(t, "compact", "--data", dir)
+	if code != 0 || !strings.HasPrefix(string(out), "compacted 4 segments") {
+		t.Fatalf("compact: exit %d, %q", code, out)
+	}
+	segsAfter, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+	if len(segsAfter) != len(segsBefore) || segsAfter[0] == segsBefore[0] {
+		t.Fatalf("segments before %v, after %v", segsBefore, segsAfter)
+	}
+	for _, n := range needles {
+		want := 0
+		for _, f := range inputs {
+			data, _ := os.ReadFile(f)
+			for _, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+				if bytes.Contains(line, []byte(n)) {
+					want++
+				}
+			}
+		}
+		b := before[n]
+		if got := strings.TrimSpace(string(b.count)); got != strconv.Itoa(want) {
+			t.Errorf("%q before compaction: count %s, naive %d", n, got, want)
+		}
+		if got := search("-c", n); !bytes.Equal(got, b.count) {
+			t.Errorf("%q: count %q after compaction, %q before", n, got, b.count)
+		}
+		if got := search(n); !bytes.Equal(got, b.lines) {
+			t.Errorf("%q: %d bytes of lines after compaction, %d before", n, len(got), len(b.lines))
+		}
+		if got := search("-i", "-c", n); !bytes.Equal(got, b.fold) {
+			t.Errorf("-i %q: count %q after compaction, %q before", n, got, b.fold)
+		}
+	}
+	if _, code := hayInProcess(t, "verify", "--data", dir); code != 0 {
+		t.Fatal("compacted store fails verify")
+	}
+	if out, code := hayInProcess(t, "compact", "--data", dir); code != 0 || string(out) != "nothing to compact\n" {
+		t.Fatalf("second compact: exit %d, %q", code, out)
+	}
+	if _, code := hayInProcess(t, "compact", "--data", filepath.Join(t.TempDir(), "none")); code == 0 {
+		t.Fatal("compact of a missing data directory succeeded")
+	}
+	if _, code := hayInProcess(t, "compact", "--data", dir, "--workers", "-1"); code != 2 {
+		t.Fatalf("compact --workers -1: exit %d, want 2 (usage)", code)
+	}
+}

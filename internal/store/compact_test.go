@@ -1,0 +1,306 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"haystack/internal/segment"
+)
+
+// compactFixture writes entries of two streams through a small head
+// (several segments) and leaves some in the WAL, then closes the store.
+// It returns every entry in store order.
+func compactFixture(t *testing.T, dir string) []Entry {
+	t.Helper()
+	st, err := Open(dir, Options{HeadBytes: 8 << 10, Segment: segment.Options{BlockSize: 2 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	ids := []uint32{st.Stream(`{s="a"}`), st.Stream(`{s="b"}`)}
+	var want []Entry
+	for i := range 25 {
+		es := genEntries(r, 20, ids[i%2])
+		for k := range es {
+			es[k].Time += int64(i) * 1e12
+		}
+		want = append(want, es...)
+		if err := st.Append(&Batch{Entries: es, Sources: []Source{{Key: "/x", Offset: int64(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// segFiles lists the files in the segments directory.
+func segFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := readDirNames(filepath.Join(dir, segDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestCompact(t *testing.T) {
+	dir := t.TempDir()
+	want := compactFixture(t, dir)
+	before, _ := readManifest(dir)
+	if len(before.Segments) < 3 {
+		t.Fatalf("fixture has %d segments, want several", len(before.Segments))
+	}
+
+	// Uncommitted entries in the WAL are flushed and compacted too.
+	st, err := Open(dir, Options{FsyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := genEntries(rand.New(rand.NewPCG(13, 14)), 30, 1)
+	for k := range extra {
+		extra[k].Time += 1e15
+	}
+	if err := st.Append(&Batch{Entries: extra}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, extra...)
+	var calls []string
+	layout := segment.Options{BlockSize: 16 << 10, Level: 3}
+	cs, err := st.Compact(context.Background(), CompactOptions{Segment: &layout, Workers: 2, Progress: func(done, total int64) {
+		calls = append(calls, fmt.Sprint(done, "/", total))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := readManifest(dir)
+	if cs.Segments != len(before.Segments)+1 || cs.Segments != len(after.Segments) {
+		t.Fatalf("rewrote %d segments; %d before (+1 flushed), %d after", cs.Segments, len(before.Segments), len(after.Segments))
+	}
+	var raw, size int64
+	var names []string
+	for _, sm := range after.Segments {
+		if !sm.Compacted {
+			t.Fatalf("segment %s not marked compacted", sm.Name)
+		}
+		fi, err := os.Stat(filepath.Join(dir, segDir, sm.Name))
+		if err != nil || fi.Size() != sm.Size {
+			t.Fatalf("%s: %v, size %d, manifest %d", sm.Name, err, fi.Size(), sm.Size)
+		}
+		raw += sm.RawBytes
+		size += sm.Size
+		names = append(names, sm.Name)
+	}
+	slices.Sort(names)
+	if cs.RawBytes != raw || cs.After != size {
+		t.Fatalf("stats %+v, manifest raw %d size %d", cs, raw, size)
+	}
+	if got := segFiles(t, dir); !slices.Equal(got, names) {
+		t.Fatalf("segment files %v, manifest %v (old files left behind?)", got, names)
+	}
+	if len(calls) == 0 || calls[len(calls)-1] != fmt.Sprint(raw, "/", raw) {
+		t.Fatalf("progress calls %v, want ending at %d/%d", calls, raw, raw)
+	}
+	if got := allEntries(t, dir); !equalEntries(got, want) {
+		t.Fatalf("after compaction: %d entries, want %d (or content differs)", len(got), len(want))
+	}
+	// The new layout is in effect: 16 KiB blocks instead of 2 KiB.
+	snap, err := OpenSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range snap.Parts {
+		raw := after.Segments[i].RawBytes
+		if n := p.NumBlocks(); n > int(raw/(16<<10))+1 {
+			t.Fatalf("%s: %d blocks for %d raw bytes: not 16 KiB blocks", p.Name(), n, raw)
+		}
+	}
+	snap.Close()
+	if ps, err := Verify(dir); err != nil || len(ps) != 0 {
+		t.Fatalf("verify: %v %v", ps, err)
+	}
+	// Sources and streams survive; a second Compact has nothing to do.
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, ok := st.Source("/x"); !ok || src.Offset != 24 {
+		t.Fatalf("source %+v %v", src, ok)
+	}
+	if st.Stream(`{s="b"}`) != 1 {
+		t.Fatal("stream table changed")
+	}
+	cs, err = st.Compact(context.Background(), CompactOptions{})
+	if err != nil || cs.Segments != 0 {
+		t.Fatalf("second compact: %+v %v", cs, err)
+	}
+	st.Close()
+	if got := allEntries(t, dir); !equalEntries(got, want) {
+		t.Fatal("entries changed by a second compaction")
+	}
+}
+
+// TestCompactCrash stops a compaction at each step, as kill -9 would, and
+// checks that the next Open leaves exactly the entries and one copy of
+// each segment.
+func TestCompactCrash(t *testing.T) {
+	for _, step := range []string{"written", "listed"} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			want := compactFixture(t, dir)
+			crash := errors.New("crash")
+			compactHook = func(s string) error {
+				if s == step {
+					return crash
+				}
+				return nil
+			}
+			defer func() { compactHook = nil }()
+			st, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Compact(context.Background(), CompactOptions{Workers: 2}); !errors.Is(err, crash) {
+				t.Fatalf("compact: %v", err)
+			}
+			st.lock.Close() // the process dies: no Close, no flush
+			// A reader meanwhile sees every entry once.
+			if got := allEntries(t, dir); !equalEntries(got, want) {
+				t.Fatalf("reader after crash: %d entries, want %d", len(got), len(want))
+			}
+			compactHook = nil
+			st, err = Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			m, _ := readManifest(dir)
+			var names []string
+			for _, sm := range m.Segments {
+				names = append(names, sm.Name)
+			}
+			slices.Sort(names)
+			if got := segFiles(t, dir); !slices.Equal(got, names) {
+				t.Fatalf("after recovery: files %v, manifest %v", got, names)
+			}
+			if got := allEntries(t, dir); !equalEntries(got, want) {
+				t.Fatalf("after recovery: %d entries, want %d", len(got), len(want))
+			}
+			// And compaction finishes on the next run.
+			st, _ = Open(dir, Options{})
+			if _, err := st.Compact(context.Background(), CompactOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			if got := allEntries(t, dir); !equalEntries(got, want) {
+				t.Fatalf("after the second compaction: %d entries, want %d", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestCompactDamage: a damaged segment stops Compact with an error naming
+// the file, and nothing changes.
+func TestCompactDamage(t *testing.T) {
+	dir := t.TempDir()
+	compactFixture(t, dir)
+	m, _ := readManifest(dir)
+	victim := m.Segments[1].Name
+	path := filepath.Join(dir, segDir, victim)
+	data, _ := os.ReadFile(path)
+	data[40] ^= 1 // inside block 0
+	os.WriteFile(path, data, 0o644)
+	files := segFiles(t, dir)
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Compact(context.Background(), CompactOptions{Workers: 1})
+	if err == nil || !strings.Contains(err.Error(), victim) {
+		t.Fatalf("compact of a damaged segment: %v", err)
+	}
+	var ce *segment.CorruptError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v is not a *segment.CorruptError", err)
+	}
+	st.Close()
+	after, _ := readManifest(dir)
+	if after.Segments[1].Name != victim || after.Segments[1].Compacted {
+		t.Fatalf("damaged segment replaced: %+v", after.Segments[1])
+	}
+	// Segment 0 was compacted before the damage stopped the run; the
+	// damaged one and those after it are untouched.
+	if got := segFiles(t, dir); len(got) != len(files) || !slices.Contains(got, victim) {
+		t.Fatalf("files %v, before %v", got, files)
+	}
+}
+
+func TestCompactCancel(t *testing.T) {
+	dir := t.TempDir()
+	want := compactFixture(t, dir)
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := st.Compact(ctx, CompactOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("compact with a cancelled context: %v", err)
+	}
+	st.Close()
+	if got := allEntries(t, dir); !equalEntries(got, want) {
+		t.Fatal("entries changed by a cancelled compaction")
+	}
+	m, _ := readManifest(dir)
+	for _, sm := range m.Segments {
+		if sm.Compacted {
+			t.Fatal("a cancelled compaction replaced a segment")
+		}
+	}
+}
+
+// TestCompactConcurrentReader reads the store over and over while Compact
+// replaces its segments one by one: a reader that finds a segment gone
+// re-reads the manifest, so every read sees every entry once and nothing
+// damaged.
+func TestCompactConcurrentReader(t *testing.T) {
+	dir := t.TempDir()
+	want := compactFixture(t, dir)
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Compact(context.Background(), CompactOptions{Workers: 1})
+		done <- err
+	}()
+	reads := 0
+	for finished := false; !finished; reads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		if got := allEntries(t, dir); !equalEntries(got, want) {
+			t.Fatalf("read %d during compaction: %d entries, want %d", reads, len(got), len(want))
+		}
+	}
+	st.Close()
+	t.Logf("%d reads during compaction", reads)
+}
