@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"haystack/internal/segment"
 	"haystack/internal/store"
 )
 
@@ -37,6 +38,8 @@ func runCompact(args []string) error {
 	}
 	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
 	workers := fs.Int("workers", 0, "segments rewritten at once (0: one per core)")
+	blockSize := fs.Int("block-size", store.CompactSegment.BlockSize, "target raw `bytes` per block (smaller: selective searches decode less, the skip index grows)")
+	level := fs.Int("level", store.CompactSegment.Level, "zstd `level`: 1 fastest, 2 default, 3 better, 4 best")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,6 +49,13 @@ func runCompact(args []string) error {
 	if *workers < 0 {
 		return fmt.Errorf("%w: --workers must be 0 or more", errUsage)
 	}
+	if *blockSize < 4<<10 || *blockSize > segment.MaxBlockSize {
+		return fmt.Errorf("%w: --block-size must be from 4096 to %d", errUsage, segment.MaxBlockSize)
+	}
+	if *level < 1 || *level > 4 {
+		return fmt.Errorf("%w: --level must be 1, 2, 3 or 4", errUsage)
+	}
+	layout := segment.Options{BlockSize: *blockSize, Level: *level}
 	if _, err := os.Stat(*data); err != nil {
 		// Open would create an empty store there.
 		return fmt.Errorf("%w at %s", store.ErrNoStore, *data)
@@ -63,7 +73,7 @@ func runCompact(args []string) error {
 			fmt.Fprintf(os.Stderr, "\rcompact: %.0f of %.0f MB of entries (%d%%) ", float64(done)/1e6, float64(total)/1e6, done*100/max(total, 1))
 		}
 	}
-	cs, err := st.Compact(ctx, store.CompactOptions{Workers: *workers, Progress: progress})
+	cs, err := st.Compact(ctx, store.CompactOptions{Segment: &layout, Workers: *workers, Progress: progress})
 	if tty && cs.Segments > 0 {
 		fmt.Fprintln(os.Stderr)
 	}

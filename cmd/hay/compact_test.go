@@ -78,7 +78,9 @@ func TestCompactKeepsResults(t *testing.T) {
 	if _, code := hayInProcess(t, "compact", "--data", filepath.Join(t.TempDir(), "none")); code == 0 {
 		t.Fatal("compact of a missing data directory succeeded")
 	}
-	if _, code := hayInProcess(t, "compact", "--data", dir, "--workers", "-1"); code != 2 {
-		t.Fatalf("compact --workers -1: exit %d, want 2 (usage)", code)
+	for _, bad := range [][]string{{"--workers", "-1"}, {"--block-size", "100"}, {"--level", "5"}, {"extra"}} {
+		if _, code := hayInProcess(t, append([]string{"compact", "--data", dir}, bad...)...); code != 2 {
+			t.Fatalf("compact %v: exit %d, want 2 (usage)", bad, code)
+		}
 	}
 }
