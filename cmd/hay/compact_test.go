@@ -37,7 +37,7 @@ func TestCompactKeepsResults(t *testing.T) {
 	}
 	segsBefore, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
 
-	out, code := hayInProcess(t, "compact", "--data", dir)
+	out, code := hayInProcess(t, "compact", "--data", dir, "--block-size", "8192") // many blocks a segment
 	if code != 0 || !strings.HasPrefix(string(out), "compacted 4 segments") {
 		t.Fatalf("compact: exit %d, %q", code, out)
 	}
