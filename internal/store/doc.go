@@ -40,6 +40,18 @@
 // the replay; it and every record after it are cut off. So after kill -9
 // at any moment the store holds an exact prefix of what was appended.
 //
+// # Compaction
+//
+// Compact (hay compact) rewrites segments into CompactSegment's layout:
+// smaller blocks at a stronger zstd level, which ingest cannot afford. A
+// group of segments is written as new files, one manifest replacement
+// swaps them in (SegmentMeta.Compacted marks them), then the old files are
+// deleted. A crash leaves either the old or the new files listed, and Open
+// deletes the unlisted ones, as after a crashed flush. Readers take no
+// lock, so one may have read the manifest before the swap and find a
+// segment deleted: OpenSnapshotRange then starts over with the new
+// manifest.
+//
 // # Streams
 //
 // A stream is a set of labels in canonical form ({a="x", b="y"}) with a
