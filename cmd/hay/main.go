@@ -98,11 +98,27 @@ func runMain(args []string) int {
 		return 2
 	case errors.Is(err, errNoMatch):
 		return 1
+	case errors.As(err, new(*exitError)):
+		fmt.Fprintf(os.Stderr, "hay %s: %v\n", c.name, err)
+		var ee *exitError
+		errors.As(err, &ee)
+		return ee.code
 	default:
 		fmt.Fprintf(os.Stderr, "hay %s: %v\n", c.name, err)
 		return 1
 	}
 }
+
+// exitError gives an error its own exit status: hay search exits 2 on
+// trouble (a missing or damaged store, a failed read), as grep does, so
+// that 1 always means "nothing matched".
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
 
 // errNoMatch makes a command exit 1 silently, as grep does when nothing matched.
 var errNoMatch = errors.New("no match")

@@ -41,7 +41,8 @@ const searchHelp = `Usage: hay search [flags] [--] [PATTERN]
 
 Prints the stored entries that match, oldest first: each stream in the order
 it was ingested, streams merged by time. Exits 0 when something matched, 1
-when nothing did, 2 on bad arguments or a bad query.
+when nothing did, 2 on bad arguments, a bad query or a missing or damaged
+store (as grep: 2 means trouble, even when the undamaged parts matched).
 
 What to match (one of):
   PATTERN            a literal string, exactly as grep -F: for one ingested
@@ -71,6 +72,14 @@ Flags:
 `
 
 func runSearch(args []string) error {
+	err := searchCommand(args)
+	if err != nil && !errors.Is(err, errUsage) && !errors.Is(err, errNoMatch) && !errors.Is(err, flag.ErrHelp) {
+		return &exitError{code: 2, err: err}
+	}
+	return err
+}
+
+func searchCommand(args []string) error {
 	fs := flag.NewFlagSet("search", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), searchHelp)

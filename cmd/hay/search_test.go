@@ -186,8 +186,8 @@ func TestSearchEdges(t *testing.T) {
 		t.Fatalf("json: %q", got)
 	}
 	// No store, bad flags.
-	if _, code := hayInProcess(t, "search", "--data", filepath.Join(dir, "nope"), "x"); code != 1 {
-		t.Fatalf("missing store: exit %d", code)
+	if _, code := hayInProcess(t, "search", "--data", filepath.Join(dir, "nope"), "x"); code != 2 {
+		t.Fatalf("missing store: exit %d, want 2 (trouble, as grep)", code)
 	}
 	if _, code := hayInProcess(t, "search", "--data", dir, "--since", "yesterday", "x"); code != 2 {
 		t.Fatalf("bad --since: exit %d", code)

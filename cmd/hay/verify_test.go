@@ -48,8 +48,8 @@ func TestVerifyAndSearchCorruptSegment(t *testing.T) {
 	stderr.Reset()
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
-		t.Fatalf("search over a damaged store: %v", err)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("search over a damaged store: %v, want exit 2 (trouble, as grep)", err)
 	}
 	if !strings.Contains(stderr.String(), filepath.Base(segs[0])) || !strings.Contains(stderr.String(), "block 0") {
 		t.Fatalf("search does not name the damage:\n%s", stderr.String())
