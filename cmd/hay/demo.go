@@ -136,6 +136,7 @@ func demo(ctx context.Context, args []string, out io.Writer, listening func(base
 		RejectOlderThan:      168 * time.Hour,
 		RejectNewerThan:      10 * time.Minute,
 		Logger:               logger,
+		CompactInterval:      time.Minute, // what is pushed to the demo
 	})
 	if err != nil {
 		return err

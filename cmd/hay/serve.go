@@ -76,6 +76,7 @@ func runServe(args []string) error {
 	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
+	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
 	headBytes := int64(0)
 	fs.Var(byteSizeFlag{&headBytes}, "head-bytes", "head size at which a tenant's head is flushed into a segment (default 32MiB)")
 	if err := parseFlags(fs, args); err != nil {
@@ -90,6 +91,9 @@ func runServe(args []string) error {
 	if maxLine < 64 || maxLine > 16<<20 {
 		return fmt.Errorf("%w: --max-line must be between 64 bytes and 16MiB", errUsage)
 	}
+	if *compactEvery < 0 {
+		return fmt.Errorf("%w: --compact-interval must be 0 (never) or positive", errUsage)
+	}
 	cfg := server.Config{
 		DataDir:              *data,
 		MaxBody:              maxBody,
@@ -100,6 +104,7 @@ func runServe(args []string) error {
 		RejectOlderThan:      *older,
 		RejectNewerThan:      *newer,
 		MaxLabels:            *maxLabels,
+		CompactInterval:      *compactEvery,
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	cfg.Store.HeadBytes = headBytes

@@ -36,6 +36,9 @@ type Config struct {
 	Now                              func() time.Time
 	// MaxQueryLimit caps the limit parameter of log queries (5000).
 	MaxQueryLimit int
+	// CompactInterval, when positive, has each tenant's store compact
+	// its new segments in the background this often (store.Writer).
+	CompactInterval time.Duration
 }
 
 // Server is the HTTP API. Create it with New, serve Handler, and Close it
@@ -185,6 +188,15 @@ func (s *Server) openTenant(name string, create bool) (*tenantStore, error) {
 		Options:  s.cfg.Store,
 		OnCommit: ts.hub.publish,
 		OnSync:   func(d time.Duration) { s.met.fsync.Observe(d.Seconds()) },
+
+		CompactInterval: s.cfg.CompactInterval,
+		OnCompact: func(cs store.CompactStats, err error) {
+			if err != nil {
+				s.log.Error("compaction failed; retried later", "tenant", name, "err", err)
+				return
+			}
+			s.log.Info("compacted", "tenant", name, "segments", cs.Segments, "bytes_before", cs.Before, "bytes_after", cs.After)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open tenant %s: %w", name, err)

@@ -30,6 +30,12 @@ type WriterOptions struct {
 	OnCommit func([]LabeledEntry)
 	// OnSync, if set, is told how long each fsync took.
 	OnSync func(time.Duration)
+	// CompactInterval, when positive, runs Compact (one segment at a
+	// time) this often in the background until Close.
+	CompactInterval time.Duration
+	// OnCompact, if set, is told of each background compaction that did
+	// something or failed.
+	OnCompact func(CompactStats, error)
 }
 
 // ErrWriterClosed is returned by Append after Close.
@@ -56,6 +62,8 @@ type Writer struct {
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	compactDone chan struct{} // closed when compactLoop returns; nil without one
 
 	cmu    sync.Mutex // held by a commit and by Flush: one WAL user at a time
 	mu     sync.Mutex // guards s's head, manifest and stream table, segs, failed
@@ -93,6 +101,10 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 	}
 	w.syncFn = s.Sync
 	go w.commitLoop()
+	if opt.CompactInterval > 0 {
+		w.compactDone = make(chan struct{})
+		go w.compactLoop(opt.CompactInterval)
+	}
 	return w, nil
 }
 
@@ -236,6 +248,9 @@ func (w *Writer) Flush() error {
 func (w *Writer) Close() error {
 	w.once.Do(func() { close(w.quit) })
 	<-w.done
+	if w.compactDone != nil {
+		<-w.compactDone // it stops at the next segment boundary
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	err := w.s.Close()

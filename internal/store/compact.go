@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"haystack/internal/segment"
 )
@@ -199,4 +200,168 @@ func rewriteSegment(ctx context.Context, dir string, opt segment.Options, sm Seg
 	}
 	out.Size = info.FileBytes
 	return out, nil
+}
+
+// Compact rewrites the committed segments as Store.Compact does, while
+// appends and searches go on: it takes the locks only to pick a group of
+// segments (after any flush in flight, reserving their new file numbers)
+// and to swap the rewritten ones into the manifest; the rewriting runs
+// without them. It does not flush the head. Views taken before a swap
+// keep reading the old segments, whose mappings are released once no view
+// holds them.
+func (w *Writer) Compact(ctx context.Context, opt CompactOptions) (CompactStats, error) {
+	var st CompactStats
+	target := CompactSegment
+	if opt.Segment != nil {
+		target = *opt.Segment
+	}
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		group, base, err := w.compactGroup(workers)
+		if err != nil || len(group) == 0 {
+			return st, err
+		}
+		out := make([]SegmentMeta, len(group))
+		errs := make([]error, len(group))
+		var wg sync.WaitGroup
+		for k, sm := range group {
+			wg.Go(func() {
+				out[k], errs[k] = rewriteSegment(ctx, w.s.dir, target, sm, base+uint64(k))
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			for k := range group {
+				if errs[k] == nil {
+					os.Remove(filepath.Join(w.s.dir, segDir, out[k].Name))
+				}
+			}
+			return st, err
+		}
+		if err := w.compactSwap(group, out); err != nil {
+			return st, err
+		}
+		for k, sm := range group {
+			st.Segments++
+			st.RawBytes += sm.RawBytes
+			st.Before += sm.Size
+			st.After += out[k].Size
+			if err := os.Remove(filepath.Join(w.s.dir, segDir, sm.Name)); err != nil {
+				return st, err
+			}
+		}
+	}
+}
+
+// compactGroup picks up to n segments not compacted yet and reserves n
+// file numbers for their rewrites. It first waits for a flush in flight:
+// that flush's manifest was copied before the reservation.
+func (w *Writer) compactGroup(n int) ([]SegmentMeta, uint64, error) {
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed != nil {
+		return nil, 0, w.failed
+	}
+	if w.segs == nil {
+		return nil, 0, ErrWriterClosed
+	}
+	if err := w.s.wait(); err != nil {
+		return nil, 0, err
+	}
+	var group []SegmentMeta
+	for _, sm := range w.s.man.Segments {
+		if !sm.Compacted && len(group) < n {
+			group = append(group, sm)
+		}
+	}
+	if len(group) == 0 {
+		return nil, 0, nil
+	}
+	// The reservation lives in memory until a manifest is written: a
+	// flush's manifest starts from this one, and a crash before any
+	// manifest leaves the reserved files unlisted, to be deleted.
+	m := *w.s.man
+	base := m.NextSeq
+	m.NextSeq += uint64(len(group))
+	w.s.man = &m
+	return group, base, nil
+}
+
+// compactSwap replaces the group's segments by their rewrites in the
+// manifest and drops their readers from the Writer's cache.
+func (w *Writer) compactSwap(group, out []SegmentMeta) error {
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed != nil {
+		return w.failed
+	}
+	if err := w.s.wait(); err != nil {
+		return err
+	}
+	m := *w.s.man
+	m.Segments = slices.Clone(w.s.man.Segments)
+	for k, sm := range group {
+		i := slices.IndexFunc(m.Segments, func(x SegmentMeta) bool { return x.Name == sm.Name })
+		if i < 0 {
+			return fmt.Errorf("compact: segment %s left the manifest", sm.Name)
+		}
+		m.Segments[i] = out[k]
+	}
+	if err := runCompactHook("written"); err != nil {
+		return err
+	}
+	if err := writeManifest(w.s.dir, &m); err != nil {
+		w.failed = w.s.fail(err)
+		return w.failed
+	}
+	w.s.man = &m
+	for _, sm := range group {
+		if p, ok := w.segs[sm.Name]; ok {
+			delete(w.segs, sm.Name)
+			// Views may still read it: close its mapping only when none
+			// holds the part any more.
+			runtime.AddCleanup(p, func(r *segment.Reader) { r.Close() }, p.r)
+		}
+	}
+	return runCompactHook("listed")
+}
+
+// compactLoop runs Compact every interval until quit closes. A failure is
+// not fatal to the Writer (the store is unchanged); it is retried at the
+// next tick, and reported through WriterOptions.OnCompact.
+func (w *Writer) compactLoop(interval time.Duration) {
+	defer close(w.compactDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-t.C:
+		}
+		// One segment at a time: appends and searches keep the other core.
+		st, err := w.Compact(ctx, CompactOptions{Workers: 1})
+		if w.opt.OnCompact != nil && (err != nil || st.Segments > 0) && ctx.Err() == nil {
+			w.opt.OnCompact(st, err)
+		}
+	}
 }

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"haystack/internal/segment"
 )
@@ -303,4 +305,164 @@ func TestCompactConcurrentReader(t *testing.T) {
 	}
 	st.Close()
 	t.Logf("%d reads during compaction", reads)
+}
+
+// TestWriterCompact compacts a Writer's segments while one appender adds
+// batches and views are taken and read: every view holds exactly the
+// first k appended entries for some k, in order, and the end state holds
+// them all, in compacted segments only.
+func TestWriterCompact(t *testing.T) {
+	dir := t.TempDir()
+	w, err := OpenWriter(dir, WriterOptions{Options: Options{HeadBytes: 6 << 10, Segment: segment.Options{BlockSize: 1 << 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for b := range 60 {
+		for i := range 20 {
+			want = append(want, fmt.Sprintf(`{s="x"}|%d|batch %d line %d`, b*20+i, b, i))
+		}
+	}
+	layout := segment.Options{BlockSize: 4 << 10, Level: 3}
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		for b := range 60 {
+			var es []LabeledEntry
+			for i := range 20 {
+				es = append(es, LabeledEntry{Labels: `{s="x"}`, Time: int64(b*20 + i), Line: fmt.Appendf(nil, "batch %d line %d", b, i)})
+			}
+			if err := w.Append(context.Background(), es); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	compacted := 0
+	checkView := func() {
+		v, err := w.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := viewLines(t, v)
+		if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) {
+			t.Fatalf("a view during compaction holds %d entries that are not the first %d appended", len(got), len(got))
+		}
+	}
+	for done := false; !done; {
+		select {
+		case <-appended:
+			done = true
+		default:
+		}
+		cs, err := w.Compact(context.Background(), CompactOptions{Segment: &layout, Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compacted += cs.Segments
+		checkView()
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := w.Compact(context.Background(), CompactOptions{Segment: &layout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted += cs.Segments
+	checkView()
+	v, _ := w.View()
+	if got := viewLines(t, v); !slices.Equal(got, want) {
+		t.Fatalf("final view: %d entries, want %d", len(got), len(want))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := readManifest(dir)
+	var names []string
+	for _, sm := range m.Segments {
+		if !sm.Compacted {
+			t.Fatalf("segment %s not compacted", sm.Name)
+		}
+		names = append(names, sm.Name)
+	}
+	slices.Sort(names)
+	if got := segFiles(t, dir); !slices.Equal(got, names) || compacted < 3 {
+		t.Fatalf("files %v, manifest %v, %d segments compacted", got, names, compacted)
+	}
+	if ps, err := Verify(dir); err != nil || len(ps) != 0 {
+		t.Fatalf("verify: %v %v", ps, err)
+	}
+}
+
+// TestWriterBackgroundCompaction: with CompactInterval the Writer
+// compacts on its own, tells OnCompact, and Close stops it.
+func TestWriterBackgroundCompaction(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var reports []CompactStats
+	w, err := OpenWriter(dir, WriterOptions{
+		Options:         Options{HeadBytes: 6 << 10, Segment: segment.Options{BlockSize: 1 << 10}},
+		CompactInterval: 5 * time.Millisecond,
+		OnCompact: func(cs CompactStats, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			reports = append(reports, cs)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []LabeledEntry
+	for i := range 500 {
+		es = append(es, LabeledEntry{Labels: `{s="y"}`, Time: int64(i), Line: fmt.Appendf(nil, "entry %d of the background test", i)})
+	}
+	if err := w.Append(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		left := 0
+		for _, sm := range w.s.man.Segments {
+			if !sm.Compacted {
+				left++
+			}
+		}
+		w.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments still not compacted after 10 s", left)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := 0
+	for _, r := range reports {
+		n += r.Segments
+	}
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("OnCompact never reported a compaction")
+	}
+	v := allEntries(t, dir)
+	if len(v) != len(es) {
+		t.Fatalf("%d entries after background compaction, want %d", len(v), len(es))
+	}
+	for i, e := range v {
+		if string(e.Line) != string(es[i].Line) || e.Time != es[i].Time {
+			t.Fatalf("entry %d: %q at %d, want %q at %d", i, e.Line, e.Time, es[i].Line, es[i].Time)
+		}
+	}
 }
