@@ -37,7 +37,10 @@
 //
 // A part that implements Skipper (a per-block skip index) is asked about
 // the required literals of each block before it is read: a block the
-// index rules out is skipped, unless context entries were asked for.
+// index rules out is skipped. With context entries (Before, After), its
+// neighbours in each stream are read as far as they may hold context (a
+// low count of their entries decides), and where blocks were skipped the
+// stream's context restarts, as grep's would after unprinted lines.
 //
 // Blocks are decoded and scanned by a bounded pool of workers (one per
 // core by default) and their results reassembled in order, so output order
@@ -196,8 +199,16 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		wg.Go(func() { e.worker(ctx) })
 	}
 
+	withContext := !e.q.Count && (e.q.Before > 0 || e.q.After > 0)
 	if !merging {
-		r := e.start(ctx, &wg, e.tasks, 2*e.workers, -1)
+		stream := int64(-1)
+		if withContext && len(e.present) == 1 {
+			// Blocks kept for context may hold other selected streams,
+			// whose entries are not this stream's context.
+			stream = int64(e.present[0])
+			e.markGaps(e.tasks, stream)
+		}
+		r := e.start(ctx, &wg, e.tasks, 2*e.workers, stream)
 		if e.q.Count {
 			return e.drain(ctx, r, onErr)
 		}
@@ -214,6 +225,9 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 				t.stream = int64(s)
 				st = append(st, t)
 			}
+		}
+		if withContext {
+			e.markGaps(st, int64(s))
 		}
 		runs = append(runs, e.start(ctx, &wg, st, window, int64(s)))
 	}
@@ -429,11 +443,14 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	if e.none {
 		return e, nil
 	}
-	// The skip index may rule a block out, unless context is wanted: a
-	// block without matches can still hold context entries.
+	// The skip index may rule a block out. With context, a block without
+	// matches can still hold context entries of its neighbours: see
+	// keepForContext.
 	req := e.required()
-	useSkip := req != nil && q.Before == 0 && q.After == 0 && !q.NoIndex
+	useSkip := req != nil && !q.NoIndex
+	withContext := !q.Count && (q.Before > 0 || q.After > 0)
 	seen := map[uint32]bool{}
+	var cands []candidate // blocks the time range and streams keep
 	for pi, p := range parts {
 		sk, _ := p.(Skipper)
 		for bi := range p.NumBlocks() {
@@ -453,17 +470,26 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				e.stats.PrunedStream++
 				continue
 			}
-			if sk != nil && useSkip && !MayMatch(req, sk, bi) {
-				e.stats.PrunedIndex++
-				continue
-			}
-			for _, s := range m.Streams {
-				if e.sel == nil || e.sel[s] {
-					seen[s] = true
-				}
-			}
-			e.tasks = append(e.tasks, task{part: pi, block: bi, stream: -1})
+			may := sk == nil || !useSkip || MayMatch(req, sk, bi)
+			cands = append(cands, candidate{part: pi, block: bi, may: may, keep: may})
 		}
+	}
+	if withContext {
+		e.keepForContext(cands)
+	}
+	for _, c := range cands {
+		if !c.keep {
+			e.stats.PrunedIndex++
+			continue
+		}
+		for _, s := range e.parts[c.part].BlockMeta(c.block).Streams {
+			// A stream is present if it may match somewhere: a block
+			// kept only for context cannot start a run of its own.
+			if (e.sel == nil || e.sel[s]) && (c.may || seen[s]) {
+				seen[s] = true
+			}
+		}
+		e.tasks = append(e.tasks, task{part: c.part, block: c.block, stream: -1, may: c.may})
 	}
 	for s := range seen {
 		e.present = append(e.present, s)
@@ -738,8 +764,126 @@ func better(a, b []query.Lit) bool {
 type task struct {
 	part, block int
 	stream      int64 // -1: every selected stream
+	may         bool  // the skip index did not rule the block out
+	gap         bool  // blocks of the run's stream were skipped right before this one
 	done        chan struct{}
 	res         result
+}
+
+// candidate is a block the time range and stream selectors keep, with the
+// skip index's answer (may) and whether it is searched (keep).
+type candidate struct {
+	part, block int
+	may, keep   bool
+}
+
+// keepForContext keeps, besides the blocks the skip index did not rule
+// out, their neighbours that may hold context entries: walking away from
+// each such block in a stream's order, blocks are kept until they hold at
+// least Before (backwards) or After (forwards) entries of that stream. A
+// block's entries of stream s are counted low, so as to keep too many
+// rather than too few: all of them when the block holds only s and lies
+// wholly in the time range, 1 when it holds s among others and lies wholly
+// in the range, else 0 (and such a block is always kept).
+func (e *exec) keepForContext(cands []candidate) {
+	byStream := map[uint32][]int{} // stream -> indexes into cands, in order
+	for i, c := range cands {
+		for _, s := range e.parts[c.part].BlockMeta(c.block).Streams {
+			if e.sel == nil || e.sel[s] {
+				byStream[s] = append(byStream[s], i)
+			}
+		}
+	}
+	low := func(i int, s uint32) int {
+		m := e.parts[cands[i].part].BlockMeta(cands[i].block)
+		if timeOK, _ := e.whole(m); !timeOK {
+			return 0
+		}
+		if len(m.Streams) == 1 {
+			return m.Entries
+		}
+		return 1
+	}
+	for i, c := range cands {
+		// A block partly outside the time range may hold no entry of a
+		// stream in range; skipping it would then be taken for a gap in
+		// that stream where there is none (see markGaps). Keep it.
+		if timeOK, _ := e.whole(e.parts[c.part].BlockMeta(c.block)); !timeOK {
+			cands[i].keep = true
+		}
+	}
+	for s, seq := range byStream {
+		for k, i := range seq {
+			if !cands[i].may {
+				continue
+			}
+			for j, n := k-1, 0; j >= 0 && n < e.q.Before; j-- {
+				cands[seq[j]].keep = true
+				n += low(seq[j], s)
+			}
+			for j, n := k+1, 0; j < len(seq) && n < e.q.After; j++ {
+				cands[seq[j]].keep = true
+				n += low(seq[j], s)
+			}
+		}
+	}
+}
+
+// markGaps sets each task's gap: whether a block of the run's stream (all
+// selected streams when stream < 0) that the time range and selectors
+// keep was left out right before it, so that its context must not reach
+// back across, nor join the entries after it into one group.
+func (e *exec) markGaps(tasks []task, stream int64) {
+	n := len(tasks)
+	if n == 0 {
+		return
+	}
+	// Walk the store's blocks in ingestion order; tasks are in iteration
+	// order, reversed for Newest.
+	fwd := func(k int) *task {
+		if e.rev {
+			return &tasks[n-1-k]
+		}
+		return &tasks[k]
+	}
+	gapBefore := make([]bool, n) // in ingestion order
+	next, skipped := 0, false
+walk:
+	for pi, p := range e.parts {
+		for bi := range p.NumBlocks() {
+			if next == n {
+				break walk
+			}
+			if t := fwd(next); t.part == pi && t.block == bi {
+				gapBefore[next] = skipped
+				skipped = false
+				next++
+				continue
+			}
+			m := p.BlockMeta(bi)
+			if m.Entries == 0 || m.MaxTime < e.q.Since || m.MinTime > e.last {
+				continue
+			}
+			for _, s := range m.Streams {
+				if (stream < 0 && (e.sel == nil || e.sel[s])) || int64(s) == stream {
+					skipped = true
+					break
+				}
+			}
+		}
+	}
+	for i := range tasks {
+		switch {
+		case !e.rev:
+			tasks[i].gap = gapBefore[i]
+		case i > 0:
+			// Going backwards, the gap before tasks[i] is the one that
+			// ingestion order has after it, before tasks[i-1].
+			tasks[i].gap = gapBefore[n-i]
+		default:
+			tasks[i].gap = false
+		}
+	}
 }
 
 type result struct {
@@ -1289,6 +1433,7 @@ type ctxState struct {
 	base          int64   // sequence number of ents[0]
 	seq           int64   // sequence number of ents[j-1]; the first entry is 1
 	lastOut       int64   // sequence number of the last delivered entry
+	floor         int64   // first sequence number after the last gap (markGaps)
 	afterLeft     int     // After context still owed
 	trailing      bool    // limit reached: only the After context is left
 	carry         []carried
@@ -1338,7 +1483,7 @@ func (r *run) advanceCtx(ctx context.Context, onErr func(error)) (bool, error) {
 		c.j++
 		c.seq++
 		if !c.trailing && c.isHit(k, r.e.rev) {
-			for x := max(c.seq-int64(c.before), c.lastOut+1, 1); x < c.seq; x++ {
+			for x := max(c.seq-int64(c.before), c.lastOut+1, c.floor, 1); x < c.seq; x++ {
 				if x >= c.base {
 					c.push(x, entryMatch(b, int(c.ents[x-c.base]), true))
 				} else {
@@ -1380,6 +1525,15 @@ func (c *ctxState) load(r *run, t *task) {
 			continue
 		}
 		c.ents = append(c.ents, int32(k))
+	}
+	if t.gap {
+		// Blocks of the stream were skipped before this one: no Before
+		// context reaches back across them, and what follows starts a
+		// new group (the skipped entries were not printed).
+		c.carry = c.carry[:0]
+		c.afterLeft = 0
+		c.seq++
+		c.floor = c.seq + 1
 	}
 	c.hits = t.res.hits
 	c.hp = 0
