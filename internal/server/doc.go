@@ -22,6 +22,7 @@
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats
 //	GET  /loki/api/v1/tail                    WebSocket live tail
+//	GET  /loki/api/v1/status/buildinfo        this binary's version, VCS revision and Go version (no auth)
 //	GET  /api/v1/search, /api/v1/hits, /api/v1/facets, /api/v1/tail   see web/API.md
 //	GET  /, /static/...                       the web UI
 //

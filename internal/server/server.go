@@ -127,6 +127,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /metrics", s.met.handler())
+	mux.HandleFunc("GET /loki/api/v1/status/buildinfo", s.lokiBuildInfo)
 
 	mux.Handle("/loki/api/v1/push", s.auth(s.handlePush("loki")))
 	mux.Handle("/api/v1/push/jsonl", s.auth(s.handlePush("jsonl")))
