@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -58,6 +59,10 @@ What to match (one of):
                      keeps every entry without them; PATTERN may be combined
                      with -v (but not with -e/-E). With -i they are all
                      case-insensitive as (?i) (Unicode folding).
+
+A search that runs longer than a second shows how many blocks it has read
+on stderr, when that is a terminal and the entries do not go to it (with
+-c, --hist, or stdout redirected).
 
 Examples:
   hay search timeout
@@ -210,6 +215,14 @@ func searchCommand(args []string) error {
 	ctx, stop := interruptContext(context.Background(), interruptDelay)
 	defer stop()
 	out := bufio.NewWriterSize(os.Stdout, 256<<10)
+	// A progress line on stderr for a long search, when it cannot mix
+	// with the entries on the terminal.
+	stopProgress := func() {}
+	if isTerminal(os.Stderr) && (*count || *hist || !isTerminal(os.Stdout)) {
+		q.Progress = new(search.Progress)
+		stopProgress = showProgress(os.Stderr, q.Progress, time.Second)
+		defer stopProgress()
+	}
 	var n int64
 	if *hist {
 		n, err = printHist(ctx, out, snap, q, *asJSON, onErr)
@@ -220,6 +233,7 @@ func searchCommand(args []string) error {
 			fmt.Fprintln(out, n)
 		}
 	}
+	stopProgress() // and erase its line, before the results reach the terminal
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
@@ -488,4 +502,41 @@ func appendEscaped(dst, line []byte) []byte {
 		i += n
 	}
 	return dst
+}
+
+// showProgress draws "hay search: N of M blocks (P%)" on w every 250 ms
+// once the search has run for delay. The returned function stops it and
+// erases the line (it may be called more than once). It runs on its own
+// goroutine, so the search never waits for the terminal.
+func showProgress(w *os.File, p *search.Progress, delay time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		drawn := false
+		for {
+			select {
+			case <-done:
+				if drawn {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			case <-t.C:
+			}
+			if d, total := p.Done.Load(), p.Total.Load(); total > 0 {
+				fmt.Fprintf(w, "\rhay search: %d of %d blocks (%d%%) ", d, total, d*100/total)
+				drawn = true
+			}
+			t.Reset(250 * time.Millisecond)
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-finished
+		})
+	}
 }

@@ -218,3 +218,29 @@ func TestContextPartialBlockNoGap(t *testing.T) {
 		t.Fatalf("want the two groups joined (22 entries, no separator before entry 80): %v", want)
 	}
 }
+
+// TestProgress: Total is the number of block tasks and Done reaches it,
+// one stream or merged streams, counting or not.
+func TestProgress(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	es := make([]entry, 2000)
+	for i := range es {
+		es[i] = entry{time: int64(i), stream: uint32(i / 7 % 3), line: fmt.Sprintf("entry %d %x", i, r.Uint64())}
+	}
+	snap := buildSmallBlocks(t, es)
+	for _, c := range []struct {
+		src   string
+		count bool
+	}{{`{s=~".+"} |= "entry"`, true}, {`{s=~".+"} |= "entry"`, false}, {`{s="1"} |= "1"`, false}} {
+		var pr Progress
+		var st Stats
+		q := Query{Plan: mustPlan(t, c.src), Labels: snap.Labels, Count: c.count, Progress: &pr, Stats: &st}
+		collectOut(t, snap, q)
+		if pr.Total.Load() == 0 || pr.Done.Load() != pr.Total.Load() {
+			t.Fatalf("%s count %v: progress %d of %d", c.src, c.count, pr.Done.Load(), pr.Total.Load())
+		}
+		if c.count && pr.Total.Load() != st.Blocks-st.PrunedTime-st.PrunedStream-st.PrunedIndex {
+			t.Fatalf("%s: total %d, stats %+v", c.src, pr.Total.Load(), st)
+		}
+	}
+}

@@ -139,6 +139,17 @@ type Query struct {
 	// Stats, when not nil, receives the block counts of the search when
 	// Run or Hist returns.
 	Stats *Stats
+	// Progress, when not nil, is updated while Run or Hist runs, for a
+	// progress display on another goroutine.
+	Progress *Progress
+}
+
+// Progress counts a running search's block tasks: Total is set once the
+// blocks to read are known (a block merged for S streams counts S times),
+// and Done counts the tasks finished. A search that stops early (limit,
+// cancellation) leaves Done below Total.
+type Progress struct {
+	Total, Done atomic.Int64
 }
 
 // Stats counts what a search did with the blocks of its parts. Every
@@ -208,6 +219,9 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 			stream = int64(e.present[0])
 			e.markGaps(e.tasks, stream)
 		}
+		if p := e.q.Progress; p != nil {
+			p.Total.Store(int64(len(e.tasks)))
+		}
 		r := e.start(ctx, &wg, e.tasks, 2*e.workers, stream)
 		if e.q.Count {
 			return e.drain(ctx, r, onErr)
@@ -228,6 +242,9 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		}
 		if withContext {
 			e.markGaps(st, int64(s))
+		}
+		if p := e.q.Progress; p != nil {
+			p.Total.Add(int64(len(st)))
 		}
 		runs = append(runs, e.start(ctx, &wg, st, window, int64(s)))
 	}
@@ -264,6 +281,9 @@ func Hist(ctx context.Context, parts []store.Part, q Query, b Buckets, onErr fun
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	if p := e.q.Progress; p != nil {
+		p.Total.Store(int64(len(e.tasks)))
+	}
 	for range min(e.workers, len(e.tasks)) {
 		wg.Go(func() { e.worker(ctx) })
 	}
@@ -904,6 +924,9 @@ func (e *exec) worker(ctx context.Context) {
 		case t := <-e.work:
 			e.do(t, &sc)
 			close(t.done)
+			if p := e.q.Progress; p != nil {
+				p.Done.Add(1)
+			}
 		}
 	}
 }
