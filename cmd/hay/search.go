@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -106,7 +107,7 @@ func searchCommand(args []string) error {
 	since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 1h for now-1h)")
 	until := fs.String("until", "", "only entries before `T` (RFC 3339 or a duration)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
-	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context)")
+	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
 	if err := parseFlags(fs, grepNumArgs(args)); err != nil {
@@ -463,10 +464,16 @@ func (p *printer) printJSON(m *search.Match) error {
 	b = append(b, lj...)
 	b = append(b, `,"line":`...)
 	// JSON text is UTF-8: invalid bytes become U+FFFD, as in every JSON
-	// encoder. Control characters are escaped, so this is safe on a
+	// encoder, so a line that is not valid UTF-8 also comes exactly as
+	// "line_base64". Control characters are escaped, so this is safe on a
 	// terminal too.
 	lb, _ := json.Marshal(string(m.Line))
 	b = append(b, lb...)
+	if !utf8.Valid(m.Line) {
+		b = append(b, `,"line_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, m.Line)
+		b = append(b, '"')
+	}
 	if m.Context {
 		b = append(b, `,"context":true`...)
 	}

@@ -185,6 +185,13 @@ func TestSearchEdges(t *testing.T) {
 	if code != 0 || !bytes.HasSuffix(got, []byte(want)) || bytes.Count(got, []byte("\n")) != 1 {
 		t.Fatalf("json: %q", got)
 	}
+	// Invalid UTF-8 in --json: U+FFFD in "line", the exact bytes in
+	// "line_base64".
+	got, code = hayInProcess(t, "search", "--data", dir, "--json", "--limit", "1", "b\xff")
+	want = `,"line":"\u0000b\ufffd\ufffd","line_base64":"AGL//g=="}` + "\n"
+	if code != 0 || !bytes.HasSuffix(got, []byte(want)) {
+		t.Fatalf("json of invalid UTF-8: %q", got)
+	}
 	// No store, bad flags.
 	if _, code := hayInProcess(t, "search", "--data", filepath.Join(dir, "nope"), "x"); code != 2 {
 		t.Fatalf("missing store: exit %d, want 2 (trouble, as grep)", code)
