@@ -26,9 +26,10 @@ func runCompact(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: hay compact [flags]")
 		fmt.Fprintln(fs.Output(), "\nFlushes what ingest left in the write-ahead log, then rewrites every segment")
-		fmt.Fprintln(fs.Output(), "not compacted before into smaller blocks with stronger compression: a needle")
-		fmt.Fprintln(fs.Output(), "the skip index finds in a few blocks then decodes about half as much, and the")
-		fmt.Fprintln(fs.Output(), "store stays about as large. Results of every search are unchanged. It costs")
+		fmt.Fprintln(fs.Output(), "not compacted before into smaller blocks with stronger compression, merging")
+		fmt.Fprintln(fs.Output(), "consecutive ones: a needle the skip index finds in a few blocks then decodes")
+		fmt.Fprintln(fs.Output(), "about half as much, every search opens fewer segments, and the store stays")
+		fmt.Fprintln(fs.Output(), "about as large. Results of every search are unchanged. It costs")
 		fmt.Fprintln(fs.Output(), "about 1.5x ingest's CPU time, once. Searches may run meanwhile; ingest and")
 		fmt.Fprintln(fs.Output(), "serve may not (one writer holds the data directory's lock). Ctrl-C stops it")
 		fmt.Fprintln(fs.Output(), "safely: what was rewritten stays rewritten. Run it again after each ingest;")
@@ -40,6 +41,7 @@ func runCompact(args []string) error {
 	workers := fs.Int("workers", 0, "segments rewritten at once (0: one per core)")
 	blockSize := fs.Int("block-size", store.CompactSegment.BlockSize, "target raw `bytes` per block (smaller: selective searches decode less, the skip index grows)")
 	level := fs.Int("level", store.CompactSegment.Level, "zstd `level`: 1 fastest, 2 default, 3 better, 4 best")
+	merge := fs.Int64("merge-bytes", store.DefaultMergeBytes, "merge consecutive segments into one of up to this many raw `bytes` (0: rewrite each alone)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,7 +57,14 @@ func runCompact(args []string) error {
 	if *level < 1 || *level > 4 {
 		return fmt.Errorf("%w: --level must be 1, 2, 3 or 4", errUsage)
 	}
+	if *merge < 0 {
+		return fmt.Errorf("%w: --merge-bytes must be 0 or more", errUsage)
+	}
 	layout := segment.Options{BlockSize: *blockSize, Level: *level}
+	mergeBytes := *merge
+	if mergeBytes == 0 {
+		mergeBytes = -1 // store.CompactOptions: negative means no merging
+	}
 	if _, err := os.Stat(*data); err != nil {
 		// Open would create an empty store there.
 		return fmt.Errorf("%w at %s", store.ErrNoStore, *data)
@@ -73,7 +82,7 @@ func runCompact(args []string) error {
 			fmt.Fprintf(os.Stderr, "\rcompact: %.0f of %.0f MB of entries (%d%%) ", float64(done)/1e6, float64(total)/1e6, done*100/max(total, 1))
 		}
 	}
-	cs, err := st.Compact(ctx, store.CompactOptions{Segment: &layout, Workers: *workers, Progress: progress})
+	cs, err := st.Compact(ctx, store.CompactOptions{Segment: &layout, MergeBytes: mergeBytes, Workers: *workers, Progress: progress})
 	if tty && cs.Segments > 0 {
 		fmt.Fprintln(os.Stderr)
 	}
@@ -81,8 +90,8 @@ func runCompact(args []string) error {
 		err = cerr
 	}
 	if cs.Segments > 0 {
-		fmt.Printf("compacted %d segments, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",
-			cs.Segments, float64(cs.RawBytes)/1e6, float64(cs.Before)/1e6, float64(cs.After)/1e6, time.Since(t0).Seconds())
+		fmt.Printf("compacted %d segments into %d, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",
+			cs.Segments, cs.Written, float64(cs.RawBytes)/1e6, float64(cs.Before)/1e6, float64(cs.After)/1e6, time.Since(t0).Seconds())
 	} else if err == nil {
 		fmt.Println("nothing to compact")
 	}

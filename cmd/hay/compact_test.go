@@ -37,12 +37,13 @@ func TestCompactKeepsResults(t *testing.T) {
 	}
 	segsBefore, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
 
-	out, code := hayInProcess(t, "compact", "--data", dir, "--block-size", "8192") // many blocks a segment
-	if code != 0 || !strings.HasPrefix(string(out), "compacted 4 segments") {
+	// Many blocks a segment; two workers merge the four segments into two.
+	out, code := hayInProcess(t, "compact", "--data", dir, "--block-size", "8192", "--workers", "2")
+	if code != 0 || !strings.HasPrefix(string(out), "compacted 4 segments into 2,") {
 		t.Fatalf("compact: exit %d, %q", code, out)
 	}
 	segsAfter, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
-	if len(segsAfter) != len(segsBefore) || segsAfter[0] == segsBefore[0] {
+	if len(segsBefore) != 4 || len(segsAfter) != 2 || segsAfter[0] == segsBefore[0] {
 		t.Fatalf("segments before %v, after %v", segsBefore, segsAfter)
 	}
 	for _, n := range needles {
@@ -78,7 +79,7 @@ func TestCompactKeepsResults(t *testing.T) {
 	if _, code := hayInProcess(t, "compact", "--data", filepath.Join(t.TempDir(), "none")); code == 0 {
 		t.Fatal("compact of a missing data directory succeeded")
 	}
-	for _, bad := range [][]string{{"--workers", "-1"}, {"--block-size", "100"}, {"--level", "5"}, {"extra"}} {
+	for _, bad := range [][]string{{"--workers", "-1"}, {"--block-size", "100"}, {"--level", "5"}, {"--merge-bytes", "-1"}, {"extra"}} {
 		if _, code := hayInProcess(t, append([]string{"compact", "--data", dir}, bad...)...); code != 2 {
 			t.Fatalf("compact %v: exit %d, want 2 (usage)", bad, code)
 		}

@@ -78,7 +78,9 @@ func TestCompact(t *testing.T) {
 	want = append(want, extra...)
 	var calls []string
 	layout := segment.Options{BlockSize: 16 << 10, Level: 3}
-	cs, err := st.Compact(context.Background(), CompactOptions{Segment: &layout, Workers: 2, Progress: func(done, total int64) {
+	// Runs of at most 20 KiB: the ~8 KiB segments merge two or three
+	// into one.
+	cs, err := st.Compact(context.Background(), CompactOptions{Segment: &layout, MergeBytes: 20 << 10, Workers: 2, Progress: func(done, total int64) {
 		calls = append(calls, fmt.Sprint(done, "/", total))
 	}})
 	if err != nil {
@@ -88,8 +90,13 @@ func TestCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ := readManifest(dir)
-	if cs.Segments != len(before.Segments)+1 || cs.Segments != len(after.Segments) {
-		t.Fatalf("rewrote %d segments; %d before (+1 flushed), %d after", cs.Segments, len(before.Segments), len(after.Segments))
+	if cs.Segments != len(before.Segments)+1 || cs.Written != len(after.Segments) || cs.Written < 2 || cs.Written*2 > cs.Segments+1 {
+		t.Fatalf("rewrote %d segments into %d; %d before (+1 flushed), %d after", cs.Segments, cs.Written, len(before.Segments), len(after.Segments))
+	}
+	for _, sm := range after.Segments {
+		if sm.RawBytes > 20<<10 {
+			t.Fatalf("merged segment %s holds %d raw bytes, over the 20 KiB bound", sm.Name, sm.RawBytes)
+		}
 	}
 	var raw, size int64
 	var names []string
@@ -148,9 +155,93 @@ func TestCompact(t *testing.T) {
 	if err != nil || cs.Segments != 0 {
 		t.Fatalf("second compact: %+v %v", cs, err)
 	}
+	// New segments after compacted ones merge among themselves only (the
+	// default bound, 256 MiB, takes them all); the compacted stay.
+	more := genEntries(rand.New(rand.NewPCG(15, 16)), 300, 0)
+	for k := range more {
+		more[k].Time += 2e15
+	}
+	for i := 0; i < len(more); i += 20 {
+		if err := st.Append(&Batch{Entries: more[i : i+20]}); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			if err := st.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want = append(want, more...)
+	mid, _ := readManifest(dir)
+	cs, err = st.Compact(context.Background(), CompactOptions{Workers: 1})
+	if err != nil || cs.Written != 1 || cs.Segments < 3 {
+		t.Fatalf("third compact: %+v %v", cs, err)
+	}
+	last, _ := readManifest(dir)
+	if len(last.Segments) != len(after.Segments)+1 || !slices.Equal(last.Segments[:len(after.Segments)], after.Segments) {
+		t.Fatalf("segments %v after the third compaction; before it %v", last.Segments, mid.Segments)
+	}
 	st.Close()
 	if got := allEntries(t, dir); !equalEntries(got, want) {
-		t.Fatal("entries changed by a second compaction")
+		t.Fatalf("after the third compaction: %d entries, want %d (or content differs)", len(got), len(want))
+	}
+	if got := segFiles(t, dir); len(got) != len(last.Segments) {
+		t.Fatalf("segment files %v, manifest %d segments", got, len(last.Segments))
+	}
+}
+
+// TestPlanAndSwapRuns: runs are consecutive uncompacted segments within
+// the bound (a bigger one alone), and a swap refuses runs that moved.
+func TestPlanAndSwapRuns(t *testing.T) {
+	seg := func(name string, raw int64, compacted bool) SegmentMeta {
+		return SegmentMeta{Name: name, RawBytes: raw, Compacted: compacted}
+	}
+	segs := []SegmentMeta{seg("a", 5, false), seg("b", 5, false), seg("c", 5, false), seg("d", 50, false),
+		seg("e", 5, true), seg("f", 3, false), seg("g", 3, false)}
+	names := func(runs [][]SegmentMeta) string {
+		var out []string
+		for _, r := range runs {
+			var n string
+			for _, sm := range r {
+				n += sm.Name
+			}
+			out = append(out, n)
+		}
+		return fmt.Sprint(out)
+	}
+	for _, c := range []struct {
+		limit int64
+		want  string
+	}{{10, "[ab c d fg]"}, {15, "[abc d fg]"}, {0, "[a b c d f g]"}, {1000, "[abcd fg]"}} {
+		if got := names(planRuns(segs, c.limit)); got != c.want {
+			t.Errorf("limit %d: runs %s, want %s", c.limit, got, c.want)
+		}
+	}
+	// The target spreads a small compaction over the workers.
+	two := CompactOptions{Workers: 2}
+	if got := names(two.plan(segs[:4], two.target(segs[:4]))); got != "[abc d]" {
+		t.Errorf("two workers: runs %s, want [abc d]", got)
+	}
+	runs := planRuns(segs, 10) // ab c d fg
+	out := []SegmentMeta{seg("AB", 10, true), seg("C", 5, true), seg("D", 50, true), seg("FG", 6, true)}
+	got, err := swapRuns(append(slices.Clone(segs), seg("h", 1, false)), runs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gn []string
+	for _, sm := range got {
+		gn = append(gn, sm.Name)
+	}
+	if fmt.Sprint(gn) != "[AB C D e FG h]" {
+		t.Fatalf("swap: %v", gn)
+	}
+	// A run whose segments are no longer consecutive, or gone.
+	moved := []SegmentMeta{segs[0], segs[2], segs[1], segs[3], segs[4], segs[5], segs[6]}
+	if _, err := swapRuns(moved, runs, out); err == nil {
+		t.Fatal("swap of a run that is no longer consecutive succeeded")
+	}
+	if _, err := swapRuns(segs[1:], runs, out); err == nil {
+		t.Fatal("swap of a run whose first segment left succeeded")
 	}
 }
 
@@ -242,8 +333,8 @@ func TestCompactDamage(t *testing.T) {
 	if after.Segments[1].Name != victim || after.Segments[1].Compacted {
 		t.Fatalf("damaged segment replaced: %+v", after.Segments[1])
 	}
-	// Segment 0 was compacted before the damage stopped the run; the
-	// damaged one and those after it are untouched.
+	// The damaged segment's run was not swapped in: its files are all
+	// still there.
 	if got := segFiles(t, dir); len(got) != len(files) || !slices.Contains(got, victim) {
 		t.Fatalf("files %v, before %v", got, files)
 	}
@@ -286,7 +377,7 @@ func TestCompactConcurrentReader(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.Compact(context.Background(), CompactOptions{Workers: 1})
+		_, err := st.Compact(context.Background(), CompactOptions{Workers: 1, MergeBytes: 16 << 10})
 		done <- err
 	}()
 	reads := 0
@@ -441,7 +532,7 @@ func TestWriterBackgroundCompaction(t *testing.T) {
 		mu.Lock()
 		reported := 0
 		for _, r := range reports {
-			reported += r.Segments
+			reported += r.Written
 		}
 		mu.Unlock()
 		if left == 0 && reported == segs {
