@@ -43,10 +43,11 @@
 // # Compaction
 //
 // Compact (hay compact) rewrites segments into CompactSegment's layout:
-// smaller blocks at a stronger zstd level, which ingest cannot afford. A
-// group of segments is written as new files, one manifest replacement
-// swaps them in (SegmentMeta.Compacted marks them), then the old files are
-// deleted. A crash leaves either the old or the new files listed, and Open
+// smaller blocks at a stronger zstd level, which ingest cannot afford,
+// merging runs of consecutive segments into one of up to MergeBytes (fewer
+// segments to open and probe per search). A group of runs is written as
+// new files, one manifest replacement swaps them in (SegmentMeta.Compacted
+// marks them), then the old files are deleted. A crash leaves either the old or the new files listed, and Open
 // deletes the unlisted ones, as after a crashed flush. Readers take no
 // lock, so one may have read the manifest before the swap and find a
 // segment deleted: OpenSnapshotRange then starts over with the new
