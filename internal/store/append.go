@@ -63,7 +63,9 @@ type Writer struct {
 	done chan struct{}
 	once sync.Once
 
-	compactDone chan struct{} // closed when compactLoop returns; nil without one
+	compactDone chan struct{}   // closed when compactLoop returns; nil without one
+	compactMu   sync.Mutex      // serialises Compact calls
+	compactSkip map[string]bool // segments Compact failed to read (guarded by compactMu)
 
 	cmu    sync.Mutex // held by a commit and by Flush: one WAL user at a time
 	mu     sync.Mutex // guards s's head, manifest and stream table, segs, failed
@@ -98,6 +100,8 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 		done: make(chan struct{}),
 		s:    s,
 		segs: map[string]*SegmentPart{},
+
+		compactSkip: map[string]bool{},
 	}
 	w.syncFn = s.Sync
 	go w.commitLoop()

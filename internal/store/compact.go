@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -143,7 +144,7 @@ func (s *Store) Compact(ctx context.Context, opt CompactOptions) (CompactStats, 
 			return st, nil
 		}
 		base := s.man.NextSeq
-		out, err := writeRuns(ctx, s.dir, opt.layout(), runs, base)
+		out, _, err := writeRuns(ctx, s.dir, opt.layout(), runs, base)
 		if err != nil {
 			return st, err
 		}
@@ -228,10 +229,11 @@ func planRuns(segs []SegmentMeta, limit int64) [][]SegmentMeta {
 }
 
 // writeRuns writes run k as segment base+k, all at once, and returns their
-// manifest entries. On failure it removes those it wrote.
-func writeRuns(ctx context.Context, dir string, opt segment.Options, runs [][]SegmentMeta, base uint64) ([]SegmentMeta, error) {
-	out := make([]SegmentMeta, len(runs))
-	errs := make([]error, len(runs))
+// manifest entries. On failure it removes those it wrote, and errs holds
+// each run's error.
+func writeRuns(ctx context.Context, dir string, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
+	out = make([]SegmentMeta, len(runs))
+	errs = make([]error, len(runs))
 	var wg sync.WaitGroup
 	for k, run := range runs {
 		wg.Go(func() {
@@ -245,9 +247,16 @@ func writeRuns(ctx context.Context, dir string, opt segment.Options, runs [][]Se
 				os.Remove(filepath.Join(dir, segDir, out[k].Name))
 			}
 		}
-		return nil, err
+		return nil, errs, err
 	}
-	return out, nil
+	return out, errs, nil
+}
+
+// removeOutputs deletes merged segments that were not swapped in.
+func removeOutputs(dir string, out []SegmentMeta) {
+	for _, sm := range out {
+		os.Remove(filepath.Join(dir, segDir, sm.Name))
+	}
 }
 
 // swapRuns returns a copy of segs with each run replaced by its output.
@@ -369,8 +378,11 @@ func copySegment(ctx context.Context, dir string, w *segment.Writer, sm SegmentM
 // swap the merged segments into the manifest; the writing runs without
 // them. It does not flush the head. Views taken before a swap keep
 // reading the old segments, whose mappings are released once no view
-// holds them.
+// holds them. Calls are serialised. A segment that could not be read is
+// left out of later calls (it stays as it is, and searches report it).
 func (w *Writer) Compact(ctx context.Context, opt CompactOptions) (CompactStats, error) {
+	w.compactMu.Lock()
+	defer w.compactMu.Unlock()
 	var st CompactStats
 	target := int64(0) // set by the first plan
 	for {
@@ -381,11 +393,24 @@ func (w *Writer) Compact(ctx context.Context, opt CompactOptions) (CompactStats,
 		if err != nil || len(runs) == 0 {
 			return st, err
 		}
-		out, err := writeRuns(ctx, w.s.dir, opt.layout(), runs, base)
+		out, errs, err := writeRuns(ctx, w.s.dir, opt.layout(), runs, base)
 		if err != nil {
+			if ctx.Err() == nil {
+				for k, e := range errs {
+					for _, sm := range runs[k] {
+						if e != nil {
+							w.compactSkip[sm.Name] = true
+						}
+					}
+				}
+			}
 			return st, err
 		}
-		if err := w.compactSwap(runs, out); err != nil {
+		swapped, err := w.compactSwap(runs, out)
+		if !swapped {
+			removeOutputs(w.s.dir, out)
+		}
+		if err != nil {
 			return st, err
 		}
 		if err := removeRuns(w.s.dir, runs); err != nil {
@@ -412,10 +437,21 @@ func (w *Writer) compactPlan(opt CompactOptions, target *int64) ([][]SegmentMeta
 	if err := w.s.wait(); err != nil {
 		return nil, 0, err
 	}
-	if *target == 0 {
-		*target = opt.target(w.s.man.Segments)
+	// Segments that failed to read before are planned as if compacted:
+	// they neither join a run nor hold the others back.
+	segs := w.s.man.Segments
+	if len(w.compactSkip) > 0 {
+		segs = slices.Clone(segs)
+		for i := range segs {
+			if w.compactSkip[segs[i].Name] {
+				segs[i].Compacted = true
+			}
+		}
 	}
-	runs := opt.plan(w.s.man.Segments, *target)
+	if *target == 0 {
+		*target = opt.target(segs)
+	}
+	runs := opt.plan(segs, *target)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}
@@ -430,29 +466,34 @@ func (w *Writer) compactPlan(opt CompactOptions, target *int64) ([][]SegmentMeta
 }
 
 // compactSwap replaces the runs by their merged segments in the manifest
-// and drops the old readers from the Writer's cache.
-func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) error {
+// and drops the old readers from the Writer's cache. swapped reports
+// whether the new manifest was written.
+func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) (swapped bool, err error) {
 	w.cmu.Lock()
 	defer w.cmu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed != nil {
-		return w.failed
+		return false, w.failed
+	}
+	if w.segs == nil {
+		return false, ErrWriterClosed
 	}
 	if err := w.s.wait(); err != nil {
-		return err
+		return false, err
 	}
 	m := *w.s.man
-	var err error
 	if m.Segments, err = swapRuns(w.s.man.Segments, runs, out); err != nil {
-		return err
+		return false, err
 	}
 	if err := runCompactHook("written"); err != nil {
-		return err
+		return false, err
 	}
 	if err := writeManifest(w.s.dir, &m); err != nil {
+		// Whether the rename happened is unknown: keep the files for the
+		// next Open to sort out, and accept nothing more.
 		w.failed = w.s.fail(err)
-		return w.failed
+		return true, w.failed
 	}
 	w.s.man = &m
 	for _, run := range runs {
@@ -460,12 +501,13 @@ func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) error {
 			if p, ok := w.segs[sm.Name]; ok {
 				delete(w.segs, sm.Name)
 				// Views may still read it: close its mapping only when
-				// none holds the part any more.
+				// none holds the part any more (SegmentPart keeps itself
+				// alive while it reads).
 				runtime.AddCleanup(p, func(r *segment.Reader) { r.Close() }, p.r)
 			}
 		}
 	}
-	return runCompactHook("listed")
+	return true, runCompactHook("listed")
 }
 
 // compactLoop runs Compact every interval until quit closes. A failure is
@@ -494,6 +536,9 @@ func (w *Writer) compactLoop(interval time.Duration) {
 		st, err := w.Compact(ctx, CompactOptions{Workers: 1})
 		if w.opt.OnCompact != nil && (err != nil || st.Segments > 0) && ctx.Err() == nil {
 			w.opt.OnCompact(st, err)
+		}
+		if w.Err() != nil {
+			return // the Writer failed: nothing more will be written
 		}
 	}
 }

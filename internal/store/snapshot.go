@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"haystack/internal/segment"
 )
@@ -62,11 +63,19 @@ func (p *SegmentPart) NumBlocks() int { return p.r.NumBlocks() }
 func (p *SegmentPart) BlockMeta(i int) segment.BlockMeta { return p.r.BlockMeta(i) }
 
 // ReadBlock decodes block i into dst.
-func (p *SegmentPart) ReadBlock(i int, dst *segment.Block) error { return p.r.ReadBlock(i, dst) }
+func (p *SegmentPart) ReadBlock(i int, dst *segment.Block) error {
+	err := p.r.ReadBlock(i, dst)
+	// A part a compaction replaced has its mapping closed by a cleanup
+	// once p is unreachable (Writer.compactSwap): not while reading it.
+	runtime.KeepAlive(p)
+	return err
+}
 
 // MayContain asks the segment's skip index whether block i may hold lit.
 func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
-	return p.r.MayContain(i, lit, fold)
+	ok := p.r.MayContain(i, lit, fold)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
 }
 
 // ErrNoStore reports a data directory that does not exist.
@@ -104,6 +113,8 @@ func OpenSnapshotRange(dir string, lo, hi int64) (*Snapshot, error) {
 		if !errors.Is(err, os.ErrNotExist) {
 			break
 		}
+		// Give a writer replacing files a moment to list its new ones.
+		time.Sleep(time.Duration(a+1) * time.Millisecond)
 	}
 	return nil, lastErr
 }

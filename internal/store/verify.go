@@ -50,11 +50,37 @@ func Verify(dir string) ([]Problem, error) {
 		ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
 		return ps, nil
 	}
+	// Compaction (hay compact, or hay serve's own) may replace segments
+	// while we check: a listed segment that is gone sends us back to the
+	// manifest for its replacement, a few times before it counts as
+	// damage.
+	done := map[string]bool{}
+	for attempt := 0; ; attempt++ {
+		gone := false
+		for _, sm := range m.Segments {
+			if done[sm.Name] {
+				continue
+			}
+			name := filepath.Join(segDir, sm.Name)
+			sps, missing := verifySegment(dir, name, sm)
+			if missing && attempt < 5 {
+				gone = true
+				continue
+			}
+			done[sm.Name] = true
+			ps = append(ps, sps...)
+		}
+		if !gone {
+			break
+		}
+		if m, err = readManifest(dir); err != nil {
+			ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
+			return ps, nil
+		}
+	}
 	live := map[string]bool{}
 	for _, sm := range m.Segments {
 		live[sm.Name] = true
-		name := filepath.Join(segDir, sm.Name)
-		ps = append(ps, verifySegment(dir, name, sm)...)
 	}
 	names, err := readDirNames(filepath.Join(dir, segDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -99,13 +125,14 @@ func Verify(dir string) ([]Problem, error) {
 	return ps, nil
 }
 
-func verifySegment(dir, name string, sm SegmentMeta) []Problem {
+// verifySegment checks one listed segment; missing reports that its file
+// does not exist.
+func verifySegment(dir, name string, sm SegmentMeta) (ps []Problem, missing bool) {
 	r, err := segment.Open(filepath.Join(dir, name))
 	if err != nil {
-		return []Problem{corruptProblem(name, err)}
+		return []Problem{corruptProblem(name, err)}, errors.Is(err, os.ErrNotExist)
 	}
 	defer r.Close()
-	var ps []Problem
 	if err := r.Verify(); err != nil {
 		// Verify joins one error per damaged block.
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -124,7 +151,7 @@ func verifySegment(dir, name string, sm SegmentMeta) []Problem {
 		ps = append(ps, Problem{File: name, Block: -1, Damage: true,
 			Err: fmt.Errorf("holds %d entries, the manifest says %d", entries, sm.Entries)})
 	}
-	return ps
+	return ps, false
 }
 
 func corruptProblem(name string, err error) Problem {
