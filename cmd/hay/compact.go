@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -65,9 +66,8 @@ func runCompact(args []string) error {
 	if mergeBytes == 0 {
 		mergeBytes = -1 // store.CompactOptions: negative means no merging
 	}
-	if _, err := os.Stat(*data); err != nil {
-		// Open would create an empty store there.
-		return fmt.Errorf("%w at %s", store.ErrNoStore, *data)
+	if err := store.CheckStore(*data); err != nil {
+		return err // Open would make a store there
 	}
 	st, err := store.Open(*data, store.Options{FsyncInterval: -1})
 	if err != nil {
@@ -88,6 +88,9 @@ func runCompact(args []string) error {
 	}
 	if cerr := st.Close(); err == nil {
 		err = cerr
+	}
+	if errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("interrupted after %d segments; they stay compacted, and running hay compact again finishes the rest", cs.Segments)
 	}
 	if cs.Segments > 0 {
 		fmt.Printf("compacted %d segments into %d, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",

@@ -79,6 +79,14 @@ func TestCompactKeepsResults(t *testing.T) {
 	if _, code := hayInProcess(t, "compact", "--data", filepath.Join(t.TempDir(), "none")); code == 0 {
 		t.Fatal("compact of a missing data directory succeeded")
 	}
+	// A directory that is not a store is left alone.
+	empty := t.TempDir()
+	if _, code := hayInProcess(t, "compact", "--data", empty); code == 0 {
+		t.Fatal("compact of a directory without a store succeeded")
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Fatalf("compact made %d entries in a directory that is not a store", len(ents))
+	}
 	for _, bad := range [][]string{{"--workers", "-1"}, {"--block-size", "100"}, {"--level", "5"}, {"--merge-bytes", "-1"}, {"extra"}} {
 		if _, code := hayInProcess(t, append([]string{"compact", "--data", dir}, bad...)...); code != 2 {
 			t.Fatalf("compact %v: exit %d, want 2 (usage)", bad, code)

@@ -44,7 +44,8 @@ const searchHelp = `Usage: hay search [flags] [--] [PATTERN]
 Prints the stored entries that match, oldest first: each stream in the order
 it was ingested, streams merged by time. Exits 0 when something matched, 1
 when nothing did, 2 on bad arguments, a bad query or a missing or damaged
-store (as grep: 2 means trouble, even when the undamaged parts matched).
+store (as grep: 2 means trouble, even when the undamaged parts matched),
+130 when Ctrl-C stopped it (what was found so far is printed).
 
 What to match (one of):
   PATTERN            a literal string, exactly as grep -F: for one ingested
@@ -79,10 +80,15 @@ Flags:
 
 func runSearch(args []string) error {
 	err := searchCommand(args)
-	if err != nil && !errors.Is(err, errUsage) && !errors.Is(err, errNoMatch) && !errors.Is(err, flag.ErrHelp) {
-		return &exitError{code: 2, err: err}
+	switch {
+	case err == nil || errors.Is(err, errUsage) || errors.Is(err, errNoMatch) || errors.Is(err, flag.ErrHelp):
+		return err
+	case errors.Is(err, context.Canceled):
+		// Ctrl-C: what was found is printed; the status is a shell's for
+		// a command SIGINT stopped, as grep's would be.
+		return &exitError{code: 130, err: errors.New("interrupted")}
 	}
-	return err
+	return &exitError{code: 2, err: err}
 }
 
 func searchCommand(args []string) error {
@@ -209,7 +215,11 @@ func searchCommand(args []string) error {
 		damaged++
 	}
 	onErr := func(err error) {
-		fmt.Fprintf(os.Stderr, "hay search: %v (skipped)\n", err)
+		eol := ""
+		if q.Progress != nil {
+			eol = "\r\033[K" // over the progress line, which redraws below
+		}
+		fmt.Fprintf(os.Stderr, "%shay search: %v (skipped)\n", eol, err)
 		damaged++
 	}
 

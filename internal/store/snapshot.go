@@ -208,8 +208,11 @@ replay:
 	return s, nil
 }
 
-// checkStore reports ErrNoStore unless dir has a manifest or a WAL
-// directory (a store that crashed before its first flush has only the WAL).
+// CheckStore reports ErrNoStore unless dir holds a store: a manifest or a
+// WAL directory (a store that crashed before its first flush has only the
+// WAL). Open would make a store in any directory.
+func CheckStore(dir string) error { return checkStore(dir) }
+
 func checkStore(dir string) error {
 	for _, name := range []string{manifestName, walDir} {
 		_, err := os.Stat(filepath.Join(dir, name))
