@@ -837,11 +837,14 @@ func (e *exec) keepForContext(cands []candidate) {
 			if !cands[i].may {
 				continue
 			}
-			for j, n := k-1, 0; j >= 0 && n < e.q.Before; j-- {
+			// A walk stops at a block that may match: it is kept, and its
+			// own walk covers what lies beyond it. So the walks cost
+			// O(blocks) per stream whatever Before and After are.
+			for j, n := k-1, 0; j >= 0 && n < e.q.Before && !cands[seq[j]].may; j-- {
 				cands[seq[j]].keep = true
 				n += low(seq[j], s)
 			}
-			for j, n := k+1, 0; j < len(seq) && n < e.q.After; j++ {
+			for j, n := k+1, 0; j < len(seq) && n < e.q.After && !cands[seq[j]].may; j++ {
 				cands[seq[j]].keep = true
 				n += low(seq[j], s)
 			}
