@@ -475,7 +475,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 		sk, _ := p.(Skipper)
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < q.Since || m.MinTime > e.last {
+			if e.outOfRange(m) {
 				e.stats.PrunedTime++
 				continue
 			}
@@ -509,7 +509,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				seen[s] = true
 			}
 		}
-		e.tasks = append(e.tasks, task{part: c.part, block: c.block, stream: -1, may: c.may})
+		e.tasks = append(e.tasks, task{part: c.part, block: c.block, stream: -1})
 	}
 	for s := range seen {
 		e.present = append(e.present, s)
@@ -784,7 +784,6 @@ func better(a, b []query.Lit) bool {
 type task struct {
 	part, block int
 	stream      int64 // -1: every selected stream
-	may         bool  // the skip index did not rule the block out
 	gap         bool  // blocks of the run's stream were skipped right before this one
 	done        chan struct{}
 	res         result
@@ -884,7 +883,7 @@ walk:
 				continue
 			}
 			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < e.q.Since || m.MinTime > e.last {
+			if e.outOfRange(m) {
 				continue
 			}
 			for _, s := range m.Streams {
@@ -987,6 +986,11 @@ func (e *exec) do(t *task, sc *scratch) {
 		return
 	}
 	t.res.blk = b
+}
+
+// outOfRange reports whether block m holds no entry in the time range.
+func (e *exec) outOfRange(m segment.BlockMeta) bool {
+	return m.Entries == 0 || m.MaxTime < e.q.Since || m.MinTime > e.last
 }
 
 // whole reports whether all of block m is in the time range (timeOK) and
