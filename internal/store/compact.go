@@ -124,58 +124,123 @@ func runCompactHook(step string) error {
 //
 // Compact must not run concurrently with the store's other methods.
 func (s *Store) Compact(ctx context.Context, opt CompactOptions) (CompactStats, error) {
-	var st CompactStats
 	if err := s.Flush(); err != nil {
-		return st, err
+		return CompactStats{}, err
 	}
-	var total, done int64
-	for _, sm := range s.man.Segments {
+	return compact(ctx, s.dir, opt, storeSteps{s})
+}
+
+// compactSteps are the parts of a compaction that depend on who owns the
+// store and how it is locked; compact runs the rest.
+type compactSteps interface {
+	// plan picks the next runs (opt.plan) and reserves a file number for
+	// each, from base on. The first call, with plan.target 0, sets the
+	// target and the total raw bytes to compact.
+	plan(opt CompactOptions, pl *compactPlan) (runs [][]SegmentMeta, base uint64, err error)
+	// swap puts each run's merged segment in its place in the manifest;
+	// swapped reports whether the manifest was written (or may have been).
+	swap(runs [][]SegmentMeta, out []SegmentMeta) (swapped bool, err error)
+	// unreadable is told of the runs whose writing failed, errs[k] for
+	// runs[k] (nil for those that did not fail).
+	unreadable(runs [][]SegmentMeta, errs []error)
+}
+
+// compactPlan is what a compaction fixes when it starts.
+type compactPlan struct {
+	target int64 // opt.target of the segments at the start
+	total  int64 // their raw bytes not compacted yet
+}
+
+func (pl *compactPlan) start(opt CompactOptions, segs []SegmentMeta) {
+	if pl.target != 0 {
+		return
+	}
+	pl.target = opt.target(segs)
+	for _, sm := range segs {
 		if !sm.Compacted {
-			total += sm.RawBytes
+			pl.total += sm.RawBytes
 		}
 	}
-	target := opt.target(s.man.Segments)
+}
+
+// compact plans, writes and swaps in runs until none is left: the loop of
+// Store.Compact and Writer.Compact.
+func compact(ctx context.Context, dir string, opt CompactOptions, steps compactSteps) (CompactStats, error) {
+	var st CompactStats
+	var pl compactPlan
 	for {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		runs := opt.plan(s.man.Segments, target)
-		if len(runs) == 0 {
-			return st, nil
+		runs, base, err := steps.plan(opt, &pl)
+		if err != nil || len(runs) == 0 {
+			return st, err
 		}
-		base := s.man.NextSeq
-		out, _, err := writeRuns(ctx, s.dir, opt.layout(), runs, base)
+		out, errs, err := writeRuns(ctx, dir, opt.layout(), runs, base)
+		if err != nil {
+			if ctx.Err() == nil {
+				steps.unreadable(runs, errs)
+			}
+			return st, err
+		}
+		swapped, err := steps.swap(runs, out)
+		if !swapped {
+			removeOutputs(dir, out)
+		}
 		if err != nil {
 			return st, err
 		}
-		if err := runCompactHook("written"); err != nil {
-			return st, err
-		}
-		m := *s.man
-		if m.Segments, err = swapRuns(s.man.Segments, runs, out); err != nil {
-			return st, err
-		}
-		m.NextSeq = base + uint64(len(runs))
-		if err := writeManifest(s.dir, &m); err != nil {
-			return st, s.fail(err)
-		}
-		s.man = &m
-		if err := runCompactHook("listed"); err != nil {
-			return st, err
-		}
-		if err := removeRuns(s.dir, runs); err != nil {
+		if err := removeRuns(dir, runs); err != nil {
 			return st, err
 		}
 		st.add(runs, out)
-		for _, run := range runs {
-			for _, sm := range run {
-				done += sm.RawBytes
-			}
-		}
 		if opt.Progress != nil {
-			opt.Progress(done, total)
+			opt.Progress(st.RawBytes, pl.total)
 		}
 	}
+}
+
+// storeSteps compacts a Store that nothing else uses meanwhile.
+type storeSteps struct{ s *Store }
+
+func (c storeSteps) plan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
+	pl.start(opt, c.s.man.Segments)
+	runs := opt.plan(c.s.man.Segments, pl.target)
+	if len(runs) == 0 {
+		return nil, 0, nil
+	}
+	// Reserved in memory; written with the swap's manifest.
+	m := *c.s.man
+	base := m.NextSeq
+	m.NextSeq += uint64(len(runs))
+	c.s.man = &m
+	return runs, base, nil
+}
+
+func (c storeSteps) swap(runs [][]SegmentMeta, out []SegmentMeta) (bool, error) {
+	return swapManifest(c.s, runs, out)
+}
+
+// unreadable: a Store compaction stops at the first failure.
+func (storeSteps) unreadable([][]SegmentMeta, []error) {}
+
+// swapManifest writes the manifest with the runs replaced by out.
+// swapped reports whether it was written (or may have been: a failed
+// write makes the store refuse further work, and the next Open sorts the
+// files out).
+func swapManifest(s *Store, runs [][]SegmentMeta, out []SegmentMeta) (swapped bool, err error) {
+	m := *s.man
+	if m.Segments, err = swapRuns(s.man.Segments, runs, out); err != nil {
+		return false, err
+	}
+	if err := runCompactHook("written"); err != nil {
+		return false, err
+	}
+	if err := writeManifest(s.dir, &m); err != nil {
+		return true, s.fail(err)
+	}
+	s.man = &m
+	return true, runCompactHook("listed")
 }
 
 // target bounds the runs of a Compact call that starts with segs below
@@ -383,47 +448,34 @@ func copySegment(ctx context.Context, dir string, w *segment.Writer, sm SegmentM
 func (w *Writer) Compact(ctx context.Context, opt CompactOptions) (CompactStats, error) {
 	w.compactMu.Lock()
 	defer w.compactMu.Unlock()
-	var st CompactStats
-	target := int64(0) // set by the first plan
-	for {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		runs, base, err := w.compactPlan(opt, &target)
-		if err != nil || len(runs) == 0 {
-			return st, err
-		}
-		out, errs, err := writeRuns(ctx, w.s.dir, opt.layout(), runs, base)
+	return compact(ctx, w.s.dir, opt, writerSteps{w})
+}
+
+// writerSteps compacts a Writer's store under its locks.
+type writerSteps struct{ w *Writer }
+
+func (c writerSteps) plan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
+	return c.w.compactPlan(opt, pl)
+}
+
+func (c writerSteps) swap(runs [][]SegmentMeta, out []SegmentMeta) (bool, error) {
+	return c.w.compactSwap(runs, out)
+}
+
+func (c writerSteps) unreadable(runs [][]SegmentMeta, errs []error) {
+	for k, err := range errs {
 		if err != nil {
-			if ctx.Err() == nil {
-				for k, e := range errs {
-					for _, sm := range runs[k] {
-						if e != nil {
-							w.compactSkip[sm.Name] = true
-						}
-					}
-				}
+			for _, sm := range runs[k] {
+				c.w.compactSkip[sm.Name] = true
 			}
-			return st, err
 		}
-		swapped, err := w.compactSwap(runs, out)
-		if !swapped {
-			removeOutputs(w.s.dir, out)
-		}
-		if err != nil {
-			return st, err
-		}
-		if err := removeRuns(w.s.dir, runs); err != nil {
-			return st, err
-		}
-		st.add(runs, out)
 	}
 }
 
 // compactPlan picks up to opt.Workers runs of segments not compacted yet
 // and reserves a file number for each. It first waits for a flush in
 // flight: that flush's manifest was copied before the reservation.
-func (w *Writer) compactPlan(opt CompactOptions, target *int64) ([][]SegmentMeta, uint64, error) {
+func (w *Writer) compactPlan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
 	w.cmu.Lock()
 	defer w.cmu.Unlock()
 	w.mu.Lock()
@@ -448,10 +500,8 @@ func (w *Writer) compactPlan(opt CompactOptions, target *int64) ([][]SegmentMeta
 			}
 		}
 	}
-	if *target == 0 {
-		*target = opt.target(segs)
-	}
-	runs := opt.plan(segs, *target)
+	pl.start(opt, segs)
+	runs := opt.plan(segs, pl.target)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}
@@ -482,20 +532,13 @@ func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) (swapped b
 	if err := w.s.wait(); err != nil {
 		return false, err
 	}
-	m := *w.s.man
-	if m.Segments, err = swapRuns(w.s.man.Segments, runs, out); err != nil {
-		return false, err
+	swapped, err = swapManifest(w.s, runs, out)
+	if swapped && err != nil && w.s.err != nil {
+		w.failed = w.s.err // the manifest write failed: accept nothing more
 	}
-	if err := runCompactHook("written"); err != nil {
-		return false, err
+	if !swapped || w.failed != nil {
+		return swapped, err
 	}
-	if err := writeManifest(w.s.dir, &m); err != nil {
-		// Whether the rename happened is unknown: keep the files for the
-		// next Open to sort out, and accept nothing more.
-		w.failed = w.s.fail(err)
-		return true, w.failed
-	}
-	w.s.man = &m
 	for _, run := range runs {
 		for _, sm := range run {
 			if p, ok := w.segs[sm.Name]; ok {
@@ -507,7 +550,7 @@ func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) (swapped b
 			}
 		}
 	}
-	return true, runCompactHook("listed")
+	return true, err
 }
 
 // compactLoop runs Compact every interval until quit closes. A failure is
