@@ -137,6 +137,13 @@ const AutoMinRatio = 4
 // ingestion down.
 const autoTryLZ4 = 5
 
+// autoTryLZ4Better is autoTryLZ4 for zstd's better and best levels (3, 4:
+// hay compact), which shrink log text further: on 1M generated lines in
+// 512 KiB blocks LZ4 stores 2.70x where the better level stores 5.01x,
+// 0.54 of it, so LZ4 can reach AutoMinRatio only from ~7.5x. Trying it
+// below that cost compaction 9% of its CPU for nothing.
+const autoTryLZ4Better = 7.5
+
 func newCompressor(c Codec, level int) (*compressor, error) {
 	cp := &compressor{codec: c, level: level}
 	switch c {
@@ -166,7 +173,11 @@ func (cp *compressor) compressBlock(dst, data []byte) ([]byte, Codec, error) {
 		return cp.compressAs(dst, data, cp.codec)
 	}
 	out, c, err := cp.compressAs(dst, data, CodecZstd)
-	if err != nil || c != CodecZstd || (len(out)-len(dst))*autoTryLZ4 > len(data) {
+	try := float64(autoTryLZ4)
+	if cp.level >= 3 {
+		try = autoTryLZ4Better
+	}
+	if err != nil || c != CodecZstd || float64(len(out)-len(dst))*try > float64(len(data)) {
 		return out, c, err
 	}
 	// zstd output is out[len(dst):]; LZ4's goes after it.
