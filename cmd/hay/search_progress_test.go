@@ -21,9 +21,22 @@ func TestShowProgress(t *testing.T) {
 	p.Total.Store(40)
 	p.Done.Store(10)
 	stop := showProgress(f, &p, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
+	// Wait for each state to be drawn (redraws come every 250 ms).
+	waitFor := func(text string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if out, _ := os.ReadFile(f.Name()); strings.Contains(string(out), text) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q drawn after 10 s", text)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("10 of 40 blocks (25%)")
 	p.Done.Store(30)
-	time.Sleep(400 * time.Millisecond)
+	waitFor("30 of 40 blocks (75%)")
 	stop()
 	stop()
 	out, _ := os.ReadFile(f.Name())
