@@ -558,16 +558,16 @@ func TestWriterBackgroundCompaction(t *testing.T) {
 	}
 }
 
-// TestVerifyDuringCompaction: hay verify on a store whose segments a
-// compaction replaces meanwhile reports no damage (it follows the
-// manifest to the replacements).
-func TestVerifyDuringCompaction(t *testing.T) {
-	dir := t.TempDir()
+// writerWithSegments opens a Writer on dir with a tiny head and small
+// blocks and commits batches of 10 entries through it, flushed: a store
+// of many segments.
+func writerWithSegments(t *testing.T, dir string, batches int) *Writer {
+	t.Helper()
 	w, err := OpenWriter(dir, WriterOptions{Options: Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 1 << 10}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for b := range 200 {
+	for b := range batches {
 		var es []LabeledEntry
 		for i := range 10 {
 			es = append(es, LabeledEntry{Labels: `{s="x"}`, Time: int64(b*10 + i), Line: fmt.Appendf(nil, "batch %d line %d padding padding padding", b, i)})
@@ -579,6 +579,15 @@ func TestVerifyDuringCompaction(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// TestVerifyDuringCompaction: hay verify on a store whose segments a
+// compaction replaces meanwhile reports no damage (it follows the
+// manifest to the replacements).
+func TestVerifyDuringCompaction(t *testing.T) {
+	dir := t.TempDir()
+	w := writerWithSegments(t, dir, 200)
 	done := make(chan error, 1)
 	go func() {
 		// One segment per swap: as many replacements as possible.
@@ -613,22 +622,7 @@ func TestVerifyDuringCompaction(t *testing.T) {
 // rest; searches still read everything else.
 func TestWriterCompactSkipsUnreadable(t *testing.T) {
 	dir := t.TempDir()
-	w, err := OpenWriter(dir, WriterOptions{Options: Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 1 << 10}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for b := range 40 {
-		var es []LabeledEntry
-		for i := range 10 {
-			es = append(es, LabeledEntry{Labels: `{s="x"}`, Time: int64(b*10 + i), Line: fmt.Appendf(nil, "batch %d line %d padding padding padding", b, i)})
-		}
-		if err := w.Append(context.Background(), es); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	w := writerWithSegments(t, dir, 40)
 	w.mu.Lock()
 	segs := slices.Clone(w.s.man.Segments)
 	w.mu.Unlock()
