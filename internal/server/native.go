@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"haystack/internal/ingest"
 	"haystack/internal/search"
@@ -23,15 +25,23 @@ type nativeLine struct {
 	Time   string            `json:"time"`
 	Labels map[string]string `json:"labels"`
 	Line   string            `json:"line"`
+	// LineBase64 carries the exact bytes of a line that is not valid
+	// UTF-8 (Line then has U+FFFD for each bad byte), as std base64;
+	// []byte fields are encoded so by encoding/json.
+	LineBase64 []byte `json:"line_base64,omitempty"`
 }
 
 func nativeEntry(t int64, labels string, line []byte) nativeLine {
-	return nativeLine{
+	e := nativeLine{
 		TS:     strconv.FormatInt(t, 10),
 		Time:   time.Unix(0, t).UTC().Format(time.RFC3339Nano),
 		Labels: labelMap(labels),
 		Line:   string(line),
 	}
+	if !utf8.Valid(line) {
+		e.LineBase64 = bytes.Clone(line)
+	}
+	return e
 }
 
 // nativeSelection reads q, fold, start and end (both inclusive; absent
