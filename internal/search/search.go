@@ -491,6 +491,12 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				continue
 			}
 			may := sk == nil || !useSkip || MayMatch(req, sk, bi)
+			if !may && !withContext {
+				// Only context could keep it: skip it now, so that a
+				// search the index answers lists no block at all.
+				e.stats.PrunedIndex++
+				continue
+			}
 			cands = append(cands, candidate{part: pi, block: bi, may: may, keep: may})
 		}
 	}
