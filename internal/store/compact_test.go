@@ -365,6 +365,28 @@ func TestCompactCancel(t *testing.T) {
 	}
 }
 
+// whileCompacting runs compact on its own goroutine and check(i) over and
+// over until it has returned (at least once after), failing on its error.
+// It returns how many checks ran.
+func whileCompacting(t *testing.T, compact func() error, check func(i int)) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- compact() }()
+	i := 0
+	for finished := false; !finished; i++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		check(i)
+	}
+	return i
+}
+
 // TestCompactConcurrentReader reads the store over and over while Compact
 // replaces its segments one by one: a reader that finds a segment gone
 // re-reads the manifest, so every read sees every entry once and nothing
@@ -376,25 +398,14 @@ func TestCompactConcurrentReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
+	reads := whileCompacting(t, func() error {
 		_, err := st.Compact(context.Background(), CompactOptions{Workers: 1, MergeBytes: 16 << 10})
-		done <- err
-	}()
-	reads := 0
-	for finished := false; !finished; reads++ {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		default:
-		}
+		return err
+	}, func(i int) {
 		if got := allEntries(t, dir); !equalEntries(got, want) {
-			t.Fatalf("read %d during compaction: %d entries, want %d", reads, len(got), len(want))
+			t.Fatalf("read %d during compaction: %d entries, want %d", i, len(got), len(want))
 		}
-	}
+	})
 	st.Close()
 	t.Logf("%d reads during compaction", reads)
 }
@@ -588,32 +599,21 @@ func writerWithSegments(t *testing.T, dir string, batches int) *Writer {
 func TestVerifyDuringCompaction(t *testing.T) {
 	dir := t.TempDir()
 	w := writerWithSegments(t, dir, 200)
-	done := make(chan error, 1)
-	go func() {
-		// One segment per swap: as many replacements as possible.
+	// One segment per swap: as many replacements as possible.
+	whileCompacting(t, func() error {
 		_, err := w.Compact(context.Background(), CompactOptions{Workers: 1, MergeBytes: -1})
-		done <- err
-	}()
-	runs := 0
-	for finished := false; !finished; runs++ {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		default:
-		}
+		return err
+	}, func(i int) {
 		ps, err := Verify(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range ps {
 			if p.Damage {
-				t.Fatalf("verify run %d during compaction of an intact store: %s", runs, p)
+				t.Fatalf("verify run %d during compaction of an intact store: %s", i, p)
 			}
 		}
-	}
+	})
 	w.Close()
 }
 
