@@ -34,7 +34,8 @@ func runCompact(args []string) error {
 		fmt.Fprintln(fs.Output(), "about 1.5x ingest's CPU time, once. Searches may run meanwhile; ingest and")
 		fmt.Fprintln(fs.Output(), "serve may not (one writer holds the data directory's lock). Ctrl-C stops it")
 		fmt.Fprintln(fs.Output(), "safely: what was rewritten stays rewritten. Run it again after each ingest;")
-		fmt.Fprintln(fs.Output(), "it skips what it compacted before.")
+		fmt.Fprintln(fs.Output(), "it skips what it compacted before, except small segments it left: once")
+		fmt.Fprintln(fs.Output(), "consecutive ones add up to half of --merge-bytes they are merged into one.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -109,9 +108,11 @@ func runCompactHook(step string) error {
 // Compact flushes the head, then rewrites every segment it has not
 // rewritten before into the CompactSegment layout, merging runs of
 // consecutive such segments (ingestion order) into one of up to
-// MergeBytes: same entries, same order, same streams and times. Searches
-// give the same results before and after, only faster for selective
-// needles.
+// MergeBytes: same entries, same order, same streams and times. Then it
+// merges runs of small compacted segments, left by earlier calls that
+// found little to compact, once they add up to half of MergeBytes (see
+// planMerges). Searches give the same results before and after, only
+// faster for selective needles.
 //
 // Up to Workers runs at a time are written as new files (temp, fsync,
 // rename), then one manifest replacement swaps them in, then the old
@@ -148,16 +149,16 @@ type compactSteps interface {
 // compactPlan is what a compaction fixes when it starts.
 type compactPlan struct {
 	target int64 // opt.target of the segments at the start
-	total  int64 // their raw bytes not compacted yet
+	total  int64 // their raw bytes not compacted yet, then also of merges planned
 }
 
-func (pl *compactPlan) start(opt CompactOptions, segs []SegmentMeta) {
+func (pl *compactPlan) start(opt CompactOptions, segs []SegmentMeta, skip map[string]bool) {
 	if pl.target != 0 {
 		return
 	}
-	pl.target = opt.target(segs)
+	pl.target = opt.target(segs, skip)
 	for _, sm := range segs {
-		if !sm.Compacted {
+		if !sm.Compacted && !skip[sm.Name] {
 			pl.total += sm.RawBytes
 		}
 	}
@@ -176,6 +177,14 @@ func compact(ctx context.Context, dir string, opt CompactOptions, steps compactS
 		if err != nil || len(runs) == 0 {
 			return st, err
 		}
+		// Merges of compacted segments were not in the total at the start.
+		var planned int64
+		for _, run := range runs {
+			for _, sm := range run {
+				planned += sm.RawBytes
+			}
+		}
+		pl.total = max(pl.total, st.RawBytes+planned)
 		out, errs, err := writeRuns(ctx, dir, opt.layout(), runs, base)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -204,8 +213,8 @@ func compact(ctx context.Context, dir string, opt CompactOptions, steps compactS
 type storeSteps struct{ s *Store }
 
 func (c storeSteps) plan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
-	pl.start(opt, c.s.man.Segments)
-	runs := opt.plan(c.s.man.Segments, pl.target)
+	pl.start(opt, c.s.man.Segments, nil)
+	runs := opt.plan(c.s.man.Segments, pl.target, nil)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}
@@ -248,10 +257,10 @@ func swapManifest(s *Store, runs [][]SegmentMeta, out []SegmentMeta) (swapped bo
 // every worker (a run is written on one core): the bytes to compact over
 // Workers, plus half the largest segment, so that segments of equal size
 // split into Workers runs rather than one more.
-func (o CompactOptions) target(segs []SegmentMeta) int64 {
+func (o CompactOptions) target(segs []SegmentMeta, skip map[string]bool) int64 {
 	var left, largest int64
 	for _, sm := range segs {
-		if !sm.Compacted {
+		if !sm.Compacted && !skip[sm.Name] {
 			left += sm.RawBytes
 			largest = max(largest, sm.RawBytes)
 		}
@@ -260,16 +269,22 @@ func (o CompactOptions) target(segs []SegmentMeta) int64 {
 	return max(min(o.merge(), (left+w-1)/w+largest/2), 1)
 }
 
-// plan returns the runs to write next: up to Workers of planRuns.
-func (o CompactOptions) plan(segs []SegmentMeta, target int64) [][]SegmentMeta {
-	runs := planRuns(segs, min(o.merge(), target))
+// plan returns the runs to write next, up to Workers of them: runs of
+// the segments not compacted yet (planRuns), and once there are none,
+// runs of small compacted segments to merge again (planMerges). Segments
+// named in skip (they could not be read) join no run.
+func (o CompactOptions) plan(segs []SegmentMeta, target int64, skip map[string]bool) [][]SegmentMeta {
+	runs := planRuns(segs, min(o.merge(), target), skip)
+	if len(runs) == 0 {
+		runs = planMerges(segs, o.merge(), skip)
+	}
 	return runs[:min(o.workers(), len(runs))]
 }
 
 // planRuns groups the segments not compacted yet into runs to merge: each
 // run is consecutive in segs and holds at most limit raw bytes unless it
 // is a single segment (limit 0: every run is one segment).
-func planRuns(segs []SegmentMeta, limit int64) [][]SegmentMeta {
+func planRuns(segs []SegmentMeta, limit int64, skip map[string]bool) [][]SegmentMeta {
 	var runs [][]SegmentMeta
 	var cur []SegmentMeta
 	var raw int64
@@ -279,11 +294,52 @@ func planRuns(segs []SegmentMeta, limit int64) [][]SegmentMeta {
 		}
 	}
 	for _, sm := range segs {
-		if sm.Compacted {
+		if sm.Compacted || skip[sm.Name] {
 			end()
 			continue
 		}
 		if len(cur) > 0 && raw+sm.RawBytes > limit {
+			end()
+		}
+		cur = append(cur, sm)
+		raw += sm.RawBytes
+	}
+	end()
+	return runs
+}
+
+// planMerges groups small compacted segments into runs to merge again, so
+// that a store compacted a little at a time does not keep a segment per
+// compaction. Under hay serve each compaction usually finds one new
+// segment of ingest's 32 MiB head and rewrites it alone, and every search
+// pays for each segment it opens (see DefaultMergeBytes).
+//
+// A compacted segment is small below limit/4. A run is consecutive small
+// segments of at most limit raw bytes, and is merged only once it holds
+// at least limit/2: so a merged segment is never small again, and each
+// entry is rewritten at most twice in all (its first compaction, then
+// one merge) instead of each time a neighbour arrives. Until then the
+// small segments wait: fewer than limit/2 of them at a time between two
+// larger ones. limit 0 merges nothing.
+func planMerges(segs []SegmentMeta, limit int64, skip map[string]bool) [][]SegmentMeta {
+	if limit <= 0 {
+		return nil
+	}
+	var runs [][]SegmentMeta
+	var cur []SegmentMeta
+	var raw int64
+	end := func() {
+		if len(cur) >= 2 && raw >= limit/2 {
+			runs = append(runs, cur)
+		}
+		cur, raw = nil, 0
+	}
+	for _, sm := range segs {
+		if !sm.Compacted || skip[sm.Name] || sm.RawBytes >= limit/4 {
+			end()
+			continue
+		}
+		if raw+sm.RawBytes > limit {
 			end()
 		}
 		cur = append(cur, sm)
@@ -472,8 +528,8 @@ func (c writerSteps) unreadable(runs [][]SegmentMeta, errs []error) {
 	}
 }
 
-// compactPlan picks up to opt.Workers runs of segments not compacted yet
-// and reserves a file number for each. It first waits for a flush in
+// compactPlan picks up to opt.Workers runs (CompactOptions.plan) and
+// reserves a file number for each. It first waits for a flush in
 // flight: that flush's manifest was copied before the reservation.
 func (w *Writer) compactPlan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
 	w.cmu.Lock()
@@ -489,19 +545,11 @@ func (w *Writer) compactPlan(opt CompactOptions, pl *compactPlan) ([][]SegmentMe
 	if err := w.s.wait(); err != nil {
 		return nil, 0, err
 	}
-	// Segments that failed to read before are planned as if compacted:
-	// they neither join a run nor hold the others back.
+	// Segments that failed to read before join no run: they stay as they
+	// are, between the runs before and after them.
 	segs := w.s.man.Segments
-	if len(w.compactSkip) > 0 {
-		segs = slices.Clone(segs)
-		for i := range segs {
-			if w.compactSkip[segs[i].Name] {
-				segs[i].Compacted = true
-			}
-		}
-	}
-	pl.start(opt, segs)
-	runs := opt.plan(segs, pl.target)
+	pl.start(opt, segs, w.compactSkip)
+	runs := opt.plan(segs, pl.target, w.compactSkip)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}

@@ -214,16 +214,16 @@ func TestPlanAndSwapRuns(t *testing.T) {
 		limit int64
 		want  string
 	}{{10, "[ab c d fg]"}, {15, "[abc d fg]"}, {0, "[a b c d f g]"}, {1000, "[abcd fg]"}} {
-		if got := names(planRuns(segs, c.limit)); got != c.want {
+		if got := names(planRuns(segs, c.limit, nil)); got != c.want {
 			t.Errorf("limit %d: runs %s, want %s", c.limit, got, c.want)
 		}
 	}
 	// The target spreads a small compaction over the workers.
 	two := CompactOptions{Workers: 2}
-	if got := names(two.plan(segs[:4], two.target(segs[:4]))); got != "[abc d]" {
+	if got := names(two.plan(segs[:4], two.target(segs[:4], nil), nil)); got != "[abc d]" {
 		t.Errorf("two workers: runs %s, want [abc d]", got)
 	}
-	runs := planRuns(segs, 10) // ab c d fg
+	runs := planRuns(segs, 10, nil) // ab c d fg
 	out := []SegmentMeta{seg("AB", 10, true), seg("C", 5, true), seg("D", 50, true), seg("FG", 6, true)}
 	got, err := swapRuns(append(slices.Clone(segs), seg("h", 1, false)), runs, out)
 	if err != nil {
@@ -244,6 +244,145 @@ func TestPlanAndSwapRuns(t *testing.T) {
 	if _, err := swapRuns(segs[1:], runs, out); err == nil {
 		t.Fatal("swap of a run whose first segment left succeeded")
 	}
+}
+
+// TestPlanMerges: small compacted segments are merged again once a run
+// of them reaches half the limit, and nothing else is.
+func TestPlanMerges(t *testing.T) {
+	seg := func(name string, raw int64, compacted bool) SegmentMeta {
+		return SegmentMeta{Name: name, RawBytes: raw, Compacted: compacted}
+	}
+	names := func(runs [][]SegmentMeta) string {
+		var out []string
+		for _, r := range runs {
+			var n string
+			for _, sm := range r {
+				n += sm.Name
+			}
+			out = append(out, n)
+		}
+		return fmt.Sprint(out)
+	}
+	// limit 100: small is below 25, a run is merged from 50 up to 100.
+	for _, c := range []struct {
+		segs []SegmentMeta
+		skip string
+		want string
+	}{
+		{[]SegmentMeta{seg("a", 20, true), seg("b", 20, true), seg("c", 10, true)}, "", "[abc]"},                                                              // exactly 50
+		{[]SegmentMeta{seg("a", 20, true), seg("b", 20, true), seg("c", 9, true)}, "", "[]"},                                                                  // 49: waits
+		{[]SegmentMeta{seg("a", 24, true), seg("b", 25, true), seg("c", 24, true)}, "", "[]"},                                                                 // 25 is not small
+		{[]SegmentMeta{seg("a", 20, true), seg("b", 20, false), seg("c", 20, true)}, "", "[]"},                                                                // not compacted: a barrier
+		{[]SegmentMeta{seg("a", 20, true), seg("b", 20, true), seg("c", 20, true)}, "b", "[]"},                                                                // unreadable: a barrier
+		{[]SegmentMeta{seg("a", 50, true)}, "", "[]"},                                                                                                         // one segment alone is never rewritten
+		{[]SegmentMeta{seg("a", 24, true), seg("b", 24, true), seg("c", 24, true), seg("d", 24, true), seg("e", 24, true), seg("f", 24, true)}, "", "[abcd]"}, // 96; ef (48) waits
+		{[]SegmentMeta{seg("a", 24, true), seg("b", 24, true), seg("c", 24, true), seg("d", 24, true), seg("e", 24, true), seg("f", 24, true), seg("g", 3, true)}, "", "[abcd efg]"},
+		{[]SegmentMeta{seg("a", 10, true), seg("b", 30, true), seg("c", 20, true), seg("d", 20, true), seg("e", 20, true)}, "", "[cde]"},
+	} {
+		skip := map[string]bool{c.skip: c.skip != ""}
+		if got := names(planMerges(c.segs, 100, skip)); got != c.want {
+			t.Errorf("%v skip %q: runs %s, want %s", c.segs, c.skip, got, c.want)
+		}
+	}
+	if got := planMerges([]SegmentMeta{seg("a", 1, true), seg("b", 1, true)}, 0, nil); len(got) != 0 {
+		t.Errorf("limit 0 merged %v", got)
+	}
+	// plan: segments not compacted yet come first, then merges, up to
+	// Workers runs.
+	segs := []SegmentMeta{seg("a", 20, true), seg("b", 20, true), seg("c", 20, true), seg("d", 20, false), seg("e", 20, true), seg("f", 20, true), seg("g", 20, true)}
+	one := CompactOptions{Workers: 1, MergeBytes: 100}
+	if got := names(one.plan(segs, 100, nil)); got != "[d]" {
+		t.Errorf("plan with a segment not compacted: %s, want [d]", got)
+	}
+	segs[3].Compacted = true
+	if got := names(one.plan(segs, 100, nil)); got != "[abcde]" {
+		t.Errorf("plan after it: %s, want [abcde]", got)
+	}
+	if got := names(CompactOptions{Workers: 1, MergeBytes: -1}.plan(segs, 100, nil)); got != "[]" {
+		t.Errorf("plan without merging: %s, want []", got)
+	}
+}
+
+// TestWriterCompactMergesSmall compacts after every flush, as hay serve
+// does when it is fed slowly: each compaction finds one new segment. The
+// small compacted segments must be merged again, each entry rewritten at
+// most twice, and no entry lost, duplicated or moved.
+func TestWriterCompactMergesSmall(t *testing.T) {
+	dir := t.TempDir()
+	w, err := OpenWriter(dir, WriterOptions{Options: Options{HeadBytes: 2 << 10, Segment: segment.Options{BlockSize: 1 << 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 16 << 10
+	opt := CompactOptions{Workers: 1, MergeBytes: limit, Segment: &segment.Options{BlockSize: 2 << 10, Level: 3}}
+	var want []string
+	var raw, rewritten int64
+	for b := range 120 {
+		var es []LabeledEntry
+		for i := range 8 + b%5 {
+			line := fmt.Sprintf("batch %d line %d %s", b, i, strings.Repeat("x", (b*7+i*13)%40))
+			es = append(es, LabeledEntry{Labels: `{s="x"}`, Time: int64(len(want)), Line: []byte(line)})
+			want = append(want, `{s="x"}|`+fmt.Sprint(len(want))+"|"+line)
+			raw += int64(len(line))
+		}
+		if err := w.Append(context.Background(), es); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := w.Compact(context.Background(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewritten += cs.RawBytes
+	}
+	v, err := w.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := viewLines(t, v); !slices.Equal(got, want) {
+		t.Fatalf("after the merges: %d entries, want %d, or not in order", len(got), len(want))
+	}
+	w.mu.Lock()
+	segs := slices.Clone(w.s.man.Segments)
+	w.mu.Unlock()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Every stretch of small segments left is one still waiting: under
+	// half the limit. Without merging there would be one per flush.
+	var small, merged int64
+	var names []string
+	for _, sm := range segs {
+		names = append(names, sm.Name)
+		if !sm.Compacted {
+			t.Fatalf("segment %s not compacted", sm.Name)
+		}
+		if sm.RawBytes >= limit/4 {
+			merged++
+			if small >= limit/2 {
+				t.Fatalf("small segments of %d bytes left unmerged before %s", small, sm.Name)
+			}
+			small = 0
+			continue
+		}
+		small += sm.RawBytes
+	}
+	if small >= limit/2 || merged == 0 || len(segs) > int(raw/(limit/2))+8 {
+		t.Fatalf("%d segments (%d merged) for %d raw bytes, %d small at the end", len(segs), merged, raw, small)
+	}
+	if rewritten > 2*raw {
+		t.Fatalf("%d bytes rewritten for %d raw bytes: more than twice", rewritten, raw)
+	}
+	slices.Sort(names)
+	if got := segFiles(t, dir); !slices.Equal(got, names) {
+		t.Fatalf("files %v, manifest %v", got, names)
+	}
+	if ps, err := Verify(dir); err != nil || len(ps) != 0 {
+		t.Fatalf("verify: %v %v", ps, err)
+	}
+	t.Logf("%d segments, %d merged, %d raw bytes, %d rewritten", len(segs), merged, raw, rewritten)
 }
 
 // TestCompactCrash stops a compaction at each step, as kill -9 would, and

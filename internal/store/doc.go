@@ -45,7 +45,9 @@
 // Compact (hay compact) rewrites segments into CompactSegment's layout:
 // smaller blocks at a stronger zstd level, which ingest cannot afford,
 // merging runs of consecutive segments into one of up to MergeBytes (fewer
-// segments to open and probe per search). A group of runs is written as
+// segments to open and probe per search); later calls merge the small
+// segments earlier calls left, once they add up to half of MergeBytes
+// (planMerges). A group of runs is written as
 // new files, one manifest replacement swaps them in (SegmentMeta.Compacted
 // marks them), then the old files are deleted. A crash leaves either the old or the new files listed, and Open
 // deletes the unlisted ones, as after a crashed flush. Readers take no
