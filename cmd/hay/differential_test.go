@@ -1,0 +1,1226 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"haystack/internal/store"
+)
+
+// The differential test builds stores the way users do (several ingest
+// runs, files that grow and are ingested again, new files, compactions
+// with a small --merge-bytes in between, so that compacted segments get
+// merged), and after every step compares many random `hay search`
+// queries with an oracle computed here from the raw lines (bytes.Contains,
+// ASCII folding, regexp) and, for one-stream stores, with grep itself.
+// Each query also runs with --no-index, which must print the same bytes.
+//
+// HAY_DIFF_SEED=N runs with another seed; a failure names the seed.
+
+// diffSeeds are the default seeds: one single-file and one multi-stream
+// corpus each.
+var diffSeeds = []uint64{1, 2, 3, 4}
+
+// dfile is one input file of a corpus as it is on disk.
+type dfile struct {
+	name      string
+	path      string
+	raw       []byte   // what is on disk
+	stored    [][]byte // the entries ingest stored from it, oldest first
+	times     []int64  // the time of each entry
+	rotations int
+}
+
+// entries is what ingest stores for raw: lines split on "\n", one
+// trailing "\r" stripped from each, a last line without "\n" kept.
+func diffEntries(raw []byte) [][]byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	raw = bytes.TrimSuffix(raw, []byte("\n"))
+	ls := bytes.Split(raw, []byte("\n"))
+	for i, l := range ls {
+		ls[i] = bytes.TrimSuffix(l, []byte("\r"))
+	}
+	return ls
+}
+
+// dentry is one stored entry in the oracle's order.
+type dentry struct {
+	line   []byte
+	time   int64
+	stream int
+}
+
+// diffWords are the pieces lines are made of: log diffWords, letters that fold
+// only in Unicode (ſ, K), regex metacharacters, invalid UTF-8, control
+// bytes. No digits, so that no line looks like it starts with a time.
+var diffWords = []string{
+	"alpha", "beta", "gamma", "error", "Error", "ERROR", "timeout", "TimeOut",
+	"conn", "reset", "user=", "id=", "k", "K", "s", "S", "ſ", "\u212a", "é", "É",
+	"\xff", "\xfe\xfd", "\x00", "\t", " ", " ", " ", "a.b", "a*b", "(x)", "[y]",
+	"^", "$", "|", "\\", "?", "+", "{", "}", "-", "--", "\r", "q", "Q", "zz",
+	"ab", "AB", "aB", "\x1b[0m", "ǅ", "Σσς", "ß", "\u0130", "ı",
+}
+
+// diffPlantPool are needles planted into lines at random places.
+var diffPlantPool = []string{
+	"needle", "NeedLe", "a.b*c", "(?i)", "[x]", "x|y", `\d`, "q", "zz", "Ab",
+	"\xff\xfe", "k\u212a", "ſs", "tail\r", "$^", "--", "-e", "Σ", "ERR", "xyzzy",
+	"fooBAR", "aa", "é",
+}
+
+type dcorpus struct {
+	r       *rand.Rand
+	dir     string
+	data    string
+	multi   bool
+	files   []*dfile
+	planted []string
+	clock   int64 // multi: the next timestamp (unix seconds)
+	// bounds are times taken before the first ingest and after each
+	// (one-stream corpora: entries have the ingestion time).
+	bounds []int64
+
+	split   string   // the rest of a needle the last line began
+	repeats [][]byte // when set, most lines are copies of these
+
+	stdout, devnull *os.File
+}
+
+// content makes one line's content (no "\n", no trailing CR handling).
+func (c *dcorpus) content(cont bool) []byte {
+	r := c.r
+	var b []byte
+	if c.split != "" {
+		// The rest of a needle the previous line ended with: the two
+		// lines hold it only together, which must not match.
+		b = append(b, c.split...)
+		c.split = ""
+		if cont {
+			b = append([]byte("~"), b...)
+		}
+	}
+	if c.repeats != nil && r.IntN(20) > 0 {
+		// Repetitive logs (a block compresses well enough for LZ4).
+		return append(b, c.repeats[r.IntN(len(c.repeats))]...)
+	}
+	switch k := r.IntN(100); {
+	case k < 5:
+		return nil // empty line
+	case k < 8:
+		// Longer than compact's 4 KiB blocks.
+		n := 4200 + r.IntN(3000)
+		for len(b) < n {
+			b = append(b, diffWords[r.IntN(len(diffWords))]...)
+			if r.IntN(50) == 0 {
+				b = append(b, c.planted[r.IntN(len(c.planted))]...)
+			}
+		}
+	default:
+		n := 1 + r.IntN(25)
+		for range n {
+			if r.IntN(6) == 0 {
+				b = append(b, c.planted[r.IntN(len(c.planted))]...)
+			} else {
+				b = append(b, diffWords[r.IntN(len(diffWords))]...)
+			}
+		}
+	}
+	// Needles at the very start and end.
+	if r.IntN(8) == 0 {
+		b = append([]byte(c.planted[r.IntN(len(c.planted))]), b...)
+	}
+	if r.IntN(8) == 0 {
+		b = append(b, c.planted[r.IntN(len(c.planted))]...)
+	}
+	if r.IntN(12) == 0 {
+		// The first part of a needle; the next line starts with the rest.
+		p := c.planted[r.IntN(len(c.planted))]
+		if len(p) > 1 {
+			k := 1 + r.IntN(len(p)-1)
+			b = append(b, p[:k]...)
+			c.split = p[k:]
+		}
+	}
+	if cont && len(b) > 0 {
+		// A line without a timestamp must not look like one: its first
+		// byte is no letter, digit or what a timestamp may start with.
+		ch := b[0]
+		if ch < 0x80 && (ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || strings.IndexByte("<[@{ \t\r", ch) >= 0) {
+			b = append([]byte("~"), b...)
+		}
+	}
+	return b
+}
+
+func (c *dcorpus) ending() string {
+	if c.r.IntN(10) < 3 {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// diffStepBytes is about how many bytes each step adds to the corpus: a
+// fixed size makes every step's compacted segments small for
+// diffMergeBytes, and three steps' worth get merged.
+const (
+	diffStepBytes  = 40 << 10
+	diffMergeBytes = 5 * diffStepBytes
+)
+
+// step appends a chunk of lines to some files (new ones too) and returns
+// the files to ingest.
+func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
+	r := c.r
+	var touched []*dfile
+	chunks := map[*dfile][]byte{}
+	var times map[*dfile][]int64
+	if !c.multi {
+		if len(c.files) == 0 {
+			c.files = append(c.files, &dfile{name: "one.log"})
+		}
+		f := c.files[0]
+		var b []byte
+		for len(b) < diffStepBytes {
+			b = append(b, c.content(false)...)
+			b = append(b, c.ending()...)
+		}
+		if last && r.IntN(2) == 0 {
+			// The last line without its newline (or with only "\r").
+			b = bytes.TrimSuffix(b, []byte("\n"))
+		}
+		chunks[f] = b
+		touched = append(touched, f)
+	} else {
+		times = map[*dfile][]int64{}
+		nf := len(c.files)
+		if nf == 0 || r.IntN(2) == 0 {
+			for range 1 + r.IntN(2) {
+				c.files = append(c.files, &dfile{name: fmt.Sprintf("s%d.log", len(c.files))})
+			}
+		}
+		// This step's files: the new ones and a few old ones.
+		for i, f := range c.files {
+			if i >= nf || r.IntN(2) == 0 {
+				touched = append(touched, f)
+			}
+		}
+		if len(touched) == 0 {
+			touched = append(touched, c.files[r.IntN(len(c.files))])
+		}
+		// Each record (a timestamped line and its continuation lines)
+		// goes to a random file; the last one of each file may end
+		// without a newline in the last step. Records of different
+		// files may share a time (ties go to the older stream).
+		total := 0
+		for total < diffStepBytes {
+			f := touched[r.IntN(len(touched))]
+			c.clock += int64(r.IntN(3))
+			b := chunks[f]
+			n := len(b)
+			b = append(b, time.Unix(c.clock, 0).UTC().Format(time.RFC3339)...)
+			b = append(b, ' ')
+			b = append(b, c.content(false)...)
+			times[f] = append(times[f], c.clock*1e9)
+			b = append(b, c.ending()...)
+			if r.IntN(3) == 0 {
+				for range 1 + r.IntN(3) {
+					b = append(b, c.content(true)...)
+					times[f] = append(times[f], c.clock*1e9)
+					b = append(b, c.ending()...)
+				}
+			}
+			total += len(b) - n
+			chunks[f] = b
+		}
+		if last {
+			for f, b := range chunks {
+				if r.IntN(2) == 0 {
+					// The last line without its newline (or with only "\r").
+					chunks[f] = bytes.TrimSuffix(b, []byte("\n"))
+				}
+			}
+		}
+	}
+	for _, f := range touched {
+		chunk := chunks[f]
+		if len(f.raw) > 0 && r.IntN(5) == 0 {
+			// Rotated (rewritten) file: ingest takes all of it as new
+			// entries of the same stream. Its first line differs from
+			// the old one's, so it is not mistaken for a grown file.
+			f.rotations++
+			marker := fmt.Sprintf("rotated %c\n", 'a'+f.rotations)
+			if c.multi {
+				// A line without a time would take the ingestion
+				// time: give the marker the chunk's first time.
+				marker = string(chunk[:len("2006-01-02T15:04:05Z")]) + " " + marker
+				times[f] = append([]int64{times[f][0]}, times[f]...)
+			}
+			chunk = append([]byte(marker), chunk...)
+			f.raw = chunk
+		} else {
+			f.raw = append(f.raw, chunk...)
+		}
+		es := diffEntries(chunk)
+		f.stored = append(f.stored, es...)
+		if c.multi {
+			if len(times[f]) != len(es) {
+				t.Fatalf("generator: %s: %d entries, %d times", f.name, len(es), len(times[f]))
+			}
+			f.times = append(f.times, times[f]...)
+		} else {
+			// The ingestion time, set once ingest has run.
+			f.times = append(f.times, make([]int64, len(es))...)
+		}
+		f.path = filepath.Join(c.dir, f.name)
+		if err := os.WriteFile(f.path, f.raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return touched
+}
+
+// oracle returns the stored entries in search order (oldest first): each
+// stream in ingestion order, streams merged by time, ties to the stream
+// ingested first (stream ids follow c.files).
+func (c *dcorpus) oracle(t *testing.T) []dentry {
+	var all []dentry
+	for si, f := range c.files {
+		for i, l := range f.stored {
+			all = append(all, dentry{line: l, time: f.times[i], stream: si})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b dentry) int {
+		if a.time != b.time {
+			return diffCmp(a.time, b.time)
+		}
+		return diffCmp(int64(a.stream), int64(b.stream))
+	})
+	return all
+}
+
+func diffCmp(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readManifestForTest reads dir/MANIFEST: a header line, then the JSON body.
+func diffManifest(t *testing.T, dir string) store.Manifest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "MANIFEST"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl := bytes.IndexByte(data, '\n')
+	var m store.Manifest
+	if nl < 0 || json.Unmarshal(data[nl+1:], &m) != nil {
+		t.Fatalf("manifest: cannot parse %q", data[:min(len(data), 200)])
+	}
+	return m
+}
+
+// diffLower folds ASCII letters only, as grep -i in the C locale.
+func diffLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, ch := range b {
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		out[i] = ch
+	}
+	return out
+}
+
+// dquery is one search: hay's arguments and the oracle's predicate.
+type dquery struct {
+	args  []string
+	match func(line []byte) bool
+	// since/until filter by time (0: none); limit, newest, count as the flags.
+	since, until int64
+	limit        int
+	newest       bool
+	count        bool
+	// before and after are the context entries wanted (-B, -A).
+	before, after int
+}
+
+func (q *dquery) expect(es []dentry) ([]byte, int) {
+	if q.before > 0 || q.after > 0 {
+		return q.expectContext(es)
+	}
+	var hits [][]byte
+	for _, e := range es {
+		if q.since != 0 && e.time < q.since || q.until != 0 && e.time >= q.until {
+			continue
+		}
+		if q.match(e.line) {
+			hits = append(hits, e.line)
+		}
+	}
+	if q.newest {
+		slices.Reverse(hits)
+	}
+	if q.limit > 0 && len(hits) > q.limit {
+		hits = hits[:q.limit]
+	}
+	code := 0
+	if len(hits) == 0 {
+		code = 1
+	}
+	if q.count {
+		return []byte(strconv.Itoa(len(hits)) + "\n"), code
+	}
+	var out []byte
+	for _, h := range hits {
+		out = append(out, h...)
+		out = append(out, '\n')
+	}
+	return out, code
+}
+
+// expectContext is grep's context applied to each stream (its entries in
+// the time range, in ingestion order), the matches and context entries of
+// all streams then merged in search order, with "--" between two printed
+// entries that are not of the same group of the same stream. Newest
+// first is that output backwards.
+func (q *dquery) expectContext(es []dentry) ([]byte, int) {
+	byStream := map[int][]int{} // stream -> positions in es
+	var streams []int
+	for i, e := range es {
+		if q.since != 0 && e.time < q.since || q.until != 0 && e.time >= q.until {
+			continue
+		}
+		if _, ok := byStream[e.stream]; !ok {
+			streams = append(streams, e.stream)
+		}
+		byStream[e.stream] = append(byStream[e.stream], i)
+	}
+	shown := make([]bool, len(es))
+	group := make([]int, len(es)) // group number, unique over streams
+	matched, groups := 0, 0
+	for _, s := range streams {
+		pos := byStream[s]
+		for i, p := range pos {
+			if q.match(es[p].line) {
+				matched++
+				for j := max(0, i-q.before); j <= min(len(pos)-1, i+q.after); j++ {
+					shown[pos[j]] = true
+				}
+			}
+		}
+		for i, p := range pos {
+			if shown[p] {
+				if i == 0 || !shown[pos[i-1]] {
+					groups++
+				}
+				group[p] = groups
+			}
+		}
+	}
+	var lines [][]byte
+	last := -1
+	for i, e := range es {
+		if !shown[i] {
+			continue
+		}
+		if last >= 0 && group[i] != group[last] {
+			lines = append(lines, []byte("--"))
+		}
+		lines = append(lines, e.line)
+		last = i
+	}
+	if q.newest {
+		slices.Reverse(lines)
+	}
+	var out []byte
+	for _, l := range lines {
+		out = append(append(out, l...), '\n')
+	}
+	if matched == 0 {
+		return out, 1
+	}
+	return out, 0
+}
+
+// needle picks a search string: a planted needle, a word, a piece of a
+// line (possibly case-changed or mutated to be absent), or a short one.
+func (c *dcorpus) needle(es []dentry) string {
+	r := c.r
+	switch k := r.IntN(10); {
+	case k < 3:
+		return c.planted[r.IntN(len(c.planted))]
+	case k < 4:
+		return diffWords[r.IntN(len(diffWords))]
+	case k < 5:
+		return []string{"", "a", "e", "-", "\r", " ", "k", "s", "ab", "zzz", "!!", "{}"}[r.IntN(12)]
+	}
+	for range 20 {
+		l := es[r.IntN(len(es))].line
+		if len(l) == 0 {
+			continue
+		}
+		m := 1 + r.IntN(min(24, len(l)))
+		if r.IntN(8) == 0 {
+			m = min(len(l), 100+r.IntN(400))
+		}
+		i := r.IntN(len(l) - m + 1)
+		s := []byte(string(l[i : i+m]))
+		switch r.IntN(4) {
+		case 0:
+			s[r.IntN(len(s))] = "~`#@%"[r.IntN(5)]
+		case 1:
+			for j := range s {
+				if r.IntN(2) == 0 && s[j] >= 'a' && s[j] <= 'z' {
+					s[j] -= 32
+				} else if r.IntN(2) == 0 && s[j] >= 'A' && s[j] <= 'Z' {
+					s[j] += 32
+				}
+			}
+		}
+		return string(s)
+	}
+	return "alpha"
+}
+
+// validNeedle is a needle that is valid UTF-8 (for the regex-based modes).
+func (c *dcorpus) validNeedle(es []dentry) string {
+	for {
+		if s := c.needle(es); utf8.ValidString(s) {
+			return s
+		}
+	}
+}
+
+func diffContainsFold(pat string) func([]byte) bool {
+	p := diffLower([]byte(pat))
+	return func(l []byte) bool { return bytes.Contains(diffLower(l), p) }
+}
+
+func diffContains(pat string) func([]byte) bool {
+	p := []byte(pat)
+	return func(l []byte) bool { return bytes.Contains(l, p) }
+}
+
+// regex is what -E (or a folded -e/-v) means: RE2 on the entry's bytes.
+func diffRegex(t *testing.T, re string) func([]byte) bool {
+	x, err := regexp.Compile(re)
+	if err != nil {
+		t.Fatalf("test bug: regex %q: %v", re, err)
+	}
+	return x.Match
+}
+
+// genRegex makes an -E expression from corpus text: quoted needles,
+// alternations, anchors, dots and classes, (?i).
+func (c *dcorpus) genRegex(es []dentry) string {
+	r := c.r
+	a := regexp.QuoteMeta(c.validNeedle(es))
+	b := regexp.QuoteMeta(c.validNeedle(es))
+	switch r.IntN(9) {
+	case 0:
+		return a + "|" + b
+	case 1:
+		return "(?i)" + a
+	case 2:
+		return "^" + a
+	case 3:
+		return a + "$"
+	case 4:
+		// A dot in place of one character (matches invalid bytes too).
+		s := []rune(c.validNeedle(es))
+		if len(s) > 1 {
+			i := r.IntN(len(s))
+			return regexp.QuoteMeta(string(s[:i])) + "." + regexp.QuoteMeta(string(s[i+1:]))
+		}
+		return "a.b"
+	case 5:
+		return []string{"[Kk]\\W", "x+y*", "[^a-z]{3}", "(?i)ſ", "(?i)k", "é|É", "a\\.b", "^$", "^-", "\\$\\^", "(?i)needle.*needle", "ERR(OR)?", "\\x{212a}", "(ab){2}", "[[:upper:]]{4}"}[r.IntN(15)]
+	case 6:
+		return a + ".*" + b
+	case 7:
+		return "(?i)" + a + "|" + b
+	}
+	return a
+}
+
+// battery generates the queries for one corpus state.
+func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
+	r := c.r
+	var qs []*dquery
+	lo, hi := int64(0), int64(0)
+	if c.multi && len(es) > 0 {
+		lo, hi = es[0].time, es[len(es)-1].time
+	}
+	for range n {
+		p := c.needle(es)
+		var q *dquery
+		switch k := r.IntN(17); {
+		case k < 3:
+			q = &dquery{args: []string{"--", p}, match: diffContains(p)}
+		case k < 5:
+			q = &dquery{args: []string{"-i", "--", p}, match: diffContainsFold(p)}
+		case k < 6:
+			q = &dquery{args: []string{"-c", "--", p}, match: diffContains(p), count: true}
+			if r.IntN(2) == 0 {
+				q.args = append([]string{"-i"}, q.args...)
+				q.match = diffContainsFold(p)
+			}
+		case k < 8:
+			// A limit in either order: the first N of the full output.
+			q = &dquery{match: diffContains(p), limit: 1 + r.IntN(20), newest: r.IntN(2) == 0}
+			q.args = []string{"--limit", strconv.Itoa(q.limit)}
+			if q.newest {
+				q.args = append(q.args, "--order", "newest")
+			}
+			if r.IntN(3) == 0 {
+				q.args = append(q.args, "-i")
+				q.match = diffContainsFold(p)
+			}
+			q.args = append(q.args, "--", p)
+		case k < 9:
+			// Several -e literals (with -i: Unicode folding, as (?i)).
+			ps := []string{c.validNeedle(es), c.validNeedle(es)}
+			if r.IntN(2) == 0 {
+				ps = append(ps, c.validNeedle(es))
+			}
+			fold := r.IntN(2) == 0
+			var ms []func([]byte) bool
+			for _, x := range ps {
+				q0 := diffContains(x)
+				if fold {
+					q0 = diffRegex(t, "(?i)"+regexp.QuoteMeta(x))
+				}
+				ms = append(ms, q0)
+				// args filled below
+			}
+			q = &dquery{match: func(l []byte) bool {
+				for _, m := range ms {
+					if m(l) {
+						return true
+					}
+				}
+				return false
+			}}
+			if fold {
+				q.args = append(q.args, "-i")
+			}
+			for _, x := range ps {
+				q.args = append(q.args, "-e", x)
+			}
+		case k < 10:
+			// -v, alone or with a PATTERN.
+			v := c.validNeedle(es)
+			fold := r.IntN(3) == 0
+			vm := diffContains(v)
+			if fold {
+				vm = diffRegex(t, "(?i)"+regexp.QuoteMeta(v))
+			}
+			if r.IntN(2) == 0 {
+				q = &dquery{args: []string{"-v", v}, match: func(l []byte) bool { return !vm(l) }}
+			} else {
+				pv := c.validNeedle(es)
+				pm := diffContains(pv)
+				if fold {
+					pm = diffRegex(t, "(?i)"+regexp.QuoteMeta(pv))
+				}
+				q = &dquery{args: []string{"-v", v, "--", pv}, match: func(l []byte) bool { return pm(l) && !vm(l) }}
+			}
+			if fold {
+				q.args = append([]string{"-i"}, q.args...)
+			}
+		case k < 12:
+			// -E, possibly with an -e literal and -i.
+			re := c.genRegex(es)
+			args := []string{"-E", re}
+			fold := r.IntN(4) == 0
+			pre := ""
+			if fold {
+				pre = "(?i)"
+				args = append([]string{"-i"}, args...)
+			}
+			ms := []func([]byte) bool{diffRegex(t, pre+re)}
+			if r.IntN(3) == 0 {
+				e := c.validNeedle(es)
+				args = append(args, "-e", e)
+				ms = append(ms, diffRegex(t, pre+regexp.QuoteMeta(e)))
+			}
+			q = &dquery{args: args, match: func(l []byte) bool {
+				for _, m := range ms {
+					if m(l) {
+						return true
+					}
+				}
+				return false
+			}}
+		case k < 14:
+			// The whole output newest first.
+			q = &dquery{args: []string{"--order", "newest", "--", p}, match: diffContains(p), newest: true}
+		default:
+			// Context in every stream: a literal, or a plan.
+			q = &dquery{match: diffContains(p), newest: r.IntN(3) == 0}
+			if r.IntN(2) == 0 {
+				q.before = r.IntN(4)
+				q.after = r.IntN(4)
+				q.args = []string{"-B", strconv.Itoa(q.before), "-A", strconv.Itoa(q.after)}
+			} else {
+				q.before = 1 + r.IntN(3)
+				q.after = q.before
+				q.args = []string{"-C", strconv.Itoa(q.before)}
+			}
+			if q.newest {
+				q.args = append(q.args, "--order", "newest")
+			}
+			switch r.IntN(3) {
+			case 0:
+				q.args = append(q.args, "-i")
+				q.match = diffContainsFold(p)
+			case 1:
+				v := c.validNeedle(es)
+				vm := diffContains(v)
+				q.args = append(q.args, "-v", v)
+				q.match = func(l []byte) bool { return !vm(l) }
+			}
+			q.args = append(q.args, "--", p)
+			if len(q.args) > 0 && slices.Contains(q.args, "-v") && r.IntN(2) == 0 {
+				// -v alone.
+				q.args = q.args[:len(q.args)-2]
+			} else if slices.Contains(q.args, "-v") {
+				vm := q.match
+				pm := diffContains(p)
+				q.match = func(l []byte) bool { return pm(l) && vm(l) }
+			}
+		}
+		context := q.before > 0 || q.after > 0
+		if !context && !q.count && q.limit == 0 && r.IntN(6) == 0 {
+			// Any query counted, or limited (a limited count is the
+			// count of the first N, as grep -c -m N).
+			q.count = true
+			q.args = append([]string{"-c"}, q.args...)
+		}
+		if !context && q.limit == 0 && r.IntN(6) == 0 {
+			q.limit = 1 + r.IntN(30)
+			q.args = append([]string{"--limit", strconv.Itoa(q.limit)}, q.args...)
+			if !q.newest && r.IntN(2) == 0 {
+				q.newest = true
+				q.args = append([]string{"--order", "newest"}, q.args...)
+			}
+		}
+		if !c.multi && r.IntN(4) == 0 {
+			// Bounds between ingest runs.
+			i := r.IntN(len(c.bounds))
+			j := i + r.IntN(len(c.bounds)-i)
+			if i > 0 || r.IntN(2) == 0 {
+				q.since = c.bounds[i]
+				q.args = append([]string{"--since", time.Unix(0, q.since).UTC().Format(time.RFC3339Nano)}, q.args...)
+			}
+			if j > i && r.IntN(3) > 0 {
+				q.until = c.bounds[j]
+				q.args = append([]string{"--until", time.Unix(0, q.until).UTC().Format(time.RFC3339Nano)}, q.args...)
+			}
+		}
+		if c.multi && r.IntN(3) == 0 && hi > lo {
+			// A time range, bounds on entry times or between them.
+			q.since = lo + r.Int64N(hi-lo+1)
+			q.since -= q.since % 1e9 * int64(r.IntN(2))
+			q.until = q.since + r.Int64N(hi-q.since+2e9)
+			q.until -= q.until % 1e9 * int64(r.IntN(2))
+			if q.until <= q.since {
+				q.until = q.since + 1
+			}
+			q.args = append([]string{"--since", time.Unix(0, q.since).UTC().Format(time.RFC3339Nano), "--until", time.Unix(0, q.until).UTC().Format(time.RFC3339Nano)}, q.args...)
+		}
+		qs = append(qs, q)
+	}
+	return qs
+}
+
+// hay runs `hay args...` in process as hayInProcess does, with stdout
+// captured, but into one reused file: a new temporary directory per call
+// cost most of this test's time.
+func (c *dcorpus) hay(t *testing.T, args ...string) ([]byte, int) {
+	t.Helper()
+	if c.stdout == nil {
+		var err error
+		if c.stdout, err = os.Create(filepath.Join(c.dir, "stdout")); err != nil {
+			t.Fatal(err)
+		}
+		if c.devnull, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.stdout.Close(); c.devnull.Close() })
+	}
+	if err := c.stdout.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.stdout.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	oldOut, oldErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = c.stdout, c.devnull
+	code := runMain(args)
+	os.Stdout, os.Stderr = oldOut, oldErr
+	out, err := os.ReadFile(c.stdout.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, code
+}
+
+// diffStats counts what the differential test compared.
+type diffStats struct {
+	queries, grepChecks, merges int
+}
+
+// check runs one query with and without the index against the oracle.
+func (c *dcorpus) check(t *testing.T, data string, es []dentry, q *dquery, phase string, st *diffStats) {
+	t.Helper()
+	want, wcode := q.expect(es)
+	for _, noIdx := range []bool{false, true} {
+		args := []string{"search", "--data", data}
+		if noIdx {
+			args = append(args, "--no-index")
+		}
+		args = append(args, q.args...)
+		got, code := c.hay(t, args...)
+		st.queries++
+		if code != wcode || !bytes.Equal(got, want) {
+			t.Fatalf("%s: hay %s\nexit %d, want %d; %d bytes, want %d; first differing line %d:\n got %q\nwant %q",
+				phase, diffQuoteArgs(args), code, wcode, len(got), len(want), firstDiffLine(got, want),
+				diffLineAt(got, firstDiffLine(got, want)), diffLineAt(want, firstDiffLine(got, want)))
+		}
+	}
+	if q.count && q.limit == 0 {
+		// The histogram's buckets add up to the count.
+		args := []string{"search", "--data", data, "--hist", "--json"}
+		for _, a := range q.args {
+			if a != "-c" {
+				args = append(args, a)
+			}
+		}
+		got, code := c.hay(t, args...)
+		st.queries++
+		var total int64
+		for _, obj := range bytes.Split(bytes.TrimSuffix(got, []byte("\n")), []byte("\n")) {
+			if len(obj) == 0 {
+				continue
+			}
+			var v struct {
+				Count int64 `json:"count"`
+			}
+			if err := json.Unmarshal(obj, &v); err != nil {
+				t.Fatalf("%s: hay %s: bad JSON %q: %v", phase, diffQuoteArgs(args), obj, err)
+			}
+			total += v.Count
+		}
+		if code != wcode || fmt.Sprintf("%d\n", total) != string(want) {
+			t.Fatalf("%s: hay %s: buckets add up to %d (exit %d), want %s (exit %d)", phase, diffQuoteArgs(args), total, code, bytes.TrimSpace(want), wcode)
+		}
+	}
+}
+
+func diffLineAt(b []byte, n int) []byte {
+	ls := bytes.Split(b, []byte("\n"))
+	if n-1 < len(ls) {
+		l := ls[n-1]
+		return l[:min(len(l), 300)]
+	}
+	return nil
+}
+
+func diffQuoteArgs(args []string) string {
+	var b strings.Builder
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a != "" && !strings.ContainsAny(a, " \t\r\n'\"\\$`|*?[](){}^<>;&#~!") && utf8.ValidString(a) {
+			b.WriteString(a)
+		} else {
+			b.WriteString("$" + diffShellQuote(a))
+		}
+	}
+	return b.String()
+}
+
+// shellQuote is a's bash $'...' form.
+func diffShellQuote(a string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for i := 0; i < len(a); i++ {
+		ch := a[i]
+		switch {
+		case ch == '\'' || ch == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(ch)
+		case ch < 0x20 || ch >= 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", ch)
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// diffGrep runs LC_ALL=C grep -a -F args... file.
+func diffGrep(t *testing.T, file string, args ...string) ([]byte, int) {
+	t.Helper()
+	cmd := exec.Command("grep", append(append([]string{"-a", "-F"}, args...), file)...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out, code
+}
+
+// grepChecks compares hay with grep on a one-stream store: literal
+// searches, -i, -c, -v, several -e, context (-A/-B/-C, with and without
+// --limit as grep -m), newest-first context as the oldest output
+// backwards, and --json lines against the plain output.
+func (c *dcorpus) grepChecks(t *testing.T, es []dentry, n int, phase string, st *diffStats) {
+	r := c.r
+	plain := filepath.Join(c.dir, "plain.txt")
+	var buf []byte
+	for _, e := range es {
+		buf = append(append(buf, e.line...), '\n')
+	}
+	if err := os.WriteFile(plain, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noNUL := func() string {
+		p := c.needle(es)
+		for strings.IndexByte(p, 0) >= 0 { // exec cannot pass NUL
+			p = c.needle(es)
+		}
+		return p
+	}
+	for range n {
+		p := noNUL()
+		// hay's and grep's arguments for what to match.
+		hpat, gpat := []string{"--", p}, []string{"--", p}
+		var flags []string
+		switch r.IntN(8) {
+		case 0:
+			// -v: hay's takes the literal as its value. With -i hay
+			// folds it as Unicode (?i), grep as ASCII: no -i here.
+			hpat, gpat = []string{"-v", p}, []string{"-v", "--", p}
+		case 1:
+			// Several literals (grep-style path in hay).
+			q := noNUL()
+			hpat = []string{"-e", p, "-e", q}
+			gpat = hpat
+		default:
+			if r.IntN(3) == 0 {
+				flags = append(flags, "-i")
+			}
+		}
+		ctx := false
+		switch r.IntN(7) {
+		case 0:
+			flags = append(flags, "-c")
+		case 1, 2:
+			ctx = true
+			flags = append(flags, fmt.Sprintf("-%c%d", "ABC"[r.IntN(3)], 1+r.IntN(4)))
+		case 3:
+			ctx = true
+			flags = append(flags, fmt.Sprintf("-C%d", r.IntN(3)+1))
+			if r.IntN(2) == 0 {
+				flags = append(flags, fmt.Sprintf("-B%d", r.IntN(3)))
+			}
+		}
+		want, wcode := diffGrep(t, plain, append(slices.Clone(flags), gpat...)...)
+		st.grepChecks++
+		gdesc := "grep -a -F " + diffQuoteArgs(append(slices.Clone(flags), gpat...))
+		for _, noIdx := range []bool{false, true} {
+			args := []string{"search", "--data", c.data}
+			if noIdx {
+				args = append(args, "--no-index")
+			}
+			args = append(args, flags...)
+			args = append(args, hpat...)
+			got, code := c.hay(t, args...)
+			st.queries++
+			if code != wcode || !bytes.Equal(got, want) {
+				d := firstDiffLine(got, want)
+				t.Fatalf("%s: hay %s vs %s\nexit %d, grep %d; %d bytes, grep %d; first differing line %d:\n got %q\nwant %q",
+					phase, diffQuoteArgs(args), gdesc, code, wcode, len(got), len(want), d, diffLineAt(got, d), diffLineAt(want, d))
+			}
+			if !ctx {
+				continue
+			}
+			// Newest first: the same lines backwards ("--" included).
+			nargs := append([]string{"search", "--data", c.data, "--order", "newest"}, args[3:]...)
+			got, code = c.hay(t, nargs...)
+			st.queries++
+			rev := diffReverseLines(want)
+			if code != wcode || !bytes.Equal(got, rev) {
+				d := firstDiffLine(got, rev)
+				t.Fatalf("%s: hay %s: not the output of %s backwards\nexit %d, want %d; first differing line %d:\n got %q\nwant %q",
+					phase, diffQuoteArgs(nargs), gdesc, code, wcode, d, diffLineAt(got, d), diffLineAt(rev, d))
+			}
+		}
+		if r.IntN(2) == 0 {
+			// grep -m N: hay --limit N (with -c, with context).
+			m := 1 + r.IntN(5)
+			gflags := append(slices.Clone(flags), fmt.Sprintf("-m%d", m))
+			want, wcode := diffGrep(t, plain, append(gflags, gpat...)...)
+			st.grepChecks++
+			args := append([]string{"search", "--data", c.data, "--limit", strconv.Itoa(m)}, flags...)
+			args = append(args, hpat...)
+			got, code := c.hay(t, args...)
+			st.queries++
+			if code != wcode || !bytes.Equal(got, want) {
+				d := firstDiffLine(got, want)
+				t.Fatalf("%s: hay %s vs grep -a -F %s\nexit %d, grep %d; first differing line %d:\n got %q\nwant %q",
+					phase, diffQuoteArgs(args), diffQuoteArgs(append(gflags, gpat...)), code, wcode, d, diffLineAt(got, d), diffLineAt(want, d))
+			}
+		}
+		if !ctx && !slices.Contains(flags, "-c") && r.IntN(3) == 0 {
+			// --json: each object's exact line is the plain output's.
+			args := append([]string{"search", "--data", c.data, "--json"}, flags...)
+			args = append(args, hpat...)
+			got, code := c.hay(t, args...)
+			st.queries++
+			var lines []byte
+			for _, obj := range bytes.Split(bytes.TrimSuffix(got, []byte("\n")), []byte("\n")) {
+				if len(obj) == 0 {
+					continue
+				}
+				var v struct {
+					Line   string `json:"line"`
+					Line64 string `json:"line_base64"`
+				}
+				if err := json.Unmarshal(obj, &v); err != nil {
+					t.Fatalf("%s: hay %s: bad JSON %q: %v", phase, diffQuoteArgs(args), obj, err)
+				}
+				l := []byte(v.Line)
+				if v.Line64 != "" {
+					var err error
+					if l, err = base64.StdEncoding.DecodeString(v.Line64); err != nil {
+						t.Fatal(err)
+					}
+				}
+				lines = append(append(lines, l...), '\n')
+			}
+			if code != wcode || !bytes.Equal(lines, want) {
+				d := firstDiffLine(lines, want)
+				t.Fatalf("%s: hay %s: JSON lines differ from %s at line %d:\n got %q\nwant %q", phase, diffQuoteArgs(args), gdesc, d, diffLineAt(lines, d), diffLineAt(want, d))
+			}
+		}
+	}
+}
+
+// diffReverseLines returns b's lines in reverse order.
+func diffReverseLines(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	ls := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+	slices.Reverse(ls)
+	return append(bytes.Join(ls, []byte("\n")), '\n')
+}
+
+// streamContext compares a one-stream LogQL query with context on a
+// multi-stream store with grep -C on that stream's entries.
+func (c *dcorpus) streamContext(t *testing.T, n int, phase string, st *diffStats) {
+	r := c.r
+	for range n {
+		f := c.files[r.IntN(len(c.files))]
+		es := f.stored
+		if len(es) == 0 {
+			continue
+		}
+		plain := filepath.Join(c.dir, "stream.txt")
+		var buf []byte
+		for _, l := range es {
+			buf = append(append(buf, l...), '\n')
+		}
+		os.WriteFile(plain, buf, 0o644)
+		// A word needle that LogQL's backquoted string takes as is.
+		p := c.planted[r.IntN(len(c.planted))]
+		for !utf8.ValidString(p) || strings.ContainsAny(p, "`\r\x00") {
+			p = diffWords[r.IntN(len(diffWords))]
+		}
+		k := 1 + r.IntN(3)
+		want, wcode := grepOut(t, p, plain, fmt.Sprintf("-C%d", k))
+		st.grepChecks++
+		for _, noIdx := range []bool{false, true} {
+			args := []string{"search", "--data", c.data, "-C", strconv.Itoa(k), "--query", fmt.Sprintf("{source=%q} |= `%s`", f.name, p)}
+			if noIdx {
+				args = append(args, "--no-index")
+			}
+			got, code := c.hay(t, args...)
+			st.queries++
+			if code != wcode || !bytes.Equal(got, want) {
+				d := firstDiffLine(got, want)
+				t.Fatalf("%s: hay %s vs grep -C%d on %s\nexit %d, grep %d; first differing line %d:\n got %q\nwant %q",
+					phase, diffQuoteArgs(args), k, f.name, code, wcode, d, diffLineAt(got, d), diffLineAt(want, d))
+			}
+		}
+	}
+}
+
+func TestDifferentialSearch(t *testing.T) {
+	if _, err := exec.LookPath("grep"); err != nil {
+		t.Fatal("the differential test needs grep")
+	}
+	seeds := diffSeeds
+	if s := os.Getenv("HAY_DIFF_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HAY_DIFF_SEED: %v", err)
+		}
+		seeds = []uint64{n}
+	}
+	var total diffStats
+	start := time.Now()
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			st := runDifferential(t, seed)
+			total.queries += st.queries
+			total.grepChecks += st.grepChecks
+			total.merges += st.merges
+		})
+	}
+	t.Logf("%d hay searches compared (%d of them against grep), %d merges of compacted segments, in %v",
+		total.queries, total.grepChecks, total.merges, time.Since(start).Round(time.Millisecond))
+}
+
+func runDifferential(t *testing.T, seed uint64) diffStats {
+	t.Logf("seed %d (rerun with HAY_DIFF_SEED=%d)", seed, seed)
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	c := &dcorpus{r: r, dir: t.TempDir(), multi: seed%2 == 0, clock: 1600000000}
+	c.data = filepath.Join(c.dir, "data")
+	for len(c.planted) < 8 {
+		p := diffPlantPool[r.IntN(len(diffPlantPool))]
+		if !slices.Contains(c.planted, p) {
+			c.planted = append(c.planted, p)
+		}
+	}
+	if seed%4 >= 2 {
+		for range 4 {
+			c.repeats = append(c.repeats, c.content(false))
+		}
+	}
+	var st diffStats
+	steps := 6
+	headBytes := strconv.Itoa(8<<10 + r.IntN(24<<10))
+	mergeBytes := diffMergeBytes
+	for s := range steps {
+		touched := c.step(t, s == steps-1)
+		var paths []string
+		for _, f := range touched {
+			paths = append(paths, f.path)
+		}
+		if len(c.bounds) == 0 {
+			c.bounds = append(c.bounds, time.Now().UnixNano())
+		}
+		if c.multi && r.IntN(3) == 0 {
+			// Files with nothing new are ingested again too.
+			touched = c.files
+		}
+		// Sometimes one run per file, sometimes all at once.
+		if r.IntN(2) == 0 {
+			for _, p := range paths {
+				if out, code := c.hay(t, "ingest", "--data", c.data, "--head-bytes", headBytes, p); code != 0 {
+					t.Fatalf("ingest %s: exit %d %s", p, code, out)
+				}
+			}
+		} else {
+			args := append([]string{"ingest", "--data", c.data, "--head-bytes", headBytes}, paths...)
+			if out, code := c.hay(t, args...); code != 0 {
+				t.Fatalf("ingest: exit %d %s", code, out)
+			}
+		}
+		now := time.Now().UnixNano()
+		if !c.multi {
+			// Ingested between the last bound and now.
+			for _, f := range c.files {
+				for i := range f.times {
+					if f.times[i] == 0 {
+						f.times[i] = c.bounds[len(c.bounds)-1] + 1
+					}
+				}
+			}
+		}
+		c.bounds = append(c.bounds, now)
+		es := c.oracle(t)
+		phase := fmt.Sprintf("seed %d step %d before compaction", seed, s)
+		c.runPhase(t, es, phase, &st)
+
+		before := diffManifest(t, c.data)
+		compacted := map[string]bool{}
+		for _, sm := range before.Segments {
+			if sm.Compacted {
+				compacted[sm.Name] = true
+			}
+		}
+		args := []string{"compact", "--data", c.data, "--merge-bytes", strconv.Itoa(mergeBytes), "--workers", "2",
+			// Blocks smaller than the long lines; every codec level.
+			"--block-size", strconv.Itoa(4096 << r.IntN(3)), "--level", strconv.Itoa(1 + r.IntN(4))}
+		if out, code := c.hay(t, args...); code != 0 {
+			t.Fatalf("compact: exit %d %s", code, out)
+		}
+		after := diffManifest(t, c.data)
+		gone := 0
+		for _, sm := range after.Segments {
+			delete(compacted, sm.Name)
+			if !sm.Compacted {
+				t.Fatalf("segment %s not compacted after hay compact", sm.Name)
+			}
+		}
+		gone = len(compacted)
+		phase = fmt.Sprintf("seed %d step %d after compaction (%d -> %d segments)", seed, s, len(before.Segments), len(after.Segments))
+		if gone >= 2 {
+			st.merges++
+			phase += fmt.Sprintf(", %d compacted segments merged", gone)
+		}
+		var sizes []string
+		for _, sm := range after.Segments {
+			sizes = append(sizes, fmt.Sprintf("%d (%.1fx)", sm.RawBytes, float64(sm.RawBytes)/float64(sm.Size)))
+		}
+		if out, code := c.hay(t, "verify", "--data", c.data); code != 0 {
+			t.Fatalf("%s: hay verify: exit %d: %s", phase, code, out)
+		}
+		t.Logf("%s, merge-bytes %d, %d entries, segment raw bytes %s", phase, mergeBytes, len(es), strings.Join(sizes, ", "))
+		c.runPhase(t, es, phase, &st)
+	}
+	if st.merges == 0 {
+		t.Fatalf("seed %d: no compaction merged compacted segments: the test did not exercise merging", seed)
+	}
+	return st
+}
+
+func (c *dcorpus) runPhase(t *testing.T, es []dentry, phase string, st *diffStats) {
+	for _, q := range c.battery(t, es, 25) {
+		c.check(t, c.data, es, q, phase, st)
+	}
+	if c.multi {
+		c.streamContext(t, 4, phase, st)
+	} else {
+		c.grepChecks(t, es, 12, phase, st)
+	}
+}
