@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,9 @@ What to match (one of):
                      keeps every entry without them; PATTERN may be combined
                      with -v (but not with -e/-E). With -i they are all
                      case-insensitive as (?i) (Unicode folding).
+  A PATTERN or a value of -e, -E or -v that holds newlines is one pattern
+  per line, as in grep (an empty line matches every entry); a PATTERN of
+  several lines is then read as -e's are.
 
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
@@ -116,7 +120,7 @@ func searchCommand(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
-	if err := parseFlags(fs, grepNumArgs(args)); err != nil {
+	if err := parseFlags(fs, grepNumArgs(fs, args)); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -156,7 +160,10 @@ func searchCommand(args []string) error {
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be >= 0", errUsage)
 	}
-	grepStyle := len(inc)+len(exc)+len(res) > 0
+	inc, exc, res = splitLines(inc), splitLines(exc), splitLines(res)
+	// A PATTERN of several lines is several patterns, as -e's are.
+	multiLine := fs.NArg() == 1 && strings.Contains(fs.Arg(0), "\n")
+	grepStyle := len(inc)+len(exc)+len(res) > 0 || multiLine
 	switch {
 	case set["query"]:
 		if grepStyle || *fold || fs.NArg() > 0 {
@@ -174,7 +181,7 @@ func searchCommand(args []string) error {
 			if len(inc)+len(res) > 0 {
 				return fmt.Errorf("%w: give PATTERN or -e/-E, not both", errUsage)
 			}
-			inc = append(inc, fs.Arg(0))
+			inc = append(inc, splitLines([]string{fs.Arg(0)})...)
 		}
 		gq, err := query.FromGrep(query.GrepOptions{Patterns: inc, Exclude: exc, Regex: res, Fold: *fold})
 		if err == nil {
@@ -316,19 +323,42 @@ func interruptContext(parent context.Context, delay time.Duration) (context.Cont
 }
 
 // grepNumArgs rewrites grep's attached context counts (-A3, -C10) to the
-// flag package's -A=3 form, up to "--".
-func grepNumArgs(args []string) []string {
-	out := make([]string, len(args))
-	copy(out, args)
-	for i, a := range out {
-		if a == "--" {
+// flag package's -A=3 form, where fs would read a flag: up to "--" or the
+// first argument that is not a flag, and never in the value of a flag
+// that takes one (`-e -A3` searches for "-A3").
+func grepNumArgs(fs *flag.FlagSet, args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
 			break
 		}
-		if len(a) > 2 && a[0] == '-' && strings.IndexByte("ABC", a[1]) >= 0 {
+		if len(a) > 2 && strings.IndexByte("ABC", a[1]) >= 0 {
 			if _, err := strconv.Atoi(a[2:]); err == nil {
 				out[i] = a[:2] + "=" + a[2:]
+				continue
 			}
 		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++ // its value, whatever it looks like
+			}
+		}
+	}
+	return out
+}
+
+// splitLines returns the patterns of ps with each split at its newlines,
+// as grep does: "a\nb" is the two patterns "a" and "b" (an entry never
+// holds a newline, so the pattern as a whole could match nothing).
+func splitLines(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, strings.Split(p, "\n")...)
 	}
 	return out
 }

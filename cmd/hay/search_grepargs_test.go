@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// grepArgsStore ingests content as one file and returns the store and the
+// file's path.
+func grepArgsStore(t *testing.T, content string) (data, file string) {
+	t.Helper()
+	dir := t.TempDir()
+	file = filepath.Join(dir, "f.log")
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data = filepath.Join(dir, "data")
+	if _, code := hayInProcess(t, "ingest", "--data", data, file); code != 0 {
+		t.Fatalf("ingest exit %d", code)
+	}
+	return data, file
+}
+
+// grepArgs runs LC_ALL=C grep -a with args on file.
+func grepArgs(t *testing.T, file string, args ...string) ([]byte, int) {
+	t.Helper()
+	cmd := exec.Command("grep", append(append([]string{"-a"}, args...), file)...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out, code
+}
+
+// TestSearchPatternLines: a pattern with newlines is one pattern per line,
+// as in grep (an entry never holds a newline, so the whole pattern could
+// match nothing); an empty line matches every entry. Found by the
+// differential test.
+func TestSearchPatternLines(t *testing.T) {
+	data, file := grepArgsStore(t, "a1\nb2\nc3\nA4\n")
+	for _, c := range []struct{ hay, grep []string }{
+		{[]string{"--", "a\nb"}, []string{"-F", "--", "a\nb"}},
+		{[]string{"-c", "--", "a\nb"}, []string{"-F", "-c", "--", "a\nb"}},
+		{[]string{"-i", "--", "a\nB"}, []string{"-F", "-i", "--", "a\nB"}},
+		{[]string{"--", "a\n"}, []string{"-F", "--", "a\n"}},
+		{[]string{"--", "\n"}, []string{"-F", "--", "\n"}},
+		{[]string{"-v", "a\nb"}, []string{"-F", "-v", "-e", "a\nb"}},
+		{[]string{"-e", "a\nb", "-e", "c"}, []string{"-F", "-e", "a\nb", "-e", "c"}},
+		{[]string{"-e", "zz\nyy"}, []string{"-F", "-e", "zz\nyy"}},
+		{[]string{"-E", "a|x\nc"}, []string{"-E", "-e", "a|x\nc"}},
+		{[]string{"-A", "1", "--", "b\nz"}, []string{"-F", "-A", "1", "--", "b\nz"}},
+	} {
+		want, wcode := grepArgs(t, file, c.grep...)
+		got, code := hayInProcess(t, append([]string{"search", "--data", data}, c.hay...)...)
+		if code != wcode || !bytes.Equal(got, want) {
+			t.Errorf("hay search %q: %q exit %d; grep %q: %q exit %d", c.hay, got, code, c.grep, want, wcode)
+		}
+	}
+}
+
+// TestSearchFlagValuesNotRewritten: grep's attached context counts (-A3)
+// are accepted, but not rewritten where they are the value of a flag:
+// `-e -A3` searches for "-A3". Found by the differential test.
+func TestSearchFlagValuesNotRewritten(t *testing.T) {
+	data, file := grepArgsStore(t, "x -A3 y\nx -A=3 y\nplain\nx -C2\n")
+	for _, c := range []struct{ hay, grep []string }{
+		{[]string{"-e", "-A3"}, []string{"-F", "-e", "-A3"}},
+		{[]string{"-v", "-A3"}, []string{"-F", "-v", "-e", "-A3"}},
+		{[]string{"-e", "-C2", "-A1"}, []string{"-F", "-e", "-C2", "-A1"}},
+		{[]string{"-A1", "-e", "-A3"}, []string{"-F", "-A1", "-e", "-A3"}},
+		{[]string{"-c", "-e", "-A=3"}, []string{"-F", "-c", "-e", "-A=3"}},
+		{[]string{"-E", "-A3"}, []string{"-E", "-e", "-A3"}},
+	} {
+		want, wcode := grepArgs(t, file, c.grep...)
+		got, code := hayInProcess(t, append([]string{"search", "--data", data}, c.hay...)...)
+		if code != wcode || !bytes.Equal(got, want) {
+			t.Errorf("hay search %q: %q exit %d; grep %q: %q exit %d", c.hay, got, code, c.grep, want, wcode)
+		}
+	}
+}
