@@ -137,6 +137,12 @@ func (s *Store) recover() error {
 		s.sources[src.Key] = src
 	}
 
+	// A manifest replacement that died before its rename left a partial
+	// copy; the manifest read above is the one that stands.
+	if err := os.Remove(filepath.Join(s.dir, manifestName+".tmp")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+
 	// Segments not in the manifest were never committed to the store.
 	live := map[string]bool{}
 	for _, sm := range m.Segments {
@@ -176,6 +182,7 @@ func (s *Store) recover() error {
 			return err
 		}
 		r := NewWALReader(data)
+		records := 0
 		for {
 			b, err := r.Next()
 			if err == io.EOF {
@@ -185,15 +192,26 @@ func (s *Store) recover() error {
 				// Torn tail (or a file whose magic never made it to
 				// disk): the valid prefix ends here.
 				torn = true
-				if err := truncateSync(path, r.Valid); err != nil {
-					return err
+				if records > 0 {
+					if err := truncateSync(path, r.Valid); err != nil {
+						return err
+					}
 				}
 				break
 			}
 			if err := s.apply(b); err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
+			records++
 			s.walDirty = true
+		}
+		// A file without a record (the process died before anything was
+		// appended to it) holds nothing to replay, and nothing else would
+		// delete it: Close and Flush remove only the files they wrote to.
+		if records == 0 {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
 		}
 	}
 	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {

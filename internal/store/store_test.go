@@ -587,3 +587,106 @@ func TestOpenSnapshotRange(t *testing.T) {
 		s.Close()
 	}
 }
+
+// copyStoreFiles copies the files of a store directory (the state a crash
+// would leave on disk), without the lock file.
+func copyStoreFiles(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if d.Name() == lockName {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoverDropsEmptyWAL: a process that dies after restarting but
+// before appending anything leaves a WAL file with only its header. The
+// next Open must replay the WAL before it and delete the empty one, so
+// that a clean Close leaves no WAL file (it used to stay for ever; found
+// by a kill -9 test of hay serve).
+func TestRecoverDropsEmptyWAL(t *testing.T) {
+	base := t.TempDir()
+	dir, crash1, crash2 := filepath.Join(base, "a"), filepath.Join(base, "b"), filepath.Join(base, "c")
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := genEntries(rand.New(rand.NewPCG(9, 10)), 40, st.Stream(`{a="b"}`))
+	if err := st.Append(&Batch{Entries: es}); err != nil {
+		t.Fatal(err)
+	}
+	copyStoreFiles(t, dir, crash1) // killed with the entries in the WAL
+	st.Close()
+	st, err = Open(crash1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyStoreFiles(t, crash1, crash2) // restarted, killed before any append
+	st.Close()
+	wals, _ := walSeqs(crash2)
+	if len(wals) != 2 {
+		t.Fatalf("crash state: WAL files %v, want one with the entries and one empty", wals)
+	}
+	st, err = Open(crash2, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := walSeqs(crash2); len(got) != 2 || got[0] != wals[0] || got[1] == wals[1] {
+		t.Fatalf("after Open: WAL files %v, want %d (replayed) and a new one, not the empty %d", got, wals[0], wals[1])
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := walSeqs(crash2); len(got) != 0 {
+		t.Fatalf("after a clean Close: WAL files %v left", got)
+	}
+	if got := allEntries(t, crash2); !equalEntries(got, es) {
+		t.Fatalf("%d entries after the two crashes, want %d", len(got), len(es))
+	}
+}
+
+// TestRecoverDropsStaleManifestTmp: a crash while the manifest was being
+// replaced leaves MANIFEST.tmp; the manifest in place stands, and Open
+// deletes the partial copy.
+func TestRecoverDropsStaleManifestTmp(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := genEntries(rand.New(rand.NewPCG(11, 12)), 30, st.Stream(`{a="b"}`))
+	st.Append(&Batch{Entries: es})
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, manifestName+".tmp")
+	if err := os.WriteFile(tmp, []byte("{\"segments\": [{\"name\": \"torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale %s left after Open: %v", tmp, err)
+	}
+	if got := allEntries(t, dir); !equalEntries(got, es) {
+		t.Fatalf("%d entries, want %d", len(got), len(es))
+	}
+}
