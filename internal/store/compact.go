@@ -148,8 +148,9 @@ type compactSteps interface {
 
 // compactPlan is what a compaction fixes when it starts.
 type compactPlan struct {
-	target int64 // opt.target of the segments at the start
-	total  int64 // their raw bytes not compacted yet, then also of merges planned
+	target int64  // opt.target of the segments at the start
+	total  int64  // their raw bytes not compacted yet, then also of merges planned
+	newest string // the last segment at the start ("" if none)
 }
 
 func (pl *compactPlan) start(opt CompactOptions, segs []SegmentMeta, skip map[string]bool) {
@@ -157,11 +158,31 @@ func (pl *compactPlan) start(opt CompactOptions, segs []SegmentMeta, skip map[st
 		return
 	}
 	pl.target = opt.target(segs, skip)
+	if len(segs) > 0 {
+		pl.newest = segs[len(segs)-1].Name
+	}
 	for _, sm := range segs {
 		if !sm.Compacted && !skip[sm.Name] {
 			pl.total += sm.RawBytes
 		}
 	}
+}
+
+// bound drops the segments flushed since the compaction started. Under
+// steady ingest a flush may land faster than a run is written, and a call
+// that took those too would not return while ingest goes on: no report
+// of what it did, and no merges, which wait until no segment is left to
+// compact. Flushes append, and compaction replaces runs in place, so the
+// new segments are the tail from the first one not compacted and named
+// after the newest at the start (names are fixed-width hex sequence
+// numbers, ordered as numbers).
+func (pl *compactPlan) bound(segs []SegmentMeta) []SegmentMeta {
+	for i, sm := range segs {
+		if !sm.Compacted && sm.Name > pl.newest {
+			return segs[:i]
+		}
+	}
+	return segs
 }
 
 // compact plans, writes and swaps in runs until none is left: the loop of
@@ -214,7 +235,7 @@ type storeSteps struct{ s *Store }
 
 func (c storeSteps) plan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
 	pl.start(opt, c.s.man.Segments, nil)
-	runs := opt.plan(c.s.man.Segments, pl.target, nil)
+	runs := opt.plan(pl.bound(c.s.man.Segments), pl.target, nil)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}
@@ -549,7 +570,7 @@ func (w *Writer) compactPlan(opt CompactOptions, pl *compactPlan) ([][]SegmentMe
 	// are, between the runs before and after them.
 	segs := w.s.man.Segments
 	pl.start(opt, segs, w.compactSkip)
-	runs := opt.plan(segs, pl.target, w.compactSkip)
+	runs := opt.plan(pl.bound(segs), pl.target, w.compactSkip)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}

@@ -858,3 +858,57 @@ func TestSwappedPartReadWhileCollected(t *testing.T) {
 	t.Logf("%d of %d reads failed", bad, segs)
 	w.Close()
 }
+
+// TestWriterCompactReturnsUnderIngest: segments flushed while a
+// compaction runs are left to the next call, so that a call returns (and
+// reports) under steady ingest. Here each group swapped in is followed
+// by a new flushed segment; a call that took those too would go on until
+// the test stops adding them.
+func TestWriterCompactReturnsUnderIngest(t *testing.T) {
+	dir := t.TempDir()
+	w := writerWithSegments(t, dir, 30)
+	w.mu.Lock()
+	start := slices.Clone(w.s.man.Segments)
+	w.mu.Unlock()
+	added := 0
+	opt := CompactOptions{Workers: 1, MergeBytes: -1}
+	opt.Progress = func(done, total int64) {
+		if added >= 40 {
+			return
+		}
+		added++
+		es := []LabeledEntry{{Labels: `{s="x"}`, Time: int64(1000 + added), Line: fmt.Appendf(nil, "flushed during compaction %d", added)}}
+		if err := w.Append(context.Background(), es); err != nil {
+			t.Error(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Error(err)
+		}
+	}
+	cs, err := w.Compact(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Segments != len(start) {
+		t.Fatalf("compacted %d segments, want the %d there at the start (%d flushed meanwhile)", cs.Segments, len(start), added)
+	}
+	w.mu.Lock()
+	left := 0
+	for _, sm := range w.s.man.Segments {
+		if !sm.Compacted {
+			left++
+		}
+	}
+	w.mu.Unlock()
+	if left != added {
+		t.Fatalf("%d segments left to compact, want the %d flushed meanwhile", left, added)
+	}
+	opt.Progress = nil
+	if cs, err = w.Compact(context.Background(), opt); err != nil || cs.Segments != added {
+		t.Fatalf("next call: %+v %v, want the %d flushed meanwhile", cs, err, added)
+	}
+	w.Close()
+	if got := allEntries(t, dir); len(got) != 300+added {
+		t.Fatalf("%d entries, want %d", len(got), 300+added)
+	}
+}
