@@ -361,6 +361,8 @@ func diffLower(b []byte) []byte {
 type dquery struct {
 	args  []string
 	match func(line []byte) bool
+	// streams, when set, are the streams a --query selects.
+	streams map[int]bool
 	// since/until filter by time (0: none); limit, newest, count as the flags.
 	since, until int64
 	limit        int
@@ -379,7 +381,7 @@ func (q *dquery) expect(es []dentry) ([]byte, int) {
 		if q.since != 0 && e.time < q.since || q.until != 0 && e.time >= q.until {
 			continue
 		}
-		if q.match(e.line) {
+		if (q.streams == nil || q.streams[e.stream]) && q.match(e.line) {
 			hits = append(hits, e.line)
 		}
 	}
@@ -427,7 +429,7 @@ func (q *dquery) expectContext(es []dentry) ([]byte, int) {
 	for _, s := range streams {
 		pos := byStream[s]
 		for i, p := range pos {
-			if q.match(es[p].line) {
+			if (q.streams == nil || q.streams[s]) && q.match(es[p].line) {
 				matched++
 				for j := max(0, i-q.before); j <= min(len(pos)-1, i+q.after); j++ {
 					shown[pos[j]] = true
@@ -692,6 +694,9 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 				}
 				return false
 			}}
+		case k < 13 && c.multi:
+			// LogQL: a selector of some streams, line filters.
+			q = c.logql(t, es)
 		case k < 14:
 			// The whole output newest first.
 			q = &dquery{args: []string{"--order", "newest", "--", p}, match: diffContains(p), newest: true}
@@ -804,6 +809,77 @@ func (c *dcorpus) hay(t *testing.T, args ...string) ([]byte, int) {
 		t.Fatal(err)
 	}
 	return out, code
+}
+
+// logql makes a --query: a stream selector (by name, regex or negated),
+// then |= != |~ filters on needles from the corpus.
+func (c *dcorpus) logql(t *testing.T, es []dentry) *dquery {
+	r := c.r
+	q := &dquery{streams: map[int]bool{}}
+	var sel string
+	switch r.IntN(3) {
+	case 0:
+		i := r.IntN(len(c.files))
+		q.streams[i] = true
+		sel = fmt.Sprintf("{source=%q}", c.files[i].name)
+	case 1:
+		var alt []string
+		for i, f := range c.files {
+			if r.IntN(2) == 0 {
+				q.streams[i] = true
+				alt = append(alt, regexp.QuoteMeta(f.name))
+			}
+		}
+		if len(alt) == 0 {
+			alt = append(alt, "none")
+		}
+		sel = fmt.Sprintf("{source=~%q}", strings.Join(alt, "|"))
+	default:
+		i := r.IntN(len(c.files))
+		for j := range c.files {
+			q.streams[j] = j != i
+		}
+		sel = fmt.Sprintf("{source=~\".+\", source!=%q}", c.files[i].name)
+	}
+	tick := func() string {
+		for {
+			if p := c.validNeedle(es); !strings.Contains(p, "`") {
+				return p
+			}
+		}
+	}
+	var ms []func([]byte) bool
+	src := sel
+	for range 1 + r.IntN(3) {
+		switch r.IntN(4) {
+		case 0, 1:
+			p := tick()
+			src += " |= `" + p + "`"
+			ms = append(ms, diffContains(p))
+		case 2:
+			p := tick()
+			src += " != `" + p + "`"
+			m := diffContains(p)
+			ms = append(ms, func(l []byte) bool { return !m(l) })
+		default:
+			re := c.genRegex(es)
+			for strings.Contains(re, "`") {
+				re = c.genRegex(es)
+			}
+			src += " |~ `" + re + "`"
+			ms = append(ms, diffRegex(t, re))
+		}
+	}
+	q.args = []string{"--query", src}
+	q.match = func(l []byte) bool {
+		for _, m := range ms {
+			if !m(l) {
+				return false
+			}
+		}
+		return true
+	}
+	return q
 }
 
 // diffStats counts what the differential test compared.
