@@ -1279,7 +1279,8 @@ func runDifferential(t *testing.T, seed uint64) diffStats {
 		c.bounds = append(c.bounds, now)
 		es := c.oracle(t)
 		phase := fmt.Sprintf("seed %d step %d before compaction", seed, s)
-		c.runPhase(t, es, phase, &st)
+		qs := c.battery(t, es, c.queries)
+		c.runPhase(t, es, qs, phase, &st)
 
 		before := diffManifest(t, c.data)
 		compacted := map[string]bool{}
@@ -1316,7 +1317,7 @@ func runDifferential(t *testing.T, seed uint64) diffStats {
 			t.Fatalf("%s: hay verify: exit %d: %s", phase, code, out)
 		}
 		t.Logf("%s, merge-bytes %d, %d entries, segment raw bytes %s", phase, mergeBytes, len(es), strings.Join(sizes, ", "))
-		c.runPhase(t, es, phase, &st)
+		c.runPhase(t, es, qs, phase, &st)
 	}
 	if st.merges == 0 {
 		t.Fatalf("seed %d: no compaction merged compacted segments: the test did not exercise merging", seed)
@@ -1324,8 +1325,10 @@ func runDifferential(t *testing.T, seed uint64) diffStats {
 	return st
 }
 
-func (c *dcorpus) runPhase(t *testing.T, es []dentry, phase string, st *diffStats) {
-	for _, q := range c.battery(t, es, c.queries) {
+// runPhase runs the queries and the grep comparisons on the store as it
+// is. The same queries run before and after each compaction.
+func (c *dcorpus) runPhase(t *testing.T, es []dentry, qs []*dquery, phase string, st *diffStats) {
+	for _, q := range qs {
 		c.check(t, c.data, es, q, phase, st)
 	}
 	if c.multi {
