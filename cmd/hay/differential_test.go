@@ -370,6 +370,8 @@ type dquery struct {
 	count        bool
 	// before and after are the context entries wanted (-B, -A).
 	before, after int
+	// shown is set by expect with context: the entries printed, in order.
+	shown [][]byte
 }
 
 func (q *dquery) expect(es []dentry) ([]byte, int) {
@@ -446,6 +448,7 @@ func (q *dquery) expectContext(es []dentry) ([]byte, int) {
 		}
 	}
 	var lines [][]byte
+	q.shown = q.shown[:0]
 	last := -1
 	for i, e := range es {
 		if !shown[i] {
@@ -455,7 +458,11 @@ func (q *dquery) expectContext(es []dentry) ([]byte, int) {
 			lines = append(lines, []byte("--"))
 		}
 		lines = append(lines, e.line)
+		q.shown = append(q.shown, e.line)
 		last = i
+	}
+	if q.newest {
+		slices.Reverse(q.shown)
 	}
 	if q.newest {
 		slices.Reverse(lines)
@@ -903,6 +910,43 @@ func (c *dcorpus) check(t *testing.T, data string, es []dentry, q *dquery, phase
 			t.Fatalf("%s: hay %s\nexit %d, want %d; %d bytes, want %d; first differing line %d:\n got %q\nwant %q",
 				phase, diffQuoteArgs(args), code, wcode, len(got), len(want), firstDiffLine(got, want),
 				diffLineAt(got, firstDiffLine(got, want)), diffLineAt(want, firstDiffLine(got, want)))
+		}
+	}
+	if q.before > 0 || q.after > 0 {
+		// --json: the same entries without the "--" lines, the context
+		// ones (not matching) marked.
+		args := append([]string{"search", "--data", data, "--json"}, q.args...)
+		got, code := c.hay(t, args...)
+		st.queries++
+		var wantJSON, gotJSON []string
+		for _, l := range q.shown {
+			wantJSON = append(wantJSON, fmt.Sprintf("%q context=%v", l, !q.match(l)))
+		}
+		for _, obj := range bytes.Split(bytes.TrimSuffix(got, []byte("\n")), []byte("\n")) {
+			if len(obj) == 0 {
+				continue
+			}
+			var v struct {
+				Line    string `json:"line"`
+				Line64  string `json:"line_base64"`
+				Context bool   `json:"context"`
+			}
+			if err := json.Unmarshal(obj, &v); err != nil {
+				t.Fatalf("%s: hay %s: bad JSON %q: %v", phase, diffQuoteArgs(args), obj, err)
+			}
+			l := []byte(v.Line)
+			if v.Line64 != "" {
+				l, _ = base64.StdEncoding.DecodeString(v.Line64)
+			}
+			gotJSON = append(gotJSON, fmt.Sprintf("%q context=%v", l, v.Context))
+		}
+		if code != wcode || !slices.Equal(gotJSON, wantJSON) {
+			i := 0
+			for i < min(len(gotJSON), len(wantJSON)) && gotJSON[i] == wantJSON[i] {
+				i++
+			}
+			t.Fatalf("%s: hay %s: exit %d, want %d; %d entries, want %d; first difference at %d:\n got %v\nwant %v",
+				phase, diffQuoteArgs(args), code, wcode, len(gotJSON), len(wantJSON), i, gotJSON[i:min(i+1, len(gotJSON))], wantJSON[i:min(i+1, len(wantJSON))])
 		}
 	}
 	if q.count && q.limit == 0 {
