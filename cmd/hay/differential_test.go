@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -30,8 +31,10 @@ import (
 //
 // HAY_DIFF_SEED=N runs with another seed; a failure names the seed.
 
-// diffSeeds are the default seeds: one single-file and one multi-stream
-// corpus each.
+// diffSeeds are the default seeds. An odd seed makes a one-file corpus,
+// an even one a multi-stream corpus; seed%4 == 1 starts with a step of
+// more than one of ingest's 1 MiB blocks, seed%4 >= 2 makes repetitive
+// logs.
 var diffSeeds = []uint64{1, 2, 3, 4}
 
 // dfile is one input file of a corpus as it is on disk.
@@ -44,7 +47,7 @@ type dfile struct {
 	rotations int
 }
 
-// entries is what ingest stores for raw: lines split on "\n", one
+// diffEntries is what ingest stores for raw: lines split on "\n", one
 // trailing "\r" stripped from each, a last line without "\n" kept.
 func diffEntries(raw []byte) [][]byte {
 	if len(raw) == 0 {
@@ -65,7 +68,7 @@ type dentry struct {
 	stream int
 }
 
-// diffWords are the pieces lines are made of: log diffWords, letters that fold
+// diffWords are the pieces lines are made of: log words, letters that fold
 // only in Unicode (ſ, K), regex metacharacters, invalid UTF-8, control
 // bytes. No digits, so that no line looks like it starts with a time.
 var diffWords = []string{
@@ -83,6 +86,7 @@ var diffPlantPool = []string{
 	"fooBAR", "aa", "é",
 }
 
+// dcorpus is one generated corpus, its files and its store.
 type dcorpus struct {
 	r       *rand.Rand
 	dir     string
@@ -169,6 +173,7 @@ func (c *dcorpus) content(cont bool) []byte {
 	return b
 }
 
+// ending is a line's end: CRLF for some lines, as in a Windows log.
 func (c *dcorpus) ending() string {
 	if c.r.IntN(10) < 3 {
 		return "\r\n"
@@ -255,17 +260,17 @@ func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
 			chunks[f] = b
 		}
 		if last {
-			for f, b := range chunks {
+			for _, f := range touched { // not the map: the same draws every run
 				if r.IntN(2) == 0 {
 					// The last line without its newline (or with only "\r").
-					chunks[f] = bytes.TrimSuffix(b, []byte("\n"))
+					chunks[f] = bytes.TrimSuffix(chunks[f], []byte("\n"))
 				}
 			}
 		}
 	}
 	for _, f := range touched {
 		chunk := chunks[f]
-		if len(f.raw) > 0 && r.IntN(5) == 0 {
+		if len(f.raw) > 0 && len(chunk) > 0 && r.IntN(5) == 0 {
 			// Rotated (rewritten) file: ingest takes all of it as new
 			// entries of the same stream. Its first line differs from
 			// the old one's, so it is not mistaken for a grown file.
@@ -313,21 +318,11 @@ func (c *dcorpus) oracle(t *testing.T) []dentry {
 	}
 	slices.SortStableFunc(all, func(a, b dentry) int {
 		if a.time != b.time {
-			return diffCmp(a.time, b.time)
+			return cmp.Compare(a.time, b.time)
 		}
-		return diffCmp(int64(a.stream), int64(b.stream))
+		return cmp.Compare(a.stream, b.stream)
 	})
 	return all
-}
-
-func diffCmp(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // readManifestForTest reads dir/MANIFEST: a header line, then the JSON body.
@@ -374,6 +369,8 @@ type dquery struct {
 	shown [][]byte
 }
 
+// expect is the oracle: what hay search must print for q over es, and
+// its exit status.
 func (q *dquery) expect(es []dentry) ([]byte, int) {
 	if q.before > 0 || q.after > 0 {
 		return q.expectContext(es)
@@ -526,17 +523,19 @@ func (c *dcorpus) validNeedle(es []dentry) string {
 	}
 }
 
+// diffContainsFold is PATTERN with -i: ASCII folding only.
 func diffContainsFold(pat string) func([]byte) bool {
 	p := diffLower([]byte(pat))
 	return func(l []byte) bool { return bytes.Contains(diffLower(l), p) }
 }
 
+// diffContains is a literal: grep -F.
 func diffContains(pat string) func([]byte) bool {
 	p := []byte(pat)
 	return func(l []byte) bool { return bytes.Contains(l, p) }
 }
 
-// regex is what -E (or a folded -e/-v) means: RE2 on the entry's bytes.
+// diffRegex is what -E (or a folded -e/-v) means: RE2 on the entry's bytes.
 func diffRegex(t *testing.T, re string) func([]byte) bool {
 	x, err := regexp.Compile(re)
 	if err != nil {
