@@ -33,8 +33,8 @@ import (
 
 // diffSeeds are the default seeds. An odd seed makes a one-file corpus,
 // an even one a multi-stream corpus; seed%4 == 1 starts with a step of
-// more than one of ingest's 1 MiB blocks, seed%4 >= 2 makes repetitive
-// logs.
+// more than one of ingest's 1 MiB blocks, seed%4 == 0 with many streams,
+// seed%4 >= 2 makes repetitive logs.
 var diffSeeds = []uint64{1, 2, 3, 4}
 
 // dfile is one input file of a corpus as it is on disk.
@@ -100,6 +100,7 @@ type dcorpus struct {
 	bounds []int64
 
 	big     bool     // the next step is large
+	many    bool     // multi: start with many streams
 	queries int      // per phase: oracle queries (and a half against grep)
 	split   string   // the rest of a needle the last line began
 	repeats [][]byte // when set, most lines are copies of these
@@ -221,7 +222,13 @@ func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
 		times = map[*dfile][]int64{}
 		nf := len(c.files)
 		if nf == 0 || r.IntN(2) == 0 {
-			for range 1 + r.IntN(2) {
+			n := 1 + r.IntN(2)
+			if nf == 0 && c.many {
+				// More streams than the searches' 2×workers blocks in
+				// flight: the merge holds one block per stream.
+				n = 12 + r.IntN(8)
+			}
+			for range n {
 				c.files = append(c.files, &dfile{name: fmt.Sprintf("s%d.log", len(c.files))})
 			}
 		}
@@ -1265,6 +1272,7 @@ func runDifferential(t *testing.T, seed uint64) diffStats {
 		}
 	}
 	c.big = seed%4 == 1
+	c.many = seed%4 == 0
 	c.queries = 25
 	if c.big {
 		c.queries = 12 // each search decodes a megabyte or more
