@@ -45,6 +45,7 @@ type dfile struct {
 	stored    [][]byte // the entries ingest stored from it, oldest first
 	times     []int64  // the time of each entry
 	rotations int
+	rank      int // the order of its stream's id; -1 before it has one
 }
 
 // diffEntries is what ingest stores for raw: lines split on "\n", one
@@ -65,7 +66,8 @@ func diffEntries(raw []byte) [][]byte {
 type dentry struct {
 	line   []byte
 	time   int64
-	stream int
+	stream int // index in dcorpus.files
+	rank   int // ties in time go to the lower rank (stream id order)
 }
 
 // diffWords are the pieces lines are made of: log words, letters that fold
@@ -99,6 +101,7 @@ type dcorpus struct {
 	// (one-stream corpora: entries have the ingestion time).
 	bounds []int64
 
+	streams int      // streams defined so far
 	big     bool     // the next step is large
 	many    bool     // multi: start with many streams
 	queries int      // per phase: oracle queries (and a half against grep)
@@ -199,7 +202,7 @@ func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
 	var times map[*dfile][]int64
 	if !c.multi {
 		if len(c.files) == 0 {
-			c.files = append(c.files, &dfile{name: "one.log"})
+			c.files = append(c.files, &dfile{name: "one.log", rank: -1})
 		}
 		f := c.files[0]
 		var b []byte
@@ -229,7 +232,7 @@ func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
 				n = 12 + r.IntN(8)
 			}
 			for range n {
-				c.files = append(c.files, &dfile{name: fmt.Sprintf("s%d.log", len(c.files))})
+				c.files = append(c.files, &dfile{name: fmt.Sprintf("s%d.log", len(c.files)), rank: -1})
 			}
 		}
 		// This step's files: the new ones and a few old ones.
@@ -268,9 +271,10 @@ func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
 		}
 		if last {
 			for _, f := range touched { // not the map: the same draws every run
-				if r.IntN(2) == 0 {
-					// The last line without its newline (or with only "\r").
-					chunks[f] = bytes.TrimSuffix(chunks[f], []byte("\n"))
+				// The last line without its newline (or with only "\r"),
+				// unless it is empty: then there is no line to end.
+				if b := chunks[f]; r.IntN(2) == 0 && !bytes.HasSuffix(b, []byte("\n\n")) {
+					chunks[f] = bytes.TrimSuffix(b, []byte("\n"))
 				}
 			}
 		}
@@ -315,19 +319,19 @@ func (c *dcorpus) step(t *testing.T, last bool) []*dfile {
 
 // oracle returns the stored entries in search order (oldest first): each
 // stream in ingestion order, streams merged by time, ties to the stream
-// ingested first (stream ids follow c.files).
+// ingested first (the lower rank).
 func (c *dcorpus) oracle(t *testing.T) []dentry {
 	var all []dentry
 	for si, f := range c.files {
 		for i, l := range f.stored {
-			all = append(all, dentry{line: l, time: f.times[i], stream: si})
+			all = append(all, dentry{line: l, time: f.times[i], stream: si, rank: f.rank})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b dentry) int {
 		if a.time != b.time {
 			return cmp.Compare(a.time, b.time)
 		}
-		return cmp.Compare(a.stream, b.stream)
+		return cmp.Compare(a.rank, b.rank)
 	})
 	return all
 }
@@ -492,6 +496,10 @@ func (c *dcorpus) needle(es []dentry) string {
 		return diffWords[r.IntN(len(diffWords))]
 	case k < 5:
 		return []string{"", "a", "e", "-", "\r", " ", "k", "s", "ab", "zzz", "!!", "{}"}[r.IntN(12)]
+	case r.IntN(30) == 0:
+		// Several patterns, one per line (or a trailing newline: an
+		// empty one, which matches every line).
+		return c.needle(es) + "\n" + c.needle(es)
 	}
 	for range 20 {
 		l := es[r.IntN(len(es))].line
@@ -521,6 +529,16 @@ func (c *dcorpus) needle(es []dentry) string {
 	return "alpha"
 }
 
+// lineNeedle is a valid UTF-8 needle without a newline (for regexes and
+// LogQL strings).
+func (c *dcorpus) lineNeedle(es []dentry) string {
+	for {
+		if s := c.validNeedle(es); !strings.Contains(s, "\n") {
+			return s
+		}
+	}
+}
+
 // validNeedle is a needle that is valid UTF-8 (for the regex-based modes).
 func (c *dcorpus) validNeedle(es []dentry) string {
 	for {
@@ -530,16 +548,44 @@ func (c *dcorpus) validNeedle(es []dentry) string {
 	}
 }
 
+// diffAny matches a line that one of pat's lines matches: a pattern with
+// newlines is one pattern per line, as in grep.
+func diffAny(pat string, one func(string) func([]byte) bool) func([]byte) bool {
+	var ms []func([]byte) bool
+	for _, p := range strings.Split(pat, "\n") {
+		ms = append(ms, one(p))
+	}
+	return func(l []byte) bool {
+		for _, m := range ms {
+			if m(l) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // diffContainsFold is PATTERN with -i: ASCII folding only.
 func diffContainsFold(pat string) func([]byte) bool {
-	p := diffLower([]byte(pat))
-	return func(l []byte) bool { return bytes.Contains(diffLower(l), p) }
+	return diffAny(pat, func(pat string) func([]byte) bool {
+		p := diffLower([]byte(pat))
+		return func(l []byte) bool { return bytes.Contains(diffLower(l), p) }
+	})
 }
 
 // diffContains is a literal: grep -F.
 func diffContains(pat string) func([]byte) bool {
-	p := []byte(pat)
-	return func(l []byte) bool { return bytes.Contains(l, p) }
+	return diffAny(pat, func(pat string) func([]byte) bool {
+		p := []byte(pat)
+		return func(l []byte) bool { return bytes.Contains(l, p) }
+	})
+}
+
+// diffFoldLit is a literal of -e or -v with -i: (?i), Unicode folding.
+func diffFoldLit(t *testing.T, pat string) func([]byte) bool {
+	return diffAny(pat, func(pat string) func([]byte) bool {
+		return diffRegex(t, "(?i)"+regexp.QuoteMeta(pat))
+	})
 }
 
 // diffRegex is what -E (or a folded -e/-v) means: RE2 on the entry's bytes.
@@ -555,8 +601,8 @@ func diffRegex(t *testing.T, re string) func([]byte) bool {
 // alternations, anchors, dots and classes, (?i).
 func (c *dcorpus) genRegex(es []dentry) string {
 	r := c.r
-	a := regexp.QuoteMeta(c.validNeedle(es))
-	b := regexp.QuoteMeta(c.validNeedle(es))
+	a := regexp.QuoteMeta(c.lineNeedle(es))
+	b := regexp.QuoteMeta(c.lineNeedle(es))
 	switch r.IntN(9) {
 	case 0:
 		return a + "|" + b
@@ -568,7 +614,7 @@ func (c *dcorpus) genRegex(es []dentry) string {
 		return a + "$"
 	case 4:
 		// A dot in place of one character (matches invalid bytes too).
-		s := []rune(c.validNeedle(es))
+		s := []rune(c.lineNeedle(es))
 		if len(s) > 1 {
 			i := r.IntN(len(s))
 			return regexp.QuoteMeta(string(s[:i])) + "." + regexp.QuoteMeta(string(s[i+1:]))
@@ -643,7 +689,7 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 			for _, x := range ps {
 				q0 := diffContains(x)
 				if fold {
-					q0 = diffRegex(t, "(?i)"+regexp.QuoteMeta(x))
+					q0 = diffFoldLit(t, x)
 				}
 				ms = append(ms, q0)
 				// args filled below
@@ -668,7 +714,7 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 			fold := r.IntN(3) == 0
 			vm := diffContains(v)
 			if fold {
-				vm = diffRegex(t, "(?i)"+regexp.QuoteMeta(v))
+				vm = diffFoldLit(t, v)
 			}
 			if r.IntN(2) == 0 {
 				q = &dquery{args: []string{"-v", v}, match: func(l []byte) bool { return !vm(l) }}
@@ -676,7 +722,7 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 				pv := c.validNeedle(es)
 				pm := diffContains(pv)
 				if fold {
-					pm = diffRegex(t, "(?i)"+regexp.QuoteMeta(pv))
+					pm = diffFoldLit(t, pv)
 				}
 				q = &dquery{args: []string{"-v", v, "--", pv}, match: func(l []byte) bool { return pm(l) && !vm(l) }}
 			}
@@ -697,7 +743,11 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 			if r.IntN(3) == 0 {
 				e := c.validNeedle(es)
 				args = append(args, "-e", e)
-				ms = append(ms, diffRegex(t, pre+regexp.QuoteMeta(e)))
+				if fold {
+					ms = append(ms, diffFoldLit(t, e))
+				} else {
+					ms = append(ms, diffContains(e))
+				}
 			}
 			q = &dquery{args: args, match: func(l []byte) bool {
 				for _, m := range ms {
@@ -856,7 +906,7 @@ func (c *dcorpus) logql(t *testing.T, es []dentry) *dquery {
 	}
 	tick := func() string {
 		for {
-			if p := c.validNeedle(es); !strings.Contains(p, "`") {
+			if p := c.lineNeedle(es); !strings.Contains(p, "`") {
 				return p
 			}
 		}
@@ -913,9 +963,10 @@ func (c *dcorpus) check(t *testing.T, data string, es []dentry, q *dquery, phase
 		got, code := c.hay(t, args...)
 		st.queries++
 		if code != wcode || !bytes.Equal(got, want) {
-			t.Fatalf("%s: hay %s\nexit %d, want %d; %d bytes, want %d; first differing line %d:\n got %q\nwant %q",
-				phase, diffQuoteArgs(args), code, wcode, len(got), len(want), firstDiffLine(got, want),
-				diffLineAt(got, firstDiffLine(got, want)), diffLineAt(want, firstDiffLine(got, want)))
+			d := firstDiffLine(got, want)
+			t.Fatalf("%s: hay %s\nexit %d, want %d; %d bytes, want %d; first differing line %d:\n got %q\nwant %q\nlines %d-%d:\n got %q\nwant %q",
+				phase, diffQuoteArgs(args), code, wcode, len(got), len(want), d, diffLineAt(got, d), diffLineAt(want, d),
+				max(1, d-3), d+3, diffLines(got, d-3, d+3), diffLines(want, d-3, d+3))
 		}
 	}
 	if q.before > 0 || q.after > 0 {
@@ -984,6 +1035,18 @@ func (c *dcorpus) check(t *testing.T, data string, es []dentry, q *dquery, phase
 	}
 }
 
+// diffLines returns lines from to to of b (from 1), each cut to 80 bytes.
+func diffLines(b []byte, from, to int) []string {
+	var out []string
+	for i := max(1, from); i <= to; i++ {
+		if l := diffLineAt(b, i); l != nil {
+			out = append(out, string(l[:min(len(l), 80)]))
+		}
+	}
+	return out
+}
+
+// diffLineAt returns line n of b (from 1), cut to 300 bytes.
 func diffLineAt(b []byte, n int) []byte {
 	ls := bytes.Split(b, []byte("\n"))
 	if n-1 < len(ls) {
@@ -1292,16 +1355,22 @@ func runDifferential(t *testing.T, seed uint64) diffStats {
 	mergeBytes := diffMergeBytes
 	for s := range steps {
 		touched := c.step(t, s == steps-1)
-		var paths []string
-		for _, f := range touched {
-			paths = append(paths, f.path)
-		}
-		if len(c.bounds) == 0 {
-			c.bounds = append(c.bounds, time.Now().UnixNano())
-		}
 		if c.multi && r.IntN(3) == 0 {
 			// Files with nothing new are ingested again too.
 			touched = c.files
+		}
+		var paths []string
+		for _, f := range touched {
+			paths = append(paths, f.path)
+			if f.rank < 0 && len(f.stored) > 0 {
+				// Streams are numbered as their first entries are
+				// stored (a file ingested empty defines none).
+				f.rank = c.streams
+				c.streams++
+			}
+		}
+		if len(c.bounds) == 0 {
+			c.bounds = append(c.bounds, time.Now().UnixNano())
 		}
 		// Sometimes one run per file, sometimes all at once.
 		if r.IntN(2) == 0 {
