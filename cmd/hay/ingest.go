@@ -210,6 +210,9 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		// The time of the last line with a timestamp, for lines without.
 		lastTime int64
 		haveTime bool
+		// Lines without a timestamp before the first one with: they wait
+		// in the batch for the next timestamp (see below), from here on.
+		leading = -1
 		entries  = make([]store.Entry, 0, 1024)
 	)
 	flush := func() error {
@@ -234,6 +237,7 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		pr.add(start+lr.Offset()-consumed, int64(len(entries)), start+lr.Offset())
 		consumed = start + lr.Offset()
 		arena, ends, entries = arena[:0], ends[:0], entries[:0]
+		leading = -1
 		return nil
 	}
 	if idle != nil {
@@ -258,14 +262,30 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			fmt.Fprintf(os.Stderr, "hay ingest: %s: %v; storing it in pieces\n", path, err)
 		}
 		e := p.Parse(line)
-		if e.HasTime {
+		switch {
+		case e.HasTime:
 			lastTime, haveTime = e.Time, true
-		} else if haveTime {
+			// Lines without a timestamp before the first one with (a
+			// banner at the top of a file, or the rest of an entry cut
+			// where an earlier run stopped) take its time rather than the
+			// ingestion time: otherwise the stream's times would go
+			// backwards after them, and the merge of streams by time has
+			// no single order for such a stream. Those flushed before a
+			// timestamp came keep the ingestion time.
+			if leading >= 0 {
+				for i := leading; i < len(entries); i++ {
+					entries[i].Time = e.Time
+				}
+				leading = -1
+			}
+		case haveTime:
 			// A line without a timestamp (a stack trace's continuation, a
 			// message split over lines) belongs with the entry before it:
 			// it takes that entry's time rather than the ingestion time,
 			// which would sort it after every other stream's entries.
 			e.Time = lastTime
+		case leading < 0:
+			leading = len(entries)
 		}
 		arena = append(arena, e.Line...)
 		ends = append(ends, len(arena))
