@@ -213,7 +213,7 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		// Lines without a timestamp before the first one with: they wait
 		// in the batch for the next timestamp (see below), from here on.
 		leading = -1
-		entries  = make([]store.Entry, 0, 1024)
+		entries = make([]store.Entry, 0, 1024)
 	)
 	flush := func() error {
 		if len(entries) == 0 {

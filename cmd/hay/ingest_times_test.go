@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// jsonTimes runs hay search --json '' and returns each entry's line and
+// jsonTimes runs hay search --json with an empty PATTERN and returns each entry's line and
 // time, in output order.
 func jsonTimes(t *testing.T, data string, extra ...string) (lines []string, times []time.Time) {
 	t.Helper()
