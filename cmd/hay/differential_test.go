@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"haystack/internal/segment"
 	"haystack/internal/store"
 )
 
@@ -948,6 +950,7 @@ func (c *dcorpus) logql(t *testing.T, es []dentry) *dquery {
 // diffStats counts what the differential test compared.
 type diffStats struct {
 	queries, grepChecks, merges int
+	during                      int // queries run while a compaction ran
 }
 
 // check runs one query with and without the index against the oracle.
@@ -1317,10 +1320,11 @@ func TestDifferentialSearch(t *testing.T) {
 			total.queries += st.queries
 			total.grepChecks += st.grepChecks
 			total.merges += st.merges
+			total.during += st.during
 		})
 	}
-	t.Logf("%d hay searches compared (%d of them against grep), %d merges of compacted segments, in %v",
-		total.queries, total.grepChecks, total.merges, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d hay searches compared (%d of them against grep, %d queries while a compaction ran), %d merges of compacted segments, in %v",
+		total.queries, total.grepChecks, total.during, total.merges, time.Since(start).Round(time.Millisecond))
 }
 
 func runDifferential(t *testing.T, seed uint64) diffStats {
@@ -1409,11 +1413,46 @@ func runDifferential(t *testing.T, seed uint64) diffStats {
 				compacted[sm.Name] = true
 			}
 		}
-		args := []string{"compact", "--data", c.data, "--merge-bytes", strconv.Itoa(mergeBytes), "--workers", "2",
-			// Blocks smaller than the long lines; every codec level.
-			"--block-size", strconv.Itoa(4096 << r.IntN(3)), "--level", strconv.Itoa(1 + r.IntN(4))}
-		if out, code := c.hay(t, args...); code != 0 {
-			t.Fatalf("compact: exit %d %s", code, out)
+		// Blocks smaller than the long lines; every codec level.
+		layout := segment.Options{BlockSize: 4096 << r.IntN(3), Level: 1 + r.IntN(4)}
+		if s%2 == 0 {
+			args := []string{"compact", "--data", c.data, "--merge-bytes", strconv.Itoa(mergeBytes), "--workers", "2",
+				"--block-size", strconv.Itoa(layout.BlockSize), "--level", strconv.Itoa(layout.Level)}
+			if out, code := c.hay(t, args...); code != 0 {
+				t.Fatalf("compact: exit %d %s", code, out)
+			}
+		} else {
+			// What hay compact does, while the same queries run: a
+			// search may see the old or the new segments, never a mix
+			// or a missing one.
+			stor, err := store.Open(c.data, store.Options{FsyncInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := stor.Compact(context.Background(), store.CompactOptions{Segment: &layout, MergeBytes: int64(mergeBytes), Workers: 2})
+				if cerr := stor.Close(); err == nil {
+					err = cerr
+				}
+				done <- err
+			}()
+			during := fmt.Sprintf("seed %d step %d during compaction", seed, s)
+			var err2 error
+			n := 0
+		loop:
+			for ; ; n++ {
+				select {
+				case err2 = <-done:
+					break loop
+				default:
+				}
+				c.check(t, c.data, es, qs[n%len(qs)], during, &st)
+			}
+			if err2 != nil {
+				t.Fatalf("compact: %v", err2)
+			}
+			st.during += n
 		}
 		after := diffManifest(t, c.data)
 		gone := 0
