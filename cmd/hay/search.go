@@ -60,8 +60,9 @@ What to match (one of):
                      an entry matches if it contains any -e literal or any -E
                      regex (RE2 syntax), and none of the -v literals. -v alone
                      keeps every entry without them; PATTERN may be combined
-                     with -v (but not with -e/-E). With -i they are all
-                     case-insensitive as (?i) (Unicode folding).
+                     with -v (but not with -e/-E). With -i the literals
+                     (PATTERN, -e, -v) fold ASCII letters only, as PATTERN
+                     does, and -E regexes fold as (?i) (Unicode too).
   A PATTERN or a value of -e, -E or -v that holds newlines is one pattern
   per line, as in grep (an empty line matches every entry); a PATTERN of
   several lines is then read as -e's are.
@@ -107,7 +108,7 @@ func searchCommand(args []string) error {
 	fs.Var(&inc, "e", "match entries containing the literal `P` (repeatable: any of them)")
 	fs.Var(&exc, "v", "drop entries containing the literal `P` (repeatable: any of them)")
 	fs.Var(&res, "E", "match entries matching the regex `RE` (RE2; repeatable, ORed with -e)")
-	fold := fs.Bool("i", false, "ignore case (PATTERN: ASCII only, like grep -F -i in the C locale)")
+	fold := fs.Bool("i", false, "ignore case: ASCII letters in literals, like grep -F -i in the C locale; (?i) in -E regexes")
 	count := fs.Bool("c", false, "print only the number of matching entries")
 	after := fs.Int("A", 0, "print `N` entries of the same stream after each match")
 	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")

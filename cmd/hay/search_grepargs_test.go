@@ -85,3 +85,32 @@ func TestSearchFlagValuesNotRewritten(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchFoldASCII: -i folds ASCII letters only in every literal, as
+// grep -F -i in the C locale: a PATTERN of several lines, -e and -v (not
+// σ for Σ, not the Kelvin sign for k), and a literal that is not valid
+// UTF-8 works with -i too. Only -E regexes fold as (?i). Found by the
+// differential test.
+func TestSearchFoldASCII(t *testing.T) {
+	data, file := grepArgsStore(t, "\xcf\x83\n\xce\xa3\nx\n\xff\n\xe2\x84\xaa\nk\nK\n")
+	for _, c := range []struct{ hay, grep []string }{
+		{[]string{"-i", "--", "\xce\xa3\nx"}, []string{"-F", "-i", "--", "\xce\xa3\nx"}},
+		{[]string{"-i", "--", "x\n\xff"}, []string{"-F", "-i", "--", "x\n\xff"}},
+		{[]string{"-i", "--", "k\nzz"}, []string{"-F", "-i", "--", "k\nzz"}},
+		{[]string{"-i", "-e", "k", "-e", "\xce\xa3"}, []string{"-F", "-i", "-e", "k", "-e", "\xce\xa3"}},
+		{[]string{"-i", "-e", "\xff"}, []string{"-F", "-i", "-e", "\xff"}},
+		{[]string{"-i", "-v", "zzz", "k"}, []string{"-F", "-i", "k"}},
+		{[]string{"-i", "-v", "K"}, []string{"-F", "-i", "-v", "-e", "K"}},
+	} {
+		want, wcode := grepArgs(t, file, c.grep...)
+		got, code := hayInProcess(t, append([]string{"search", "--data", data}, c.hay...)...)
+		if code != wcode || !bytes.Equal(got, want) {
+			t.Errorf("hay search %q: %q exit %d; grep %q: %q exit %d", c.hay, got, code, c.grep, want, wcode)
+		}
+	}
+	// -E folds as (?i): the Kelvin sign is a k there.
+	got, code := hayInProcess(t, "search", "--data", data, "-i", "-E", "^k$")
+	if code != 0 || string(got) != "\xe2\x84\xaa\nk\nK\n" {
+		t.Errorf("hay search -i -E ^k$: %q exit %d", got, code)
+	}
+}

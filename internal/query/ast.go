@@ -1,6 +1,7 @@
 package query
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -95,18 +96,36 @@ type LineFilter struct {
 	Op     FilterOp
 	Values []string // at least one
 	Pos    int      // byte offset of the operator
+
+	// FoldASCII makes the literal operators (|= and !=) match ASCII
+	// letters of either case, and every other byte exactly, as grep -F -i
+	// does in the C locale. LogQL has no syntax for it: only FromGrep sets
+	// it (String shows it as the nearest LogQL, a (?i) regex, which also
+	// folds non-ASCII letters).
+	FoldASCII bool
 }
 
 func (*LineFilter) stage() {}
 
 func (f *LineFilter) String() string {
 	var b strings.Builder
-	b.WriteString(f.Op.String())
+	op := f.Op
+	fold := f.FoldASCII && !op.IsRegexp()
+	if fold {
+		op = FilterRegexp
+		if op.Negated() != f.Op.Negated() {
+			op = FilterNotRegexp
+		}
+	}
+	b.WriteString(op.String())
 	for i, v := range f.Values {
 		if i > 0 {
 			b.WriteString(" or")
 		}
 		b.WriteByte(' ')
+		if fold {
+			v = "(?i)" + regexp.QuoteMeta(v)
+		}
 		b.WriteString(strconv.Quote(v))
 	}
 	return b.String()

@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // GrepOptions is grep-style sugar for a query.
@@ -10,43 +11,47 @@ type GrepOptions struct {
 	Patterns []string // -e: literals; a line matches if it contains any
 	Exclude  []string // -v: literals; a line containing any is dropped
 	Regex    []string // -E: regular expressions, ORed with Patterns
-	Fold     bool     // -i: ASCII-and-Unicode case-insensitive, for all of the above
+	// Fold is -i: the literals match ASCII letters of either case (as grep
+	// -F -i in the C locale, and hay search -i PATTERN), the regexes are
+	// case-insensitive as (?i) (Unicode folding, RE2's).
+	Fold bool
 }
 
 // FromGrep builds the query grep options describe. The query has no stream
 // selector (all streams); it compiles to the same plan as the equivalent
-// LogQL: `|= "a" or "b"`, `!= "x"`, `|~ "re"`, and with Fold the
-// `(?i)`-prefixed regex forms, which Compile turns back into folded
-// literals.
+// LogQL: `|= "a" or "b"`, `!= "x"`, `|~ "re"`, and with Fold literal
+// filters that fold ASCII letters (LineFilter.FoldASCII). Literals ORed
+// with regexes become regexes, a folded one with [aA]-style classes so
+// that it still folds ASCII letters only.
 func FromGrep(opts GrepOptions) (*Query, error) {
 	q := &Query{}
 	var pos []string
-	regex := len(opts.Regex) > 0 || opts.Fold
+	regex := len(opts.Regex) > 0
 	for _, p := range opts.Patterns {
 		if regex {
-			p = regexp.QuoteMeta(p)
+			if opts.Fold {
+				p = foldASCIIRegex(p)
+			} else {
+				p = regexp.QuoteMeta(p)
+			}
 		}
 		pos = append(pos, p)
 	}
-	pos = append(pos, opts.Regex...)
-	if opts.Fold {
-		for i, p := range pos {
-			pos[i] = "(?i)" + p
+	for _, r := range opts.Regex {
+		if opts.Fold {
+			r = "(?i)" + r
 		}
+		pos = append(pos, r)
 	}
 	if len(pos) > 0 {
-		op := FilterContains
+		f := &LineFilter{Op: FilterContains, Values: pos, FoldASCII: opts.Fold}
 		if regex {
-			op = FilterRegexp
-		}
-		q.Stages = append(q.Stages, &LineFilter{Op: op, Values: pos})
-	}
-	for _, x := range opts.Exclude {
-		f := &LineFilter{Op: FilterNotContains, Values: []string{x}}
-		if opts.Fold {
-			f = &LineFilter{Op: FilterNotRegexp, Values: []string{"(?i)" + regexp.QuoteMeta(x)}}
+			f = &LineFilter{Op: FilterRegexp, Values: pos}
 		}
 		q.Stages = append(q.Stages, f)
+	}
+	for _, x := range opts.Exclude {
+		q.Stages = append(q.Stages, &LineFilter{Op: FilterNotContains, Values: []string{x}, FoldASCII: opts.Fold})
 	}
 	for _, st := range q.Stages {
 		f := st.(*LineFilter)
@@ -60,4 +65,22 @@ func FromGrep(opts GrepOptions) (*Query, error) {
 		}
 	}
 	return q, nil
+}
+
+// foldASCIIRegex is a regex matching the literal s with ASCII letters of
+// either case and every other character exactly.
+func foldASCIIRegex(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		c := r | 0x20
+		if 'a' <= c && c <= 'z' {
+			b.WriteByte('[')
+			b.WriteRune(c &^ 0x20)
+			b.WriteRune(c)
+			b.WriteByte(']')
+			continue
+		}
+		b.WriteString(regexp.QuoteMeta(string(r)))
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package query
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -285,5 +286,47 @@ func TestRegexTooComplex(t *testing.T) {
 	}
 	if _, err := Parse(`{a="b"} |~ "\\d{1,1000}x"`); err != nil {
 		t.Errorf("a single counted repetition was refused: %v", err)
+	}
+}
+
+// TestFromGrepFoldASCII: with Fold, the literals fold ASCII letters only,
+// as grep -F -i in the C locale (and hay search -i PATTERN): not the
+// Kelvin sign for k, not σ for Σ, and a literal that is not valid UTF-8
+// still works; the regexes fold as (?i), Unicode included. Literals ORed
+// with a regex keep the ASCII folding.
+func TestFromGrepFoldASCII(t *testing.T) {
+	lines := []string{"k", "K", "\u212a", "\u03c3", "\u03a3", "x\xffy", "X\xffY", "sSs", "\u017f", "Error", "eRROR"}
+	for _, c := range []struct {
+		opts GrepOptions
+		want string // indexes of the lines that match
+	}{
+		{GrepOptions{Patterns: []string{"k"}, Fold: true}, "0 1"},
+		{GrepOptions{Patterns: []string{"\u03a3"}, Fold: true}, "4"},
+		{GrepOptions{Patterns: []string{"x\xffy"}, Fold: true}, "5 6"},
+		{GrepOptions{Patterns: []string{"S"}, Fold: true}, "7"},
+		{GrepOptions{Patterns: []string{"error", "\u03a3"}, Fold: true}, "4 9 10"},
+		{GrepOptions{Exclude: []string{"K", "s"}, Fold: true}, "2 3 4 5 6 8 9 10"},
+		{GrepOptions{Regex: []string{"k"}, Fold: true}, "0 1 2"},
+		{GrepOptions{Patterns: []string{"k"}, Regex: []string{"\u03c3"}, Fold: true}, "0 1 3 4"},
+		{GrepOptions{Patterns: []string{"s.s"}, Regex: []string{"^$"}, Fold: true}, ""},
+		{GrepOptions{Patterns: []string{"ss"}, Regex: []string{"^$"}, Fold: true}, "7"},
+	} {
+		q, err := FromGrep(c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(q)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.opts, err)
+		}
+		var got []string
+		for i, l := range lines {
+			if p.Match([]byte(l)) {
+				got = append(got, strconv.Itoa(i))
+			}
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%+v (%s): lines %v match, want %s", c.opts, q, got, c.want)
+		}
 	}
 }

@@ -171,6 +171,9 @@ func compileFilter(lf *LineFilter) (*Filter, error) {
 				return nil, err
 			}
 			a = compileRegexAlt(v)
+		} else if lf.FoldASCII {
+			v = lowerASCII(v)
+			a = &Alt{Needle: Lit{Text: v, Fold: hasASCIILetter(v)}}
 		} else {
 			a = &Alt{Needle: Lit{Text: v}}
 		}
