@@ -114,7 +114,7 @@ func searchCommand(args []string) error {
 	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")
 	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
-	order := fs.String("order", "oldest", "`oldest` first or newest first (newest: the exact reverse)")
+	order := fs.String("order", "oldest", "`oldest` first or newest first (newest: the exact reverse, where each stream's own times ascend)")
 	since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 1h for now-1h)")
 	until := fs.String("until", "", "only entries before `T` (RFC 3339 or a duration)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")

@@ -64,6 +64,17 @@
 // descending with ties to the higher stream id. Counting and histograms
 // need no order and use a single run.
 //
+// Exactly the reverse, and the same order of two entries whatever the
+// query, hold when each stream's times ascend, as hay ingest makes them
+// for a file whose timestamps do (a line without one takes its
+// neighbour's). A stream whose own timestamps go backwards (threads
+// writing out of order) has no single merged order: each direction merges
+// by the entries at hand, so its entries can interleave with other
+// streams differently in the two orders, and differently when a filter
+// leaves some out. Making it exact would need, for every entry, the
+// largest time of its stream so far, which block metadata (per block, not
+// per stream in it) cannot give for the blocks the index skips.
+//
 // # Context
 //
 // Query.Before and Query.After ask for context entries around each match,
@@ -103,7 +114,7 @@ type Order int
 
 const (
 	Oldest Order = iota // each stream in ingestion order, merged by time ascending
-	Newest              // the exact reverse of Oldest
+	Newest              // the exact reverse of Oldest (see Order in the package doc)
 )
 
 // Query says what to search for and how to deliver it.
