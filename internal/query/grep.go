@@ -68,19 +68,21 @@ func FromGrep(opts GrepOptions) (*Query, error) {
 }
 
 // foldASCIIRegex is a regex matching the literal s with ASCII letters of
-// either case and every other character exactly.
+// either case and every other byte exactly. It works byte by byte, so
+// bytes that are not UTF-8 stay as they are (and the regex check refuses
+// them, as it does for a literal ORed with a regex without -i).
 func foldASCIIRegex(s string) string {
 	var b strings.Builder
-	for _, r := range s {
-		c := r | 0x20
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
 		if 'a' <= c && c <= 'z' {
 			b.WriteByte('[')
-			b.WriteRune(c &^ 0x20)
-			b.WriteRune(c)
+			b.WriteByte(c &^ 0x20)
+			b.WriteByte(c)
 			b.WriteByte(']')
 			continue
 		}
-		b.WriteString(regexp.QuoteMeta(string(r)))
+		b.WriteString(regexp.QuoteMeta(s[i : i+1]))
 	}
 	return b.String()
 }

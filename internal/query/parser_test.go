@@ -310,6 +310,8 @@ func TestFromGrepFoldASCII(t *testing.T) {
 		{GrepOptions{Patterns: []string{"k"}, Regex: []string{"\u03c3"}, Fold: true}, "0 1 3 4"},
 		{GrepOptions{Patterns: []string{"s.s"}, Regex: []string{"^$"}, Fold: true}, ""},
 		{GrepOptions{Patterns: []string{"ss"}, Regex: []string{"^$"}, Fold: true}, "7"},
+		{GrepOptions{Patterns: []string{"\u03a3K"}, Regex: []string{"^$"}, Fold: true}, ""},
+		{GrepOptions{Patterns: []string{"\u03a3", "kk"}, Regex: []string{"^$"}, Fold: true}, "4"},
 	} {
 		q, err := FromGrep(c.opts)
 		if err != nil {
@@ -328,5 +330,19 @@ func TestFromGrepFoldASCII(t *testing.T) {
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("%+v (%s): lines %v match, want %s", c.opts, q, got, c.want)
 		}
+	}
+}
+
+// TestFromGrepFoldInvalidUTF8: a literal that is not UTF-8, ORed with a
+// regex, is refused with -i as without it (RE2 cannot hold the byte), not
+// turned into one that matches U+FFFD.
+func TestFromGrepFoldInvalidUTF8(t *testing.T) {
+	for _, fold := range []bool{false, true} {
+		if _, err := FromGrep(GrepOptions{Patterns: []string{"a\xffb"}, Regex: []string{"x"}, Fold: fold}); err == nil {
+			t.Errorf("fold %v: a literal with byte 0xff ORed with a regex was accepted", fold)
+		}
+	}
+	if got := foldASCIIRegex("aZ.\xce\xa3\xff"); got != "[Aa][Zz]\\.\xce\xa3\xff" {
+		t.Errorf("foldASCIIRegex: %q", got)
 	}
 }
