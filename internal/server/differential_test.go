@@ -35,6 +35,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -180,6 +181,9 @@ func (g *dtGen) line() string {
 }
 
 func (g *dtGen) ts() int64 {
+	if g.r.IntN(20) == 0 { // a few times shared by many entries of all streams
+		return dtT0 + []int64{0, 17e9, 17e9 + 1, 40e9}[g.r.IntN(4)]
+	}
 	t := dtT0 + int64(g.r.IntN(300))*200e6 // 60 s of 200 ms slots: many equal times
 	if g.r.IntN(5) == 0 {
 		t += int64(1 + g.r.IntN(999)) // and some off the grid
@@ -207,8 +211,7 @@ func (g *dtGen) batch(n int, utf8Only bool) []dtEntry {
 }
 
 // dtPush sends entries in one of the push formats.
-func dtPush(t *testing.T, env *testEnv, r *rand.Rand, tenant string, es []dtEntry, format int) {
-	t.Helper()
+func dtPush(env *testEnv, r *rand.Rand, tenant string, es []dtEntry, format int) error {
 	var body []byte
 	path := "/loki/api/v1/push"
 	var hdr []string
@@ -267,10 +270,13 @@ func dtPush(t *testing.T, env *testEnv, r *rand.Rand, tenant string, es []dtEntr
 			} else {
 				obj["labels"] = e.labels
 			}
-			if r.IntN(2) == 0 {
+			switch r.IntN(3) {
+			case 0:
 				obj["ts"] = strconv.FormatInt(e.ts, 10)
-			} else {
+			case 1:
 				obj["ts"] = e.ts
+			default:
+				obj["ts"] = time.Unix(0, e.ts).In(time.FixedZone("", 3600)).Format(time.RFC3339Nano)
 			}
 			line, _ := json.Marshal(obj)
 			b.Write(line)
@@ -287,9 +293,23 @@ func dtPush(t *testing.T, env *testEnv, r *rand.Rand, tenant string, es []dtEntr
 		hdr = append(hdr, "Content-Encoding", "gzip")
 	}
 	hdr = append(hdr, "X-Scope-OrgID", tenant)
-	if code, msg := env.do("POST", path, body, hdr...); code != 204 {
-		t.Fatalf("push format %d: %d %s", format, code, msg)
+	req, err := http.NewRequest("POST", env.ts.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
 	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 204 {
+		return fmt.Errorf("push format %d to %s: %d %s", format, tenant, resp.StatusCode, msg)
+	}
+	return nil
 }
 
 // ---- the oracle's LogQL ----
@@ -786,8 +806,13 @@ func (d *dtRun) get(tenant, path string, params url.Values) (int, []byte) {
 }
 
 func (d *dtRun) tenant() string {
-	if d.r.IntN(8) == 0 {
+	switch d.r.IntN(16) {
+	case 0, 1:
 		return "other"
+	case 2:
+		if d.data["third"] != nil {
+			return "third"
+		}
 	}
 	return DefaultTenant
 }
@@ -963,6 +988,17 @@ func (d *dtRun) metricQuery() {
 	tenant := d.tenant()
 	es := d.data[tenant]
 	q := dtRandQuery(d.r)
+	if q.parser != "" {
+		// Loki fails a metric query whose series carry __error__ (a
+		// pipeline error, 400); Haystack answers with those series
+		// (notes/api-repro_test.go.txt), so metric queries here drop
+		// them as Loki's error message advises.
+		m := newDtMatcher("__error__", "=", "")
+		if len(q.terms) > 0 {
+			q.joins = append(q.joins, "and")
+		}
+		q.terms = append(q.terms, &dtLabelTerm{m: m, text: m.String()})
+	}
 	fn := []string{"count_over_time", "rate", "bytes_over_time", "bytes_rate"}[d.r.IntN(4)]
 	rng := []int64{1, 2, 5, 10, 30}[d.r.IntN(5)] * 1e9
 	rngText := []string{"", "1s", "2s", "5s", "10s", "30s"}
@@ -1354,6 +1390,9 @@ func TestDifferentialLokiAPI(t *testing.T) {
 func dtScenario(t *testing.T, seed uint64) int {
 	env := newEnv(t, func(c *Config) {
 		c.Store = store.Options{HeadBytes: 16 << 10, Segment: segment.Options{BlockSize: 2 << 10}}
+		if seed%2 == 1 { // tiny blocks: most hold one or two entries
+			c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 256}}
+		}
 	})
 	r := rand.New(rand.NewPCG(20261130, seed))
 	d := &dtRun{t: t, env: env, r: r, data: map[string][]dtEntry{}}
@@ -1366,7 +1405,9 @@ func dtScenario(t *testing.T, seed uint64) int {
 			}
 			format := r.IntN(3)
 			es := gen.batch(1+r.IntN(60), format != 0)
-			dtPush(t, env, r, tenant, es, format)
+			if err := dtPush(d.env, r, tenant, es, format); err != nil {
+				t.Fatal(err)
+			}
 			d.data[tenant] = append(d.data[tenant], es...)
 		}
 	}
@@ -1383,7 +1424,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 		}
 	}
 	tenantWriter := func() *store.Writer {
-		ts, err := env.srv.openTenant(DefaultTenant, false)
+		ts, err := d.env.srv.openTenant(DefaultTenant, false)
 		if err != nil || ts == nil {
 			t.Fatalf("tenant: %v", err)
 		}
@@ -1410,16 +1451,58 @@ func dtScenario(t *testing.T, seed uint64) int {
 		t.Fatal(err)
 	}
 	push(5)
-	// Queries while a compaction swaps segments under them.
+	// Queries while a compaction swaps segments under them, and while
+	// another tenant's pushes go on.
 	done := make(chan struct{})
 	go func() { defer close(done); compact() }()
+	thirdDone := make(chan []dtEntry)
+	go func() {
+		r := rand.New(rand.NewPCG(seed, 99))
+		g := &dtGen{r: r, seen: map[string]bool{}}
+		var all []dtEntry
+		defer func() { thirdDone <- all }()
+		for range 15 {
+			es := g.batch(1+r.IntN(40), false)
+			if err := dtPush(d.env, r, "third", es, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			all = append(all, es...)
+		}
+	}()
 	queries(100)
 	<-done
+	d.data["third"] = <-thirdDone
 	queries(150)
 	if st := tenantWriter().Stats(); st.Segments < 2 {
 		t.Errorf("want several segments, have %d", st.Segments)
 	}
-	t.Logf("%d entries (%d in tenant other), %d requests compared, %d with non-empty expected answers",
-		len(d.data[DefaultTenant])+len(d.data["other"]), len(d.data["other"]), d.nReq, d.nonEmpt)
+	// A restart over the same directory: the stores reopen from their
+	// segments and write-ahead logs.
+	cfg := d.env.srv.cfg
+	d.env.ts.Close()
+	if err := d.env.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.OpenExisting(); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	d.env = &testEnv{t: t, srv: srv, ts: hs}
+	queries(60)
+	push(5)
+	queries(60)
+	t.Logf("%d entries (%d in tenant other, %d in third), %d requests compared, %d with non-empty expected answers",
+		len(d.data[DefaultTenant])+len(d.data["other"])+len(d.data["third"]), len(d.data["other"]), len(d.data["third"]), d.nReq, d.nonEmpt)
 	return d.nReq
 }
