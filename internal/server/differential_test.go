@@ -12,18 +12,34 @@ package server
 //     limit keeps the entries closest to start (forward) or to end
 //     (backward, the default); limit defaults to 100; entries with the
 //     same time at the cut may be any of them; each stream's values are in
-//     the direction's time order; a label set appears as one stream.
-//   - times are Unix ns, RFC 3339, or Unix seconds with a fraction, which
-//     Loki rounds to milliseconds.
+//     the direction's time order (equal times in any order); a label set
+//     appears as one stream; streams in any order.
+//   - times are Unix ns, RFC 3339, or Unix seconds with a fraction. Only
+//     fractions a float64 holds exactly (eighths of a second) are drawn:
+//     integer seconds and other fractions are findings of their own,
+//     reproduced in notes/api-repro_test.go.txt.
+//   - line filter regexes are Go's, unanchored, '.' matching '\n'
+//     (internal/query's doc); selector regexes are anchored.
+//   - | json and | logfmt as internal/query documents them (Loki's rules:
+//     nested keys joined by '_', arrays skipped, sanitized names, a
+//     clash with a stream label gets "_extracted", __error__ on a line
+//     that is not a JSON object, with Haystack's __error_details__ texts);
+//     numeric label filters drop a line without the label and pass a line
+//     whose __error__ is set.
 //   - metric queries are evaluated at start, start+step, ... <= end, each
 //     over the window (t-range, t]; a window without entries gives no
 //     point; rate is count/range in seconds, bytes_* count line bytes.
+//     Loki fails a metric query whose series carry __error__, so the
+//     metric queries here always end their pipeline with __error__="".
+//   - exact duplicates (same stream, time and line) are never pushed:
+//     Loki drops them, Haystack keeps them (a finding in the notes).
 //   - labels, label values and series cover the streams with entries in
 //     [start, end] (default: the last 6 hours); the index answers them at
 //     block granularity (doc.go, streamsIn), so a stream with entries only
 //     near the range may appear too: the test checks that the answer
 //     holds every exact stream and no stream without entries at all, and
-//     is exact where blocks cannot blur it.
+//     is exact where blocks cannot blur it (default range, or a range
+//     before or after all data).
 
 import (
 	"bytes"
