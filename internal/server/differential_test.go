@@ -800,7 +800,7 @@ func (d *dtRun) get(tenant, path string, params url.Values) (int, []byte) {
 	d.nReq++
 	var req *http.Request
 	var err error
-	if d.r.IntN(5) == 0 { // Loki's query endpoints also take POST forms
+	if strings.HasPrefix(path, "/loki/") && d.r.IntN(5) == 0 { // Loki's query endpoints also take POST forms
 		req, err = http.NewRequest("POST", d.env.ts.URL+path, strings.NewReader(params.Encode()))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -1393,6 +1393,345 @@ func (d *dtRun) metaQuery() {
 	}
 }
 
+// ---- the native API (internal/server/web/API.md) ----
+
+// dtNative is a native query: LogQL (q) or a plain-text literal.
+type dtNative struct {
+	logql *dtQuery
+	text  string
+	fold  bool
+}
+
+func dtASCIILower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// eval is dtQuery.eval, or for plain text a substring test (fold: ASCII
+// letters only, as the native API folds).
+func (n *dtNative) eval(e *dtEntry) (map[string]string, bool) {
+	if n.logql != nil {
+		return n.logql.eval(e)
+	}
+	ok := strings.Contains(e.line, n.text)
+	if n.fold {
+		ok = strings.Contains(dtASCIILower(e.line), dtASCIILower(n.text))
+	}
+	return e.labels, ok
+}
+
+func (d *dtRun) randNative() (*dtNative, url.Values) {
+	p := url.Values{}
+	n := &dtNative{}
+	if d.r.IntN(3) == 0 {
+		n.text = []string{"", "error", "ERROR", "Error", "TIMEOUT", "é", "É", "\r\n", "at=", "{\"", "a.b*", "x{y}", "\xff", "NAÏVE", "abcdefghijABC"}[d.r.IntN(15)]
+		n.text, _ = strconv.Unquote(`"` + n.text + `"`)
+		n.fold = d.r.IntN(2) == 0
+		p.Set("q", n.text)
+		if n.fold {
+			p.Set("fold", "1")
+		}
+		if n.text != "" && d.r.IntN(4) == 0 {
+			p.Set("q", " \t"+n.text) // leading white space: still plain text
+			n.text = " \t" + n.text
+		}
+	} else {
+		n.logql = dtRandQuery(d.r)
+		p.Set("q", n.logql.String())
+	}
+	return n, p
+}
+
+// randNativeRange picks [start, end], both inclusive, often at entry times;
+// either may be absent (the beginning of the store, now).
+func (d *dtRun) randNativeRange(es []dtEntry, p url.Values) (int64, int64) {
+	start, end, _ := d.randRange(es)
+	if start == base-3600e9 && end == base {
+		return math.MinInt64, base // the defaults of randRange: absent here
+	}
+	if d.r.IntN(8) == 0 {
+		p.Set("end", strconv.FormatInt(end, 10))
+		return math.MinInt64, end
+	}
+	p.Set("start", strconv.FormatInt(start, 10))
+	if d.r.IntN(8) == 0 {
+		return start, base
+	}
+	p.Set("end", strconv.FormatInt(end, 10))
+	return start, end
+}
+
+type dtNativeLine struct {
+	TS         string            `json:"ts"`
+	Time       string            `json:"time"`
+	Labels     map[string]string `json:"labels"`
+	Line       string            `json:"line"`
+	LineBase64 []byte            `json:"line_base64"`
+	Done       bool              `json:"done"`
+	Count      int               `json:"count"`
+	Limited    bool              `json:"limited"`
+	Error      string            `json:"error"`
+}
+
+// nativeSearch pages through /api/v1/search as the UI does ("load more"
+// with end=T or start=T and limit=page+k, dropping the k entries at T
+// already shown) and checks that the pages add up to the oracle's
+// entries, each exactly once, in order.
+func (d *dtRun) nativeSearch() {
+	tenant := d.tenant()
+	es := d.data[tenant]
+	n, p := d.randNative()
+	start, end := d.randNativeRange(es, p)
+	backward := true
+	switch d.r.IntN(3) {
+	case 0:
+		p.Set("direction", "forward")
+		backward = false
+	case 1:
+		p.Set("direction", "backward")
+	}
+	page := []int{1, 2, 3, 7, 50, 500}[d.r.IntN(6)]
+	want := map[string]int{}
+	total := 0
+	for i := range es {
+		e := &es[i]
+		if e.ts < start || e.ts > end {
+			continue
+		}
+		labs, ok := n.eval(e)
+		if !ok {
+			continue
+		}
+		want[fmt.Sprintf("%d %s %q", e.ts, dtKey(labs), e.line)]++
+		total++
+	}
+	page = max(page, total/20) // at most about 20 pages
+	desc := fmt.Sprintf("search tenant=%s %s page=%d", tenant, p.Encode(), page)
+	var shown []dtNativeLine
+	for pages := 0; ; pages++ {
+		if pages > total+5 {
+			d.t.Fatalf("%s: paging does not end (%d pages, %d entries shown of %d)", desc, pages, len(shown), total)
+		}
+		q := url.Values{}
+		for k, v := range p {
+			q[k] = v
+		}
+		k := 0
+		if len(shown) > 0 {
+			last := shown[len(shown)-1].TS
+			for _, l := range shown {
+				if l.TS == last {
+					k++
+				}
+			}
+			if backward {
+				q.Set("end", last)
+			} else {
+				q.Set("start", last)
+			}
+		}
+		q.Set("limit", strconv.Itoa(page+k))
+		code, body := d.get(tenant, "/api/v1/search", q)
+		if code != 200 {
+			d.t.Fatalf("%s: status %d: %s", desc, code, body)
+		}
+		lines := bytes.Split(bytes.TrimSuffix(body, []byte("\n")), []byte("\n"))
+		var trailer dtNativeLine
+		if err := json.Unmarshal(lines[len(lines)-1], &trailer); err != nil || !trailer.Done {
+			d.t.Fatalf("%s: bad trailer %q (%v)", desc, lines[len(lines)-1], err)
+		}
+		lines = lines[:len(lines)-1]
+		if trailer.Count != len(lines) {
+			d.t.Fatalf("%s: trailer count %d, %d lines", desc, trailer.Count, len(lines))
+		}
+		if len(lines) > page+k {
+			d.t.Fatalf("%s: %d lines over limit %d", desc, len(lines), page+k)
+		}
+		var got []dtNativeLine
+		for _, l := range lines {
+			var nl dtNativeLine
+			if err := json.Unmarshal(l, &nl); err != nil || nl.Done || nl.Error != "" {
+				d.t.Fatalf("%s: bad line %q (%v)", desc, l, err)
+			}
+			ts, err := strconv.ParseInt(nl.TS, 10, 64)
+			if err != nil || time.Unix(0, ts).UTC().Format(time.RFC3339Nano) != nl.Time {
+				d.t.Fatalf("%s: ts %q time %q", desc, nl.TS, nl.Time)
+			}
+			if utf8.ValidString(nl.Line) && nl.LineBase64 == nil {
+				nl.LineBase64 = []byte(nl.Line)
+			}
+			got = append(got, nl)
+		}
+		// Drop the k entries at the edge time shown already.
+		if len(shown) > 0 {
+			edge := shown[len(shown)-1].TS
+			drop := 0
+			for drop < len(got) && drop < k && got[drop].TS == edge {
+				drop++
+			}
+			if drop != min(k, len(got)) {
+				d.t.Fatalf("%s: page after %d entries starts with %d entries at %s, want %d", desc, len(shown), drop, edge, k)
+			}
+			got = got[drop:]
+		}
+		shown = append(shown, got...)
+		if !trailer.Limited {
+			break
+		}
+		if len(got) == 0 && len(lines) < page+k {
+			d.t.Fatalf("%s: limited with %d of %d lines", desc, len(lines), page+k)
+		}
+		if len(got) == 0 {
+			break // limited at exactly the last entry: nothing more
+		}
+	}
+	for i, l := range shown {
+		ts, _ := strconv.ParseInt(l.TS, 10, 64)
+		if i > 0 {
+			prev, _ := strconv.ParseInt(shown[i-1].TS, 10, 64)
+			if backward && ts > prev || !backward && ts < prev {
+				d.t.Fatalf("%s: entry %d at %d after %d", desc, i, ts, prev)
+			}
+		}
+		key := fmt.Sprintf("%d %s %q", ts, dtKey(l.Labels), l.LineBase64)
+		if want[key] == 0 {
+			d.t.Fatalf("%s: unexpected or repeated entry %s (entry %d of %d shown; oracle %d)", desc, key, i, len(shown), total)
+		}
+		want[key]--
+	}
+	if len(shown) != total {
+		d.t.Fatalf("%s: %d entries shown over all pages, oracle %d", desc, len(shown), total)
+	}
+	if total > 0 {
+		d.nonEmpt++
+	}
+}
+
+// nativeHits checks /api/v1/hits and /api/v1/facets.
+func (d *dtRun) nativeHits() {
+	tenant := d.tenant()
+	es := d.data[tenant]
+	n, p := d.randNative()
+	start, end := d.randNativeRange(es, p)
+	var step int64
+	if d.r.IntN(2) == 0 {
+		step = []int64{1, 2, 5, 60}[d.r.IntN(4)] * 1e9
+		p.Set("step", strconv.FormatInt(step/1e9, 10))
+	}
+	desc := fmt.Sprintf("hits tenant=%s %s", tenant, p.Encode())
+	var matches []int64
+	facets := map[string]map[string]int64{}
+	for i := range es {
+		e := &es[i]
+		if e.ts < start || e.ts > end {
+			continue
+		}
+		labs, ok := n.eval(e)
+		if !ok {
+			continue
+		}
+		matches = append(matches, e.ts)
+		for k, v := range labs {
+			if v == "" {
+				continue
+			}
+			if facets[k] == nil {
+				facets[k] = map[string]int64{}
+			}
+			facets[k][v]++
+		}
+	}
+	code, body := d.get(tenant, "/api/v1/hits", p)
+	if code != 200 {
+		d.t.Fatalf("%s: status %d: %s", desc, code, body)
+	}
+	var h struct {
+		StepMS  int64 `json:"step_ms"`
+		Buckets []struct {
+			T     int64 `json:"t"`
+			Count int64 `json:"count"`
+		} `json:"buckets"`
+		Total int64 `json:"total"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		d.t.Fatalf("%s: %v: %s", desc, err, body)
+	}
+	if step != 0 && h.StepMS*1e6 != step || h.StepMS <= 0 {
+		d.t.Fatalf("%s: step_ms %d", desc, h.StepMS)
+	}
+	w := h.StepMS * 1e6
+	wantB := map[int64]int64{}
+	for _, ts := range matches {
+		b := ts / w * w
+		if ts < 0 && ts%w != 0 {
+			b -= w
+		}
+		wantB[b/1e6]++
+	}
+	if h.Total != int64(len(matches)) {
+		d.t.Fatalf("%s: total %d, want %d", desc, h.Total, len(matches))
+	}
+	var prev int64 = math.MinInt64
+	for _, b := range h.Buckets {
+		if b.T <= prev || b.T%h.StepMS != 0 {
+			d.t.Fatalf("%s: bucket t %d (step %d ms, previous %d)", desc, b.T, h.StepMS, prev)
+		}
+		prev = b.T
+		if b.Count != wantB[b.T] {
+			d.t.Fatalf("%s: bucket %d: %d, want %d", desc, b.T, b.Count, wantB[b.T])
+		}
+		delete(wantB, b.T)
+	}
+	for t, c := range wantB {
+		d.t.Fatalf("%s: bucket %d (%d entries) missing", desc, t, c)
+	}
+
+	p.Del("step")
+	code, body = d.get(tenant, "/api/v1/facets", p)
+	if code != 200 {
+		d.t.Fatalf("facets %s: status %d: %s", desc, code, body)
+	}
+	var f struct {
+		Labels map[string]map[string]int64 `json:"labels"`
+	}
+	if err := json.Unmarshal(body, &f); err != nil {
+		d.t.Fatalf("facets %s: %v", desc, err)
+	}
+	// Values per label may be capped (maxFacetValues, the largest counts);
+	// the counts sent are exact.
+	for name, vals := range facets {
+		got := f.Labels[name]
+		if len(got) != min(len(vals), maxFacetValues) {
+			d.t.Fatalf("facets %s: label %s: %d values, want %d", desc, name, len(got), min(len(vals), maxFacetValues))
+		}
+		least := int64(math.MaxInt64)
+		for v, c := range got {
+			if vals[v] != c {
+				d.t.Fatalf("facets %s: %s=%q: %d, want %d", desc, name, v, c, vals[v])
+			}
+			least = min(least, c)
+		}
+		for v, c := range vals {
+			if _, ok := got[v]; !ok && c > least {
+				d.t.Fatalf("facets %s: %s=%q (%d entries) left out for a smaller count %d", desc, name, v, c, least)
+			}
+		}
+	}
+	for name := range f.Labels {
+		if facets[name] == nil {
+			d.t.Fatalf("facets %s: unexpected label %s", desc, name)
+		}
+	}
+	if len(matches) > 0 {
+		d.nonEmpt++
+	}
+}
+
 func TestDifferentialLokiAPI(t *testing.T) {
 	total := 0
 	for seed := range uint64(4) {
@@ -1429,13 +1768,17 @@ func dtScenario(t *testing.T, seed uint64) int {
 	}
 	queries := func(n int) {
 		for range n {
-			switch k := r.IntN(10); {
+			switch k := r.IntN(13); {
 			case k < 6:
 				d.logQuery()
 			case k < 8:
 				d.metricQuery()
-			default:
+			case k < 10:
 				d.metaQuery()
+			case k < 12:
+				d.nativeSearch()
+			default:
+				d.nativeHits()
 			}
 		}
 	}
