@@ -116,7 +116,7 @@ type dtGen struct {
 	seq  int
 }
 
-var dtWords = []string{"error", "timeout", "ok", "GET /api", "ERROR", "Error", "warn", "é", "naïve", "x{y}", "a|b", "bob", "status=500", "É"}
+var dtWords = []string{"error", "timeout", "ok", "GET /api", "ERROR", "Error", "warn", "é", "naïve", "x{y}", "a|b", "bob", "status=500", "É", "\u212Aelvin", "ſtatus=404", "KELVIN"}
 
 func (g *dtGen) line() string {
 	r := g.r
@@ -654,7 +654,7 @@ func dtRandQuery(r *rand.Rand) *dtQuery {
 		q.sel = append([]*dtMatcher{newDtMatcher("app", "=~", ".+")}, q.sel...)
 	}
 	lits := []string{"error", "ERROR", "timeout", "é", "\r\n", "\r", "at=", "{", "", "bob", "ok", `"level":"error"`, "abcdefghij", "two", "\xff", "É", " "}
-	res := []string{"err(or)?", "(?i)error", `^\{`, "t.*t", "[0-9]+ms", "é|ok", "line one.line two", `\r$`, "(?i)É", "^$", "^.{0,5}$", `^\s*$`, "ERROR|timeout", `\d`, "b.b", "(?i)naÏve"}
+	res := []string{"err(or)?", "(?i)error", `^\{`, "t.*t", "[0-9]+ms", "é|ok", "line one.line two", `\r$`, "(?i)É", "^$", "^.{0,5}$", `^\s*$`, "ERROR|timeout", `\d`, "b.b", "(?i)naÏve", "(?i)kelvin", "(?i)status=", "(?i)STATUS=404", "(?i)k"}
 	for range r.IntN(4) {
 		f := &dtLineFilter{op: []string{"|=", "!=", "|~", "!~"}[r.IntN(4)]}
 		for range 1 + r.IntN(2)*r.IntN(3) {
@@ -1016,10 +1016,11 @@ func (d *dtRun) metricQuery() {
 		q.terms = append(q.terms, &dtLabelTerm{m: m, text: m.String()})
 	}
 	fn := []string{"count_over_time", "rate", "bytes_over_time", "bytes_rate"}[d.r.IntN(4)]
-	rng := []int64{1, 2, 5, 10, 30}[d.r.IntN(5)] * 1e9
-	rngText := []string{"", "1s", "2s", "5s", "10s", "30s"}
-	rt := map[int64]string{1e9: "1s", 2e9: "2s", 5e9: "5s", 10e9: "10s", 30e9: "30s"}[rng]
-	_ = rngText
+	rng := []int64{500e6, 1e9, 2e9, 5e9, 10e9, 30e9, 60e9}[d.r.IntN(7)]
+	rt := time.Duration(rng).String() // 500ms, 1s, ..., 1m0s
+	if rng == 60e9 {
+		rt = "1m"
+	}
 	inner := fmt.Sprintf("%s(%s [%s])", fn, q.String(), rt)
 	type aggT struct {
 		op      string
@@ -1055,13 +1056,13 @@ func (d *dtRun) metricQuery() {
 		steps = []int64{at}
 	} else {
 		start := dtT0 + int64(d.r.IntN(70)-5)*1e9
-		step = []int64{1, 2, 3, 7, 10}[d.r.IntN(5)] * 1e9
+		step = []int64{500e6, 1e9, 2e9, 3e9, 7e9, 10e9}[d.r.IntN(6)]
 		end := start + int64(d.r.IntN(40))*step + int64(d.r.IntN(3))*step/2
 		params.Set("start", dtTimeParam(d.r, start))
 		params.Set("end", dtTimeParam(d.r, end))
 		switch d.r.IntN(3) {
 		case 0:
-			params.Set("step", strconv.FormatInt(step/1e9, 10))
+			params.Set("step", strconv.FormatFloat(float64(step)/1e9, 'f', -1, 64)) // seconds: "0.5", "3"
 		default:
 			params.Set("step", time.Duration(step).String())
 		}
@@ -1429,8 +1430,7 @@ func (d *dtRun) randNative() (*dtNative, url.Values) {
 	p := url.Values{}
 	n := &dtNative{}
 	if d.r.IntN(3) == 0 {
-		n.text = []string{"", "error", "ERROR", "Error", "TIMEOUT", "é", "É", "\r\n", "at=", "{\"", "a.b*", "x{y}", "\xff", "NAÏVE", "abcdefghijABC"}[d.r.IntN(15)]
-		n.text, _ = strconv.Unquote(`"` + n.text + `"`)
+		n.text = []string{"", "error", "ERROR", "Error", "TIMEOUT", "é", "É", "\r\n", "at=", "\"level\":\"", "a.b*", "x{y}", "\xff", "NAÏVE", "abcdefghijABC", "kelvin", "STATUS"}[d.r.IntN(17)]
 		n.fold = d.r.IntN(2) == 0
 		p.Set("q", n.text)
 		if n.fold {
