@@ -181,7 +181,8 @@ func (g *dtGen) line() string {
 			parts = append(parts, `"1st":"a"`)
 		}
 		if r.IntN(3) == 0 {
-			parts = append(parts, `"msg":"hi \u00e9 \"q\" error"`)
+			// A value with a newline: '.' in label regexes does not match it.
+			parts = append(parts, []string{`"msg":"hi \u00e9 \"q\" error"`, `"msg":"multi\nline \u00e9 error"`}[r.IntN(2)])
 		}
 		parts = append(parts, fmt.Sprintf(`"seq":%d`, g.seq))
 		r.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
@@ -708,7 +709,7 @@ func dtRandTerm(r *rand.Rand, parser string) *dtLabelTerm {
 		vals := map[string][]string{
 			"level": {"error", "warn", "info", "err.*|warn"}, "level_extracted": {"error", "info"}, "user": {"bob", "b.b"},
 			"app_extracted": {"x", "zz"}, "nested_k": {"v"}, "nested_deep_z": {"1"}, "user_id": {"7"}, "_1st": {"a"},
-			"msg": {`hi é "q" error`, "error.*", ".*é.*"}, "flag": {"true", ""}, "app": {"api", "a.*"},
+			"msg": {`hi é "q" error`, "error.*", ".*é.*", "(?s).*é.*", "multi\nline é error"}, "flag": {"true", ""}, "app": {"api", "a.*"},
 		}
 		name := names[r.IntN(len(names))]
 		vs := vals[name]
