@@ -147,6 +147,9 @@ func (g *dtGen) line() string {
 			parts = append(parts, "app=zz")
 		}
 		if r.IntN(4) == 0 {
+			parts = append(parts, "region=eu-1")
+		}
+		if r.IntN(4) == 0 {
 			parts = append(parts, "flag")
 		}
 		if r.IntN(2) == 0 {
@@ -176,6 +179,12 @@ func (g *dtGen) line() string {
 		}
 		if r.IntN(4) == 0 {
 			parts = append(parts, `"user-id":"7"`)
+		}
+		if r.IntN(4) == 0 {
+			// On {app="db"} this gives the labels of the stream
+			// {app="db", region="eu-1"}: two streams' entries in one
+			// result stream and one series.
+			parts = append(parts, `"region":"eu-1"`)
 		}
 		if r.IntN(5) == 0 {
 			parts = append(parts, `"1st":"a"`)
@@ -705,10 +714,10 @@ func dtRandTerm(r *rand.Rand, parser string) *dtLabelTerm {
 		m := newDtMatcher("__error__", []string{"=", "!="}[r.IntN(2)], "")
 		return &dtLabelTerm{m: m, text: m.String()}
 	default:
-		names := []string{"level", "level_extracted", "user", "app_extracted", "nested_k", "nested_deep_z", "user_id", "_1st", "msg", "flag", "app"}
+		names := []string{"level", "level_extracted", "user", "app_extracted", "region", "region_extracted", "nested_k", "nested_deep_z", "user_id", "_1st", "msg", "flag", "app"}
 		vals := map[string][]string{
 			"level": {"error", "warn", "info", "err.*|warn"}, "level_extracted": {"error", "info"}, "user": {"bob", "b.b"},
-			"app_extracted": {"x", "zz"}, "nested_k": {"v"}, "nested_deep_z": {"1"}, "user_id": {"7"}, "_1st": {"a"},
+			"app_extracted": {"x", "zz"}, "region": {"eu-1", ".+"}, "region_extracted": {"eu-1"}, "nested_k": {"v"}, "nested_deep_z": {"1"}, "user_id": {"7"}, "_1st": {"a"},
 			"msg": {`hi é "q" error`, "error.*", ".*é.*", "(?s).*é.*", "multi\nline é error"}, "flag": {"true", ""}, "app": {"api", "a.*"},
 		}
 		name := names[r.IntN(len(names))]
@@ -831,6 +840,8 @@ func (d *dtRun) tenant() string {
 		if d.data["third"] != nil {
 			return "third"
 		}
+	case 3:
+		return "ghost" // never pushed to: no data, no directory
 	}
 	return DefaultTenant
 }
@@ -1894,6 +1905,9 @@ func dtScenario(t *testing.T, seed uint64) int {
 	}
 	if st := tenantWriter().Stats(); st.HeadEntries == 0 {
 		t.Fatalf("want entries in the head before the crash")
+	}
+	if _, err := os.Stat(cfg.DataDir + "/ghost"); !os.IsNotExist(err) {
+		t.Errorf("queries to a tenant without data made its directory: %v", err)
 	}
 	crashDir := t.TempDir()
 	if err := os.CopyFS(crashDir, os.DirFS(cfg.DataDir)); err != nil {
