@@ -115,6 +115,7 @@ type dtGen struct {
 	r    *rand.Rand
 	seen map[string]bool // stream|ts|line: Loki drops exact duplicates, so none are pushed
 	seq  int
+	pods bool // half the entries go to 60 more streams
 }
 
 var dtWords = []string{"error", "timeout", "ok", "GET /api", "ERROR", "Error", "warn", "é", "naïve", "x{y}", "a|b", "bob", "status=500", "É", "\u212Aelvin", "ſtatus=404", "KELVIN"}
@@ -223,6 +224,11 @@ func (g *dtGen) batch(n int, utf8Only bool) []dtEntry {
 	var out []dtEntry
 	for len(out) < n {
 		labs := dtStreams[g.r.IntN(len(dtStreams))]
+		if g.pods && g.r.IntN(2) == 0 {
+			// Many streams: one per pod, sharing app and env values.
+			i := g.r.IntN(60)
+			labs = map[string]string{"app": []string{"api", "db", "web", "auth"}[i%4], "env": []string{"prod", "dev", "stage"}[i%3], "pod": fmt.Sprintf("p%02d", i)}
+		}
 		e := dtEntry{labels: labs, ts: g.ts(), line: g.line()}
 		if utf8Only && !utf8.ValidString(e.line) {
 			continue
@@ -647,6 +653,9 @@ func dtRandQuery(r *rand.Rand) *dtQuery {
 			return newDtMatcher("region", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"eu-1", ".+", "eu-.*", "us-2", ""}[r.IntN(5)])
 		},
 		func() *dtMatcher { return newDtMatcher("level", []string{"=", "!="}[r.IntN(2)], "info") },
+		func() *dtMatcher {
+			return newDtMatcher("pod", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"p01", "p0.*", ".+", "p[1-3]."}[r.IntN(4)])
+		},
 	}
 	perm := r.Perm(len(pool))
 	for _, i := range perm[:1+r.IntN(3)] {
@@ -1331,7 +1340,7 @@ func (d *dtRun) metaQuery() {
 	case 0:
 		path = "/loki/api/v1/labels"
 	case 1:
-		name = []string{"app", "env", "region", "level", "nothing"}[d.r.IntN(5)]
+		name = []string{"app", "env", "region", "level", "pod", "nothing"}[d.r.IntN(6)]
 		path = "/loki/api/v1/label/" + name + "/values"
 	default:
 		path = "/loki/api/v1/series"
@@ -1764,7 +1773,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 	})
 	r := rand.New(rand.NewPCG(20261130, seed))
 	d := &dtRun{t: t, env: env, r: r, data: map[string][]dtEntry{}}
-	gen := &dtGen{r: r, seen: map[string]bool{}}
+	gen := &dtGen{r: r, seen: map[string]bool{}, pods: seed%4 >= 2}
 	push := func(n int) {
 		for range n {
 			tenant := DefaultTenant
