@@ -811,9 +811,9 @@ type dtRun struct {
 	env     *testEnv
 	r       *rand.Rand
 	data    map[string][]dtEntry // tenant -> entries
-	nReq    int // HTTP requests compared
-	nQuery  int // queries drawn (a native search may take several pages)
-	nonEmpt int // queries whose expected answer is not empty
+	nReq    int                  // HTTP requests compared
+	nQuery  int                  // queries drawn (a native search may take several pages)
+	nonEmpt int                  // queries whose expected answer is not empty
 }
 
 func (d *dtRun) get(tenant, path string, params url.Values) (int, []byte) {
