@@ -644,10 +644,10 @@ func dtRandQuery(r *rand.Rand) *dtQuery {
 	q := &dtQuery{}
 	pool := []func() *dtMatcher{
 		func() *dtMatcher {
-			return newDtMatcher("app", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"api", "db", "nope", "a.*", "api|auth", "d.", ".+", "auth"}[r.IntN(8)])
+			return newDtMatcher("app", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"api", "db", "nope", "a.*", "api|auth", "d.", ".+", "auth", `q"uote`}[r.IntN(9)])
 		},
 		func() *dtMatcher {
-			return newDtMatcher("env", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"prod", "dev", "", "prod|dev", "p.*"}[r.IntN(5)])
+			return newDtMatcher("env", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"prod", "dev", "", "prod|dev", "p.*", `back\\slash é`, `back\\\\slash é`}[r.IntN(7)])
 		},
 		func() *dtMatcher {
 			return newDtMatcher("region", []string{"=", "!=", "=~", "!~"}[r.IntN(4)], []string{"eu-1", ".+", "eu-.*", "us-2", ""}[r.IntN(5)])
