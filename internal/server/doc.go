@@ -26,9 +26,16 @@
 //	GET  /api/v1/search, /api/v1/hits, /api/v1/facets, /api/v1/tail   see web/API.md
 //	GET  /, /static/...                       the web UI
 //
-// Times (start, end, time) are Unix nanoseconds (integers), Unix seconds
-// with a fraction, or RFC 3339. Loki's query_range reads start <= ts < end;
-// the native API reads start <= ts <= end (API.md).
+// Times (start, end, time) are as in Loki's API: an integer of up to ten
+// digits is Unix seconds, a longer one Unix nanoseconds, a decimal number
+// Unix seconds with a fraction (read exactly from its digits), or RFC
+// 3339. Loki's query_range reads start <= ts < end; the native API reads
+// start <= ts <= end (API.md).
+//
+// Where this differs from Loki on purpose: an entry pushed twice with the
+// same stream, time and line is stored twice (Loki drops a line equal to
+// the stream's previous one; here every acknowledged entry is kept), and
+// structured metadata sent with an entry is accepted and not stored.
 //
 // Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
 // log query, sum/count/min/max/avg [by|without (...)] over those, and

@@ -16,7 +16,8 @@ import (
 //	Agg      = AggOp [ Grouping ] "(" Expr ")" [ Grouping ] .
 //	AggOp    = "sum" | "count" | "min" | "max" | "avg" .
 //	Grouping = ( "by" | "without" ) "(" [ Ident { "," Ident } ] ")" .
-//	Range    = RangeFn "(" LogQuery "[" Duration "]" ")" .
+//	Range    = RangeFn "(" LogQuery "[" Duration "]" ")"
+//	         | RangeFn "(" Selector "[" Duration "]" Pipeline ")" .
 //	RangeFn  = "count_over_time" | "rate" | "bytes_over_time" | "bytes_rate" .
 //
 // Arithmetic is supported between constants only (vector(1)+vector(1));
@@ -237,6 +238,38 @@ func (p *mparser) term() (*mexpr, error) {
 			return nil, fmt.Errorf("%s: bad range %q", name, p.s[p.pos:p.pos+end])
 		}
 		p.pos += end + 1
+		// The range may also follow the selector, with the pipeline after
+		// it ("count_over_time({a="b"}[5m] |= "x")", as Loki allows): the
+		// rest, up to the closing parenthesis, continues the log query.
+		p.ws()
+		if rs := p.pos; p.pos < len(p.s) && p.s[p.pos] != ')' {
+			depth := 0
+		rest:
+			for p.pos < len(p.s) {
+				switch c := p.s[p.pos]; c {
+				case '"', '`':
+					p.pos++
+					for p.pos < len(p.s) && p.s[p.pos] != c {
+						if c == '"' && p.s[p.pos] == '\\' {
+							p.pos++
+						}
+						p.pos++
+					}
+				case '(':
+					depth++
+				case ')':
+					if depth == 0 {
+						break rest
+					}
+					depth--
+				case '[':
+					return nil, fmt.Errorf("%s: a second [range] at column %d", name, p.pos+1)
+				}
+				p.pos++
+			}
+			p.pos = min(p.pos, len(p.s)) // past the end after an open string
+			logq += " " + strings.TrimSpace(p.s[rs:p.pos])
+		}
 		if !p.eat(')') {
 			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
 		}

@@ -36,6 +36,9 @@ func TestParseMetric(t *testing.T) {
 		{`sum(count_over_time({app="x"}[1m])) by (level)`, `sum by (level)(count_over_time({app="x"}[1m0s]))`},
 		{`max without (host) (bytes_over_time({a="b"}[2w]))`, `max without (host)(bytes_over_time({a="b"}[336h0m0s]))`},
 		{`avg by () (rate({a="\"]"}[1s]))`, `avg by ()(rate({a="\"]"}[1s]))`},
+		// The range right after the selector, the pipeline after it.
+		{`count_over_time({app="x"}[5m] |= "b")`, `count_over_time({app="x"} |= "b"[5m0s])`},
+		{`sum(rate({a="b"} [1m]  | json | (level="error" or level="warn") |= ")[" ))`, `sum(rate({a="b"} | json | (level="error" or level="warn") |= ")["[1m0s]))`},
 	} {
 		e, err := parseMetric(c.in)
 		if err != nil {
@@ -52,6 +55,8 @@ func TestParseMetric(t *testing.T) {
 		{`count_over_time({app="x"})`, "missing [range]"},
 		{`count_over_time({app="x"}[5x])`, "bad range"},
 		{`count_over_time({app="x"}[5m]`, "missing )"},
+		{`count_over_time({app="x"}[5m] |= "b"`, "missing )"},
+		{`count_over_time({a="b"}[1m] |= "x" [2m])`, "a second [range]"},
 		{`sum(vector(1))`, "over a constant"},
 		{`quantile_over_time(0.9, {a="b"} | unwrap x [1m])`, "unsupported function"},
 		{`vector(1) + count_over_time({a="b"}[1m])`, "between constants only"},

@@ -83,7 +83,7 @@ func parseTime(name, v string, def int64) (int64, error) {
 	if v == "" {
 		return def, nil
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	if n, ok := parseUnixDecimal(v); ok {
 		return n, nil
 	}
 	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) < 9e9 {
@@ -94,6 +94,54 @@ func parseTime(name, v string, def int64) (int64, error) {
 		return t.UnixNano(), nil
 	}
 	return 0, badRequest("bad_param", "%s=%q: want Unix nanoseconds, Unix seconds with a fraction, or RFC 3339", name, v)
+}
+
+// parseUnixDecimal reads a Unix time as Loki's API writes it: an integer
+// of up to ten digits is seconds, a longer one nanoseconds ("Timestamp
+// formats" in Loki's HTTP API reference), and digits with a decimal point
+// are seconds with a fraction, read exactly from the text (through a
+// float64, 1699999402.4 would be 95 ns late and miss the entry at it).
+// Digits of the fraction past nanoseconds are dropped.
+func parseUnixDecimal(v string) (int64, bool) {
+	neg := strings.HasPrefix(v, "-")
+	digits := strings.TrimPrefix(v, "-")
+	whole, frac, dot := strings.Cut(digits, ".")
+	if whole == "" && frac == "" || !allDigits(whole) || !allDigits(frac) {
+		return 0, false
+	}
+	var n int64
+	switch {
+	case !dot && len(whole) > 10:
+		x, err := strconv.ParseInt(whole, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		n = x
+	default:
+		if len(whole) > 10 {
+			return 0, false // seconds beyond year 2286: not a time
+		}
+		sec := int64(0)
+		if whole != "" {
+			sec, _ = strconv.ParseInt(whole, 10, 64)
+		}
+		frac = (frac + "000000000")[:9]
+		ns, _ := strconv.ParseInt(frac, 10, 64)
+		n = sec*1e9 + ns
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseDurationParam reads step-like values: a Go/Prometheus duration
