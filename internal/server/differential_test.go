@@ -1029,9 +1029,9 @@ func (d *dtRun) metricQuery() {
 	q := dtRandQuery(d.r)
 	if q.parser != "" {
 		// Loki fails a metric query whose series carry __error__ (a
-		// pipeline error, 400); Haystack answers with those series
-		// (notes/api-repro_test.go.txt), so metric queries here drop
-		// them as Loki's error message advises.
+		// pipeline error, 400), and so does Haystack
+		// (TestLokiMetricPipelineError): metric queries here drop them
+		// as Loki's error message advises.
 		m := newDtMatcher("__error__", "=", "")
 		if len(q.terms) > 0 {
 			q.joins = append(q.joins, "and")

@@ -245,6 +245,22 @@ func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 	return nil, fmt.Errorf("unsupported expression")
 }
 
+// pipelineError is Loki's answer to a metric query whose series carry
+// __error__ (a line the parser or a label filter could not handle):
+// counting such lines silently would mix them in, so the query fails with
+// Loki's message and its advice, unless the query filters __error__.
+func pipelineError(labels string) error {
+	if !strings.Contains(labels, "__error__") {
+		return nil
+	}
+	ls, _ := ingest.ParseLabels(labels)
+	e := ls.Get("__error__")
+	if e == "" {
+		return nil
+	}
+	return badRequest("pipeline_error", "pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\"). The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", e, labels, e)
+}
+
 func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64, steps []int64) ([]*series, error) {
 	if !isLogQuery(e.log) {
 		return nil, badRequest("bad_query", "%s wants a log query {...}, got %q", e.fn, e.log)
@@ -281,6 +297,11 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		}
 	}
 	var out []*series
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		if err := pipelineError(k); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(groups)) {
 		a := groups[k]
 		idx := make([]int, len(a.times))

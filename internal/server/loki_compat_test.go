@@ -120,3 +120,34 @@ func TestParseUnixDecimal(t *testing.T) {
 		t.Errorf("parseTime(1.7e9) = %d, %v", n, err)
 	}
 }
+
+// TestLokiMetricPipelineError: a metric query whose series carry __error__
+// (lines | json could not parse) fails with Loki's "pipeline error" 400,
+// instead of counting those lines in; filtering __error__ makes it work.
+// Loki returns this error (its PipelineError message); the metric docs do
+// not state the rule.
+func TestLokiMetricPipelineError(t *testing.T) {
+	e, t0 := lokiCompatEnv(t) // lines "a", "b", "c" are not JSON
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"api"}`, t0+1500e6, `{"level":"x"}`))
+	at := fmt.Sprint(t0 + 2e9)
+	for _, q := range []string{
+		`sum by (app) (count_over_time({app="api"} | json [5s]))`,
+		`count_over_time({app="api"} | json [5s])`,
+		`rate({app="api"} | json | __error__="" | level > 5 [5s])`, // "x" is no number: LabelFilterErr
+	} {
+		code, body := e.get("/loki/api/v1/query_range?" + url.Values{"query": {q}, "start": {at}, "end": {at}, "step": {"1s"}}.Encode())
+		if code != 400 || !strings.Contains(body, "pipeline error: '") || !strings.Contains(body, "__error__") {
+			t.Errorf("%s: %d %s\nwant 400 pipeline error", q, code, body)
+		}
+	}
+	for q, want := range map[string]string{
+		`sum by (app) (count_over_time({app="api"} | json | __error__="" [5s]))`:               `"1"`,
+		`sum by (app) (count_over_time({app="api"} | json | __error__!="JSONParserErr" [5s]))`: `"1"`,
+		`count_over_time({app="api"}[5s])`:                                                     `"4"`,
+	} {
+		code, body := e.get("/loki/api/v1/query_range?" + url.Values{"query": {q}, "start": {at}, "end": {at}, "step": {"1s"}}.Encode())
+		if code != 200 || !strings.Contains(body, fmt.Sprintf("[%d,%s]", (t0+2e9)/1e9, want)) {
+			t.Errorf("%s: %d %s\nwant one point %s", q, code, body, want)
+		}
+	}
+}
