@@ -123,6 +123,11 @@ func (s *Server) lokiQuery(w http.ResponseWriter, r *http.Request, ts *tenantSto
 func (s *Server) lokiLog(w http.ResponseWriter, r *http.Request, ts *tenantStore, q string, start, end int64, t0 time.Time) {
 	p := r.URL.Query()
 	limit, err := parseLimit(p.Get("limit"), 100, s.cfg.MaxQueryLimit)
+	if n, cerr := strconv.Atoi(p.Get("limit")); err == nil && cerr == nil && n > s.cfg.MaxQueryLimit {
+		// As Loki answers (its max_entries_limit_per_query): a client
+		// asking for more must not take the first 5000 for all there is.
+		err = badRequest("limit", "max entries limit per query exceeded, limit > max_entries_limit (%d > %d)", n, s.cfg.MaxQueryLimit)
+	}
 	if err != nil {
 		s.queryErr(w, err)
 		return

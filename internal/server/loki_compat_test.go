@@ -5,6 +5,7 @@ package server
 // request and what Loki documents.
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -149,5 +150,24 @@ func TestLokiMetricPipelineError(t *testing.T) {
 		if code != 200 || !strings.Contains(body, fmt.Sprintf("[%d,%s]", (t0+2e9)/1e9, want)) {
 			t.Errorf("%s: %d %s\nwant one point %s", q, code, body, want)
 		}
+	}
+}
+
+// TestLokiLimitOverMax: a log query asking for more entries than the
+// server's maximum is refused with Loki's message, not silently cut to the
+// maximum (a client would take the first 5000 for all there is).
+func TestLokiLimitOverMax(t *testing.T) {
+	e, t0 := lokiCompatEnv(t)
+	p := url.Values{"query": {`{app="api"}`}, "start": {fmt.Sprint(t0)}, "end": {fmt.Sprint(t0 + 3e9)}}
+	p.Set("limit", "5001")
+	code, body := e.get("/loki/api/v1/query_range?" + p.Encode())
+	var msg struct{ Error string }
+	json.Unmarshal([]byte(body), &msg)
+	if code != 400 || msg.Error != "max entries limit per query exceeded, limit > max_entries_limit (5001 > 5000)" {
+		t.Errorf("limit=5001: %d %s", code, body)
+	}
+	p.Set("limit", "5000")
+	if got := lokiCompatValues(t, e, p); strings.Count(got, `","`) != 3 {
+		t.Errorf("limit=5000: %s", got)
 	}
 }
