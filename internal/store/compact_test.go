@@ -344,9 +344,7 @@ func TestWriterCompactMergesSmall(t *testing.T) {
 	if got := viewLines(t, v); !slices.Equal(got, want) {
 		t.Fatalf("after the merges: %d entries, want %d, or not in order", len(got), len(want))
 	}
-	w.mu.Lock()
-	segs := slices.Clone(w.s.man.Segments)
-	w.mu.Unlock()
+	segs, _ := writerSegments(w)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -672,14 +670,8 @@ func TestWriterBackgroundCompaction(t *testing.T) {
 	// the swap, so the manifest alone could be ahead of it).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		w.mu.Lock()
-		segs, left := len(w.s.man.Segments), 0
-		for _, sm := range w.s.man.Segments {
-			if !sm.Compacted {
-				left++
-			}
-		}
-		w.mu.Unlock()
+		all, left := writerSegments(w)
+		segs := len(all)
 		mu.Lock()
 		reported := 0
 		for _, r := range reports {
@@ -706,6 +698,19 @@ func TestWriterBackgroundCompaction(t *testing.T) {
 			t.Fatalf("entry %d: %q at %d, want %q at %d", i, e.Line, e.Time, es[i].Line, es[i].Time)
 		}
 	}
+}
+
+// writerSegments returns a copy of the Writer's manifest segments and the
+// number not compacted yet.
+func writerSegments(w *Writer) (segs []SegmentMeta, left int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, sm := range w.s.man.Segments {
+		if !sm.Compacted {
+			left++
+		}
+	}
+	return slices.Clone(w.s.man.Segments), left
 }
 
 // writerWithSegments opens a Writer on dir with a tiny head and small
@@ -762,9 +767,7 @@ func TestVerifyDuringCompaction(t *testing.T) {
 func TestWriterCompactSkipsUnreadable(t *testing.T) {
 	dir := t.TempDir()
 	w := writerWithSegments(t, dir, 40)
-	w.mu.Lock()
-	segs := slices.Clone(w.s.man.Segments)
-	w.mu.Unlock()
+	segs, _ := writerSegments(w)
 	if len(segs) < 3 {
 		t.Fatalf("%d segments, want several", len(segs))
 	}
@@ -780,9 +783,8 @@ func TestWriterCompactSkipsUnreadable(t *testing.T) {
 	if err != nil || cs.Segments != len(segs)-1 {
 		t.Fatalf("second compaction: %+v %v, want the %d others", cs, err, len(segs)-1)
 	}
-	w.mu.Lock()
-	first := w.s.man.Segments[0]
-	w.mu.Unlock()
+	now, _ := writerSegments(w)
+	first := now[0]
 	if first.Name != segs[0].Name || first.Compacted {
 		t.Fatalf("damaged segment replaced: %+v", first)
 	}
@@ -867,9 +869,7 @@ func TestSwappedPartReadWhileCollected(t *testing.T) {
 func TestWriterCompactReturnsUnderIngest(t *testing.T) {
 	dir := t.TempDir()
 	w := writerWithSegments(t, dir, 30)
-	w.mu.Lock()
-	start := slices.Clone(w.s.man.Segments)
-	w.mu.Unlock()
+	start, _ := writerSegments(w)
 	added := 0
 	opt := CompactOptions{Workers: 1, MergeBytes: -1}
 	opt.Progress = func(done, total int64) {
@@ -892,15 +892,7 @@ func TestWriterCompactReturnsUnderIngest(t *testing.T) {
 	if cs.Segments != len(start) {
 		t.Fatalf("compacted %d segments, want the %d there at the start (%d flushed meanwhile)", cs.Segments, len(start), added)
 	}
-	w.mu.Lock()
-	left := 0
-	for _, sm := range w.s.man.Segments {
-		if !sm.Compacted {
-			left++
-		}
-	}
-	w.mu.Unlock()
-	if left != added {
+	if _, left := writerSegments(w); left != added {
 		t.Fatalf("%d segments left to compact, want the %d flushed meanwhile", left, added)
 	}
 	opt.Progress = nil
