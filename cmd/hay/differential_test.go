@@ -1128,16 +1128,7 @@ func diffShellQuote(a string) string {
 // diffGrep runs LC_ALL=C grep -a -F args... file.
 func diffGrep(t *testing.T, file string, args ...string) ([]byte, int) {
 	t.Helper()
-	cmd := exec.Command("grep", append(append([]string{"-a", "-F"}, args...), file)...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out, err := cmd.Output()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out, code
+	return grepArgs(t, file, append([]string{"-F"}, args...)...)
 }
 
 // grepChecks compares hay with grep on a one-stream store: literal

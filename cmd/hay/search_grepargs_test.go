@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -22,21 +21,6 @@ func grepArgsStore(t *testing.T, content string) (data, file string) {
 		t.Fatalf("ingest exit %d", code)
 	}
 	return data, file
-}
-
-// grepArgs runs LC_ALL=C grep -a with args on file.
-func grepArgs(t *testing.T, file string, args ...string) ([]byte, int) {
-	t.Helper()
-	cmd := exec.Command("grep", append(append([]string{"-a"}, args...), file)...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out, err := cmd.Output()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out, code
 }
 
 // TestSearchPatternLines: a pattern with newlines is one pattern per line,

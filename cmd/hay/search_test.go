@@ -44,9 +44,14 @@ func hayInProcess(t *testing.T, args ...string) ([]byte, int) {
 // grepOut runs the real grep: LC_ALL=C grep -a -F args... -- pattern file.
 func grepOut(t *testing.T, pattern, file string, flags ...string) ([]byte, int) {
 	t.Helper()
-	args := append([]string{"-a", "-F"}, flags...)
-	args = append(args, "--", pattern, file)
-	cmd := exec.Command("grep", args...)
+	return grepArgs(t, file, append(append([]string{"-F"}, flags...), "--", pattern)...)
+}
+
+// grepArgs runs LC_ALL=C grep -a args... file and returns its output and
+// exit code.
+func grepArgs(t *testing.T, file string, args ...string) ([]byte, int) {
+	t.Helper()
+	cmd := exec.Command("grep", append(append([]string{"-a"}, args...), file)...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	out, err := cmd.Output()
 	code := 0

@@ -670,24 +670,9 @@ func crashCheckFiles(t *testing.T, when, dir string) {
 // crashEntries lists the store's entries as "labels time line", in order.
 func crashEntries(t *testing.T, dir string) []string {
 	t.Helper()
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
-	var out []string
-	var b segment.Block
-	for _, p := range snap.Parts {
-		for i := range p.NumBlocks() {
-			if err := p.ReadBlock(i, &b); err != nil {
-				t.Fatal(err)
-			}
-			for k := range b.Len() {
-				out = append(out, fmt.Sprintf("%s %d %s", snap.Labels(b.Streams[k]), b.Times[k], b.Line(k)))
-			}
-		}
-	}
-	return out
+	return storedEntries(t, dir, func(s *store.Snapshot, b *segment.Block, k int) string {
+		return fmt.Sprintf("%s %d %s", s.Labels(b.Streams[k]), b.Times[k], b.Line(k))
+	})
 }
 
 // crashCopyDir copies the directory tree src to dst (regular files only).

@@ -55,6 +55,13 @@ func startServe(t *testing.T, dir string, extra ...string) (*exec.Cmd, string) {
 // storedLines reads every entry of the store at dir (no lock needed).
 func storedLines(t *testing.T, dir string) []string {
 	t.Helper()
+	return storedEntries(t, dir, func(_ *store.Snapshot, b *segment.Block, k int) string { return string(b.Line(k)) })
+}
+
+// storedEntries formats every entry of the store at dir with f, in store
+// order (no lock needed).
+func storedEntries(t *testing.T, dir string, f func(s *store.Snapshot, b *segment.Block, k int) string) []string {
+	t.Helper()
 	s, err := store.OpenSnapshot(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +74,8 @@ func storedLines(t *testing.T, dir string) []string {
 			if err := p.ReadBlock(i, &b); err != nil {
 				t.Fatal(err)
 			}
-			for k := range b.Times {
-				out = append(out, string(b.Line(k)))
+			for k := range b.Len() {
+				out = append(out, f(s, &b, k))
 			}
 		}
 	}
