@@ -212,16 +212,7 @@ func (p *mparser) term() (*mexpr, error) {
 		// The log query runs to the first '[' outside a string.
 		qs := p.pos
 		for p.pos < len(p.s) && p.s[p.pos] != '[' {
-			switch q := p.s[p.pos]; q {
-			case '"', '`':
-				p.pos++
-				for p.pos < len(p.s) && p.s[p.pos] != q {
-					if q == '"' && p.s[p.pos] == '\\' {
-						p.pos++
-					}
-					p.pos++
-				}
-			}
+			p.skipString()
 			p.pos++
 		}
 		if p.pos >= len(p.s) {
@@ -246,15 +237,8 @@ func (p *mparser) term() (*mexpr, error) {
 			depth := 0
 		rest:
 			for p.pos < len(p.s) {
-				switch c := p.s[p.pos]; c {
-				case '"', '`':
-					p.pos++
-					for p.pos < len(p.s) && p.s[p.pos] != c {
-						if c == '"' && p.s[p.pos] == '\\' {
-							p.pos++
-						}
-						p.pos++
-					}
+				p.skipString()
+				switch c := byteAt(p.s, p.pos); c {
 				case '(':
 					depth++
 				case ')':
@@ -279,6 +263,34 @@ func (p *mparser) term() (*mexpr, error) {
 		return nil, fmt.Errorf("unexpected %q at column %d", p.rest(8), st+1)
 	}
 	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum, count, min, max, avg, vector)", name)
+}
+
+// skipString moves from the opening quote of a string ("..." with
+// backslash escapes, or `...`) to its closing quote, or to the end of the
+// input if it is not closed; elsewhere it does nothing.
+func (p *mparser) skipString() {
+	if p.pos >= len(p.s) {
+		return
+	}
+	q := p.s[p.pos]
+	if q != '"' && q != '`' {
+		return
+	}
+	p.pos++
+	for p.pos < len(p.s) && p.s[p.pos] != q {
+		if q == '"' && p.s[p.pos] == '\\' {
+			p.pos++
+		}
+		p.pos++
+	}
+}
+
+// byteAt is s[i], or 0 past the end.
+func byteAt(s string, i int) byte {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
 }
 
 func (p *mparser) grouping(e *mexpr) error {
