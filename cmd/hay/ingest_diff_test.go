@@ -176,16 +176,51 @@ func (g *diffGen) stamp(yearOnly bool) (string, time.Time, string) {
 		d := []int{0, 3}[g.r.IntN(2)]
 		return t.Format("02-Jan-2006 15:04:05") + frac(t, ".", d), trunc(t, d), "tomcat"
 	case 7: // syslog: no year, inferred from the clock; within the last 300 days
-		t := g.now.Add(-time.Hour - time.Duration(g.r.Int64N(int64(300*24*time.Hour)))).UTC()
+		t := g.yearless()
 		d := []int{0, 0, 3, 6}[g.r.IntN(4)]
 		lt := trunc(t, d)
-		return lt.Format(g.pick("Jan _2", "Jan 02", "Jan 2")+" 15:04:05") + frac(lt, ".", d), lt, "syslog"
+		return lt.Format(g.pick("Jan _2", "Jan 02", "Jan 2")+" 15:04:05") + frac(lt, ".", d), inferredYear(lt, g.now), "syslog"
 	default: // klog
-		t := g.now.Add(-time.Hour - time.Duration(g.r.Int64N(int64(300*24*time.Hour)))).UTC()
+		t := g.yearless()
 		d := []int{0, 6, 6, 9}[g.r.IntN(4)]
 		lt := trunc(t, d)
-		return g.pick("I", "W", "E", "F") + lt.Format("0102 15:04:05") + frac(lt, ".", d), lt, "klog"
+		return g.pick("I", "W", "E", "F") + lt.Format("0102 15:04:05") + frac(lt, ".", d), inferredYear(lt, g.now), "klog"
 	}
+}
+
+// yearless returns an instant for a layout without a year: mostly within
+// the last year, sometimes years ago (the year is then wrong, by the
+// documented rule) or up to 20 hours ahead (clock skew).
+func (g *diffGen) yearless() time.Time {
+	switch g.r.IntN(8) {
+	case 0:
+		return g.now.Add(time.Duration(g.r.Int64N(int64(20 * time.Hour)))).UTC()
+	case 1:
+		return g.instant(1972, g.now.Year()-1)
+	}
+	return g.now.Add(-time.Duration(g.r.Int64N(int64(365 * 24 * time.Hour)))).UTC()
+}
+
+// inferredYear is LeadingTime's documented rule for a date without a year:
+// ref's year (UTC), or the year before when that would put the time more
+// than one day after ref. Feb 29 goes to the latest leap year at or before.
+func inferredYear(t, ref time.Time) time.Time {
+	leap := func(y int) bool { return y%4 == 0 && (y%100 != 0 || y%400 == 0) }
+	at := func(y int) time.Time {
+		return time.Date(y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	}
+	y := ref.UTC().Year()
+	feb29 := t.Month() == 2 && t.Day() == 29
+	for feb29 && !leap(y) {
+		y--
+	}
+	if at(y).After(ref.Add(24 * time.Hour)) {
+		y--
+		for feb29 && !leap(y) {
+			y--
+		}
+	}
+	return at(y)
 }
 
 // plainLine is a line with a leading timestamp behind documented prefixes.
@@ -286,8 +321,9 @@ func (g *diffGen) jsonLine() diffSpec {
 			b.WriteString(`"` + t.In(time.FixedZone("", off)).Format(time.RubyDate) + `"`)
 		}
 	case 10: // syslog string, year from the clock
-		t = trunc(g.now.Add(-time.Hour-time.Duration(g.r.Int64N(int64(300*24*time.Hour)))).UTC(), 0)
-		b.WriteString(`"` + t.Format("Jan _2 15:04:05") + `"`)
+		lt := trunc(g.yearless(), 0)
+		b.WriteString(`"` + lt.Format("Jan _2 15:04:05") + `"`)
+		t = inferredYear(lt, g.now)
 	default: // exponent float seconds (exact in float64)
 		sec := g.instant(1974, 2200).Unix() / 1000 * 1000
 		t = time.Unix(sec, 0).UTC()
@@ -594,6 +630,10 @@ func TestIngestDiff(t *testing.T) {
 		os.WriteFile(stdinPath, sb, 0o644)
 
 		args := []string{"--data", data, "--format", format, "--fsync-interval", "0"}
+		if g.r.IntN(2) == 0 {
+			// Small heads: segments flushed in the middle of an input.
+			args = append(args, "--head-bytes", strconv.Itoa(1024+g.r.IntN(16<<10)))
+		}
 		if len(stream) > 0 {
 			var kv []string
 			for k, v := range stream {
