@@ -575,7 +575,7 @@ func TestIngestDiff(t *testing.T) {
 	files := []*diffFile{
 		{path: filepath.Join(dir, "a.log")},
 		{path: filepath.Join(dir, "sub", "b.log")},
-		{path: filepath.Join(dir, "c.txt")},
+		{path: filepath.Join(dir, "c \"q\" é\t,x=y}.txt")}, // the source label is the base name, whatever its bytes
 	}
 	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
 	// specs[i] are the line specs of files[i]'s bytes from read onwards.
