@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -138,20 +139,42 @@ func stringTime(s []byte, ref *refTime) (int64, bool) {
 			return t, true
 		}
 	}
-	if !isLetter(s[0]) || len(s) > 64 {
+	// RFC 822 starts with the day of the month, the others with a letter.
+	if !isLetter(s[0]) && !isDigit(s[0]) || len(s) > 64 {
 		return 0, false
 	}
 	str := string(s)
 	for _, layout := range fallbackLayouts {
-		if t, err := time.Parse(layout, str); err == nil {
-			n := t.UnixNano()
-			if t.Year() >= 1969 && t.Year() <= 2201 && n >= 0 && n < maxNano {
-				return n, true
-			}
-			return 0, false
+		t, err := time.Parse(layout, str)
+		if err != nil {
+			continue
 		}
+		n := t.UnixNano()
+		if name, off := t.Zone(); off == 0 && strings.Contains(layout, "MST") && !strings.HasPrefix(name, "+") && !strings.HasPrefix(name, "-") {
+			// time.Parse gives a zone abbreviation it does not know
+			// offset 0, which would put "05:06 PST" at 05:06 UTC, eight
+			// hours off: take RFC 822's own zones, refuse the others.
+			// (A numeric name such as "+00" carries its offset.)
+			z, ok := rfc822Zones[name]
+			if !ok {
+				continue
+			}
+			n -= int64(z) * int64(time.Hour)
+		}
+		if t.Year() >= 1969 && t.Year() <= 2201 && n >= 0 && n < maxNano {
+			return n, true
+		}
+		return 0, false
 	}
 	return 0, false
+}
+
+// rfc822Zones are the zone names RFC 822 defines (section 5.1), as hours
+// from UTC; time.Parse knows only those of the local time zone.
+var rfc822Zones = map[string]int{
+	"UT": 0, "UTC": 0, "GMT": 0, "Z": 0,
+	"EST": -5, "EDT": -4, "CST": -6, "CDT": -5,
+	"MST": -7, "MDT": -6, "PST": -8, "PDT": -7,
 }
 
 // epochNumber reads a JSON number as unix time, its unit judged by magnitude

@@ -141,3 +141,35 @@ func FuzzJSONTime(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONTimeZoneNames: RFC 822 strings (which start with the day) are
+// read; a zone name in the RFC 822/1123/850 and Unix date layouts counts
+// with its offset, from RFC 822's list, and an unknown one makes no time
+// rather than UTC (time.Parse gives it offset 0: "05:06:07 PST" would be
+// eight hours off). Found by the ingest differential test.
+func TestJSONTimeZoneNames(t *testing.T) {
+	at := func(h, m, s int) int64 { return time.Date(2021, 1, 4, h, m, s, 0, time.UTC).UnixNano() }
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{`{"time":"04 Jan 21 05:06 -0700"}`, at(12, 6, 0), true},
+		{`{"time":"04 Jan 21 05:06 UTC"}`, at(5, 6, 0), true},
+		{`{"time":"04 Jan 21 05:06 EST"}`, at(10, 6, 0), true},
+		{`{"time":"Mon, 04 Jan 2021 05:06:07 PST"}`, at(13, 6, 7), true},
+		{`{"time":"Mon, 04 Jan 2021 05:06:07 PDT"}`, at(12, 6, 7), true},
+		{`{"time":"Mon, 04 Jan 2021 05:06:07 GMT"}`, at(5, 6, 7), true},
+		{`{"time":"Mon Jan  4 05:06:07 CST 2021"}`, at(11, 6, 7), true},
+		{`{"time":"Monday, 04-Jan-21 05:06:07 MDT"}`, at(11, 6, 7), true},
+		{`{"time":"Mon, 04 Jan 2021 05:06:07 XYZ"}`, 0, false},
+		{`{"time":"Mon, 04 Jan 2021 05:06:07 -0800"}`, at(13, 6, 7), true},
+		{`{"time":"Mon Jan 04 05:06:07 +0000 2021"}`, at(5, 6, 7), true},
+		{`{"time":"Mon Jan 04 05:06:07 -0300 2021"}`, at(8, 6, 7), true},
+	} {
+		got, ok := JSONTime([]byte(c.in))
+		if ok != c.ok || got != c.want {
+			t.Errorf("JSONTime(%s) = %s, %v; want %s, %v", c.in, time.Unix(0, got).UTC(), ok, time.Unix(0, c.want).UTC(), c.ok)
+		}
+	}
+}

@@ -101,7 +101,7 @@ func leadingTime(b []byte, ref *refTime) (int64, bool) {
 			return 0, false
 		}
 		i = j + 1
-		if i+2 < len(b) && b[i] == '1' && b[i+1] == ' ' && isDigit(b[i+2]) {
+		if i+2 < len(b) && b[i] == '1' && b[i+1] == ' ' && (isDigit(b[i+2]) || b[i+2] == '[') {
 			i += 2 // RFC 5424 version
 		}
 	}

@@ -374,3 +374,24 @@ func TestLeadingTimeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadingTimePriVersionBracket: after a syslog "<pri>" and an RFC 5424
+// version "1 ", one "[" is skipped too, as the doc says. Found by the
+// ingest differential test.
+func TestLeadingTimePriVersionBracket(t *testing.T) {
+	now := time.Date(2021, 6, 1, 0, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"<34>1 [2020-01-01T00:00:00Z] x":       time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC),
+		"<34>1 [10/Oct/2000:13:55:36 -0700] x": time.Date(2000, 10, 10, 20, 55, 36, 0, time.UTC),
+		"<34>1 2020-01-01T00:00:00Z x":         time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC),
+		"<34>[2020-01-01T00:00:00Z] x":         time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		got, ok := LeadingTime([]byte(in), now)
+		if !ok || got != want.UnixNano() {
+			t.Errorf("LeadingTime(%q) = %s, %v; want %s", in, time.Unix(0, got).UTC(), ok, want)
+		}
+	}
+	if _, ok := LeadingTime([]byte("<34>1 [x] 2020-01-01T00:00:00Z"), now); ok {
+		t.Error("a time after a bracketed word was taken as the line's")
+	}
+}
