@@ -213,7 +213,9 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		// Lines without a timestamp before the first one with: they wait
 		// in the batch for the next timestamp (see below), from here on.
 		leading = -1
-		entries = make([]store.Entry, 0, 1024)
+		// The time given to the last line, for the pieces after it.
+		pieceTime int64
+		entries   = make([]store.Entry, 0, 1024)
 	)
 	flush := func() error {
 		if len(entries) == 0 {
@@ -261,7 +263,16 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			warned = true
 			fmt.Fprintf(os.Stderr, "hay ingest: %s: %v; storing it in pieces\n", path, err)
 		}
-		e := p.Parse(line)
+		var e ingest.Entry
+		var tl *ingest.LineTooLongError
+		if errors.As(err, &tl) && tl.Offset > 0 {
+			// A later piece of a long line is the same entry's text: it
+			// takes the line's time (the first piece's), never a time
+			// that happens to start the piece.
+			e = ingest.Entry{Line: line, Time: pieceTime}
+		} else {
+			e = p.Parse(line)
+		}
 		switch {
 		case e.HasTime:
 			lastTime, haveTime = e.Time, true
@@ -271,7 +282,9 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			// ingestion time: otherwise the stream's times would go
 			// backwards after them, and the merge of streams by time has
 			// no single order for such a stream. Those flushed before a
-			// timestamp came keep the ingestion time.
+			// timestamp came (over a batch of them, or stdin's idle flush)
+			// keep the ingestion time: holding them longer would let a file
+			// without timestamps grow the batch without bound.
 			if leading >= 0 {
 				for i := leading; i < len(entries); i++ {
 					entries[i].Time = e.Time
@@ -287,6 +300,7 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		case leading < 0:
 			leading = len(entries)
 		}
+		pieceTime = e.Time
 		arena = append(arena, e.Line...)
 		ends = append(ends, len(arena))
 		entries = append(entries, store.Entry{Time: e.Time, Stream: stream})

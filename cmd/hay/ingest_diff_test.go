@@ -376,7 +376,7 @@ var diffNearMiss = []string{
 	"{\"a\":{\"time\":1700000000},\"b\":1}",
 	"{time:1700000000}",
 	"{\"ts\":1e400}",
-	"{\"ts\":\"02 Jan 06 15:04 MST\"",
+	"{\"ts\":\"02 Jan 06 15:04 XYZ\"", // no such zone (MST, RFC 822's, is a time)
 	"",
 	"  \t",
 	"\r",

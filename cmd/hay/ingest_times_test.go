@@ -6,8 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"haystack/internal/segment"
+	"haystack/internal/store"
 )
 
 // jsonTimes runs hay search --json with an empty PATTERN and returns each entry's line and
@@ -88,4 +92,39 @@ func TestIngestTimesWithoutTimestamp(t *testing.T) {
 			t.Errorf("plain line %d at %v, want ascending ingestion times in [%v, %v]", i, tm, before, after)
 		}
 	}
+}
+
+// TestIngestLongLinePieceTime: a line over the length limit is stored as
+// consecutive entries, and every piece takes the line's time, also a piece
+// that happens to start with a timestamp of its own. Found by the ingest
+// differential test.
+func TestIngestLongLinePieceTime(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "long.log")
+	line := "2020-01-01T00:00:00Z " + strings.Repeat("x", maxLine-21) + "2099-09-09T09:09:09Z tail"
+	os.WriteFile(file, []byte("no time yet\n"+line+"\nafter\n"), 0o644)
+	data := filepath.Join(dir, "data")
+	if _, code := hayInProcess(t, "ingest", "--data", data, file); code != 0 {
+		t.Fatalf("ingest exit %d", code)
+	}
+	lines, times := storedTimes(t, data)
+	if len(lines) != 4 || lines[1]+lines[2] != line || lines[0] != "no time yet" || lines[3] != "after" {
+		t.Fatalf("%d entries", len(lines))
+	}
+	want := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for i, tm := range times {
+		if tm != want {
+			t.Errorf("entry %d (%.20q…) at %s, want the line's time", i, lines[i], time.Unix(0, tm).UTC())
+		}
+	}
+}
+
+// storedTimes reads every entry's line and time from the store at dir.
+func storedTimes(t *testing.T, dir string) (lines []string, times []int64) {
+	t.Helper()
+	storedEntries(t, dir, func(_ *store.Snapshot, b *segment.Block, k int) string {
+		lines, times = append(lines, string(b.Line(k))), append(times, b.Times[k])
+		return ""
+	})
+	return lines, times
 }
