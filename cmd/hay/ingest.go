@@ -148,7 +148,8 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 	var r io.Reader
 	var key string
 	var start int64
-	var prefix []byte // the first CheckLen bytes, for Source.Check
+	var prefix []byte    // the first CheckLen bytes, for Source.Check
+	var regular *os.File // the input, when it is a regular file
 	name := "stdin"
 	size := int64(-1)
 	if path == "-" {
@@ -176,8 +177,8 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 				return err
 			}
 			prefix = prefix[:n]
-			if src, ok := st.Source(key); ok && src.Offset <= size &&
-				crc32.Checksum(prefix[:min(int64(len(prefix)), src.Offset)], crc32cTable) == src.Check {
+			regular = f
+			if src, ok := st.Source(key); ok && src.Offset <= size && sameSource(f, prefix, src) {
 				start = src.Offset
 				if start > 0 {
 					fmt.Fprintf(os.Stderr, "hay ingest: %s: resuming after the %d bytes already stored\n", path, start)
@@ -230,7 +231,10 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		batch.Sources = batch.Sources[:0]
 		if key != "" {
 			off := start + lr.Offset()
-			chk := crc32.Checksum(prefix[:min(int64(len(prefix)), off)], crc32cTable)
+			chk, err := sourceCheck(regular, prefix, off)
+			if err != nil {
+				return err
+			}
 			batch.Sources = append(batch.Sources, store.Source{Key: key, Offset: off, Check: chk})
 		}
 		if err := st.Append(&batch); err != nil {
@@ -316,6 +320,36 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 }
 
 var crc32cTable = crc32.MakeTable(crc32.Castagnoli)
+
+// sourceCheck is Source.Check for the first off bytes of f: the CRC-32C of
+// its first min(off, CheckLen) bytes (prefix) followed by the CheckLen
+// bytes before off, where those are past the prefix. The bytes before
+// off tell a file that grew from one rewritten with the same first
+// kilobyte (a fixed header, a banner) and grown past the old length,
+// which the prefix alone took for the same file and resumed in the middle
+// of, losing the start of the new content.
+func sourceCheck(f *os.File, prefix []byte, off int64) (uint32, error) {
+	chk := crc32.Checksum(prefix[:min(int64(len(prefix)), off)], crc32cTable)
+	from := max(off-store.CheckLen, store.CheckLen)
+	if from >= off {
+		return chk, nil
+	}
+	tail := make([]byte, off-from)
+	if _, err := f.ReadAt(tail, from); err != nil {
+		return 0, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return crc32.Update(chk, crc32cTable, tail), nil
+}
+
+// sameSource reports whether f still starts with the src.Offset bytes a
+// previous run stored: sourceCheck matches, or (a source recorded before
+// the check covered the bytes before the offset) the prefix's CRC alone.
+func sameSource(f *os.File, prefix []byte, src store.Source) bool {
+	if chk, err := sourceCheck(f, prefix, src.Offset); err == nil && chk == src.Check {
+		return true
+	}
+	return crc32.Checksum(prefix[:min(int64(len(prefix)), src.Offset)], crc32cTable) == src.Check
+}
 
 // ingestProgress draws a one-line progress bar on stderr when it is a terminal.
 type ingestProgress struct {

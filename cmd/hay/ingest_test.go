@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"haystack/internal/store"
 )
 
 // TestHelperHay is not a test: run as a child process (HAY_TEST_HELPER=1)
@@ -233,5 +237,59 @@ func TestIngestStdinIdle(t *testing.T) {
 	}
 	if segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg")); len(segs) != 1 {
 		t.Fatalf("the head was not flushed on SIGINT: segments %v", segs)
+	}
+}
+
+// TestIngestRotatedSameHeader: a file rewritten with the same first
+// kilobyte (a fixed header) and grown past the stored length is a new file,
+// ingested whole: the check also covers the bytes before the stored offset.
+// Before, only the first kilobyte was checked, ingest resumed in the middle
+// of the new content, and its first entries were lost (found by the ingest
+// differential test). A plain grown file still resumes, also from a source
+// recorded with the older, prefix-only check.
+func TestIngestRotatedSameHeader(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "app.log")
+	header := "# " + strings.Repeat("h", 1100) + "\n"
+	os.WriteFile(f, []byte(header+"old 1\nold 2\n"), 0o644)
+	data := filepath.Join(dir, "data")
+	if _, code := hayInProcess(t, "ingest", "--data", data, f); code != 0 {
+		t.Fatal(code)
+	}
+	os.WriteFile(f, []byte(header+"new 1\nnew 2\nnew 3\n"), 0o644)
+	if _, code := hayInProcess(t, "ingest", "--data", data, f); code != 0 {
+		t.Fatal(code)
+	}
+	got, _ := hayInProcess(t, "search", "--data", data, "-e", "old", "-e", "new")
+	if want := "old 1\nold 2\nnew 1\nnew 2\nnew 3\n"; string(got) != want {
+		t.Fatalf("after a rotation with the same header: %q, want %q", got, want)
+	}
+	fh, _ := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+	fh.WriteString("new 4\n")
+	fh.Close()
+	hayInProcess(t, "ingest", "--data", data, f)
+	if got, _ := hayInProcess(t, "search", "--data", data, "-c", "new"); string(got) != "4\n" {
+		t.Fatalf("after growth: %q new entries, want 4", got)
+	}
+
+	// A source recorded by the prefix-only check still resumes.
+	st, err := store.Open(data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := filepath.Abs(f)
+	src, _ := st.Source(key)
+	content, _ := os.ReadFile(f)
+	src.Check = crc32.Checksum(content[:store.CheckLen], crc32cTable)
+	if err := st.Append(&store.Batch{Sources: []store.Source{src}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	fh, _ = os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+	fh.WriteString("new 5\n")
+	fh.Close()
+	hayInProcess(t, "ingest", "--data", data, f)
+	if got, _ := hayInProcess(t, "search", "--data", data, "-c", "new"); string(got) != "5\n" {
+		t.Fatalf("resumed from a prefix-only check: %q new entries, want 5", got)
 	}
 }

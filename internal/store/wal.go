@@ -54,17 +54,21 @@ type StreamDef struct {
 }
 
 // Source is how far one input has been durably ingested: Offset bytes of
-// the input named Key, whose first min(Offset, CheckLen) bytes have CRC-32C
-// Check. A re-run of ingest on the same path resumes at Offset when the
-// file is at least Offset bytes long and its first bytes still match Check;
-// otherwise the file is new content and is ingested from the start.
+// the input named Key, with Check a CRC-32C of its first min(Offset,
+// CheckLen) bytes followed by the CheckLen bytes before Offset (those past
+// the first CheckLen; hay ingest's sourceCheck; sources recorded by older
+// versions cover the first bytes only). A re-run of ingest on the same
+// path resumes at Offset when the file is at least Offset bytes long and
+// those bytes still match Check; otherwise the file is new content and is
+// ingested from the start. The store keeps Check as given.
 type Source struct {
 	Key    string `json:"key"`
 	Offset int64  `json:"offset"`
 	Check  uint32 `json:"check"`
 }
 
-// CheckLen is how many leading bytes of an input Source.Check covers.
+// CheckLen is how many leading bytes, and how many before the offset, of
+// an input Source.Check covers.
 const CheckLen = 1024
 
 // Entry is one log entry: time in Unix nanoseconds, stream id, line bytes.
