@@ -168,6 +168,13 @@ func (pl *compactPlan) start(opt CompactOptions, segs []SegmentMeta, skip map[st
 	}
 }
 
+// next starts the plan at its first call and returns the runs to write
+// next (CompactOptions.plan over the segments bound keeps).
+func (pl *compactPlan) next(opt CompactOptions, segs []SegmentMeta, skip map[string]bool) [][]SegmentMeta {
+	pl.start(opt, segs, skip)
+	return opt.plan(pl.bound(segs), pl.target, skip)
+}
+
 // bound drops the segments flushed since the compaction started. Under
 // steady ingest a flush may land faster than a run is written, and a call
 // that took those too would not return while ingest goes on: no report
@@ -234,17 +241,23 @@ func compact(ctx context.Context, dir string, opt CompactOptions, steps compactS
 type storeSteps struct{ s *Store }
 
 func (c storeSteps) plan(opt CompactOptions, pl *compactPlan) ([][]SegmentMeta, uint64, error) {
-	pl.start(opt, c.s.man.Segments, nil)
-	runs := opt.plan(pl.bound(c.s.man.Segments), pl.target, nil)
+	runs := pl.next(opt, c.s.man.Segments, nil)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}
-	// Reserved in memory; written with the swap's manifest.
-	m := *c.s.man
+	return runs, c.s.reserveSeqs(len(runs)), nil
+}
+
+// reserveSeqs takes n file numbers for new segments and returns the first.
+// The reservation lives in memory until a manifest is written: a flush's
+// manifest starts from this one, and a crash before any manifest leaves
+// the reserved files unlisted, to be deleted.
+func (s *Store) reserveSeqs(n int) uint64 {
+	m := *s.man
 	base := m.NextSeq
-	m.NextSeq += uint64(len(runs))
-	c.s.man = &m
-	return runs, base, nil
+	m.NextSeq += uint64(n)
+	s.man = &m
+	return base
 }
 
 func (c storeSteps) swap(runs [][]SegmentMeta, out []SegmentMeta) (bool, error) {
@@ -568,20 +581,11 @@ func (w *Writer) compactPlan(opt CompactOptions, pl *compactPlan) ([][]SegmentMe
 	}
 	// Segments that failed to read before join no run: they stay as they
 	// are, between the runs before and after them.
-	segs := w.s.man.Segments
-	pl.start(opt, segs, w.compactSkip)
-	runs := opt.plan(pl.bound(segs), pl.target, w.compactSkip)
+	runs := pl.next(opt, w.s.man.Segments, w.compactSkip)
 	if len(runs) == 0 {
 		return nil, 0, nil
 	}
-	// The reservation lives in memory until a manifest is written: a
-	// flush's manifest starts from this one, and a crash before any
-	// manifest leaves the reserved files unlisted, to be deleted.
-	m := *w.s.man
-	base := m.NextSeq
-	m.NextSeq += uint64(len(runs))
-	w.s.man = &m
-	return runs, base, nil
+	return runs, w.s.reserveSeqs(len(runs)), nil
 }
 
 // compactSwap replaces the runs by their merged segments in the manifest
