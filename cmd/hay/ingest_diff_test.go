@@ -720,22 +720,10 @@ func diffCompare(t *testing.T, dir string, want []diffWant) int {
 		time   int64
 	}
 	var gs []got
-	s, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b segment.Block
-	for _, p := range s.Parts {
-		for i := range p.NumBlocks() {
-			if err := p.ReadBlock(i, &b); err != nil {
-				t.Fatal(err)
-			}
-			for k := range b.Len() {
-				gs = append(gs, got{s.Labels(b.Streams[k]), bytes.Clone(b.Line(k)), b.Times[k]})
-			}
-		}
-	}
-	s.Close()
+	storedEntries(t, dir, func(s *store.Snapshot, b *segment.Block, k int) string {
+		gs = append(gs, got{s.Labels(b.Streams[k]), bytes.Clone(b.Line(k)), b.Times[k]})
+		return ""
+	})
 	bad := 0
 	for i := range max(len(gs), len(want)) {
 		if bad >= 10 {
@@ -793,6 +781,7 @@ func diffCompare(t *testing.T, dir string, want []diffWant) int {
 		}
 		line := []byte(e.Line)
 		if e.B64 != "" {
+			var err error
 			if line, err = base64.StdEncoding.DecodeString(e.B64); err != nil {
 				t.Fatal(err)
 			}

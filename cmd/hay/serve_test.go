@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -22,34 +21,11 @@ import (
 )
 
 // startServe starts a real `hay serve` on a free port and returns it with
-// its base URL.
+// its base URL (startCrashServe, whose log the test does not read).
 func startServe(t *testing.T, dir string, extra ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := hayCommand(append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0"}, extra...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// A failing test must not leave a server running (a no-op once the
-	// test has waited for it).
-	t.Cleanup(func() { cmd.Process.Kill() })
-	br := bufio.NewReader(stderr)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("hay serve did not start: %v", err)
-		}
-		if _, rest, ok := strings.Cut(line, "listening on "); ok {
-			url, _, _ := strings.Cut(rest, " ")
-			go io.Copy(io.Discard, br)
-			return cmd, url
-		}
-	}
+	s := startCrashServe(t, dir, extra...)
+	return s.cmd, s.url
 }
 
 // storedLines reads every entry of the store at dir (no lock needed).
