@@ -81,6 +81,10 @@ func runMain(args []string) int {
 		usage(os.Stdout)
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		printVersion(os.Stdout)
+		return 0
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "hay: unknown command %q\n\n", args[0])
