@@ -21,7 +21,7 @@
 //	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats
-//	GET  /loki/api/v1/tail                    WebSocket live tail
+//	GET  /loki/api/v1/tail                    WebSocket live tail: replays the newest limit (100) entries from start (an hour ago) on, then live; delay_for ≤ 5 s sorts late entries in
 //	GET  /loki/api/v1/status/buildinfo        this binary's version, VCS revision and Go version (no auth)
 //	GET  /api/v1/search, /api/v1/hits, /api/v1/facets, /api/v1/tail   see web/API.md
 //	GET  /, /static/...                       the web UI
@@ -36,6 +36,11 @@
 // same stream, time and line is stored twice (Loki drops a line equal to
 // the stream's previous one; here every acknowledged entry is kept), and
 // structured metadata sent with an entry is accepted and not stored.
+// A live tail dedupes only where its replay and the live entries overlap
+// (an entry committed while the replay read the store reaches both);
+// delay_for holds an entry until delay_for has passed since its own time
+// (or since it arrived, for a time in the future), as Loki's
+// "let slow loggers catch up", and each message is sorted by time.
 //
 // Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
 // log query, sum/count/min/max/avg [by|without (...)] over those, and

@@ -1,14 +1,18 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -149,11 +153,155 @@ func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fol
 	return ts, ts.hub.subscribe(), &tailFilter{sel: sel, cache: map[string][]query.Label{}}, true
 }
 
+// Loki's tail parameters: delay_for is at most 5 seconds, and without
+// start the tail replays the last hour (up to limit entries, default 100).
+const (
+	maxTailDelay     = 5 * time.Second
+	tailDefaultSince = time.Hour
+	tailDefaultLimit = 100
+	// tailMaxPending bounds what a delayed tail holds back: past it, the
+	// oldest entries go out before their delay is over.
+	tailMaxPending = 100_000
+	// tailDedupWindow is how long live entries are checked against the
+	// replay: an entry committed while the replay read the store reaches
+	// both.
+	tailDedupWindow = 2 * time.Second
+	// tailCoalesce is how long a delayed tail waits past an entry's due
+	// time, so that entries due together go out in one message.
+	tailCoalesce = 50 * time.Millisecond
+)
+
+// tailParams are /loki/api/v1/tail's parameters, read before the
+// WebSocket upgrade so that a bad one is a 400 the client can read.
+type tailParams struct {
+	start int64         // replay stored entries from this time on
+	limit int           // at most this many replayed entries (the newest)
+	delay time.Duration // hold live entries back this long to sort late ones in
+}
+
+func parseTailParams(p url.Values, maxLimit int, now time.Time) (tailParams, error) {
+	var tp tailParams
+	var err error
+	if tp.start, err = parseTime("start", p.Get("start"), now.Add(-tailDefaultSince).UnixNano()); err != nil {
+		return tp, err
+	}
+	if tp.limit, err = parseLimit(p.Get("limit"), tailDefaultLimit, maxLimit); err != nil {
+		return tp, err
+	}
+	if v := p.Get("delay_for"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return tp, badRequest("bad_param", "delay_for=%q: want a whole number of seconds", v)
+		}
+		if time.Duration(n)*time.Second > maxTailDelay {
+			return tp, badRequest("bad_param", "delay_for can't be greater than %d", int(maxTailDelay/time.Second))
+		}
+		tp.delay = time.Duration(n) * time.Second
+	}
+	return tp, nil
+}
+
+// tailEntry is a live or replayed entry that matched, with the labels it
+// is reported under (the stream's, plus a pipeline's extracted ones).
+type tailEntry struct {
+	labels string
+	time   int64
+	line   []byte
+}
+
+func (e tailEntry) key() string {
+	return e.labels + "\x00" + strconv.FormatInt(e.time, 10) + "\x00" + string(e.line)
+}
+
+// tailDelay holds live entries back for delay_for, as Loki does "to let
+// slow loggers catch up": an entry goes out once delay has passed since
+// its own time (or since it arrived, when its time is in the future), and
+// each message carries what is due, sorted by time. An entry that arrives
+// after later ones went out is still sent, out of order.
+type tailDelay struct {
+	delay   time.Duration
+	pending []tailPending // sorted by due, then arrival
+	seq     uint64
+}
+
+type tailPending struct {
+	due time.Time
+	seq uint64
+	e   tailEntry
+}
+
+func (d *tailDelay) add(es []tailEntry, now time.Time) {
+	add := make([]tailPending, 0, len(es))
+	for _, e := range es {
+		due := time.Unix(0, e.time)
+		if due.After(now) {
+			due = now
+		}
+		d.seq++
+		add = append(add, tailPending{due: due.Add(d.delay), seq: d.seq, e: e})
+	}
+	byDue := func(a, b tailPending) int {
+		if c := a.due.Compare(b.due); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	}
+	slices.SortFunc(add, byDue)
+	// Merge: what is held is sorted already, and a busy tail holds many.
+	merged := make([]tailPending, 0, len(d.pending)+len(add))
+	i, j := 0, 0
+	for i < len(d.pending) && j < len(add) {
+		if byDue(d.pending[i], add[j]) <= 0 {
+			merged = append(merged, d.pending[i])
+			i++
+		} else {
+			merged = append(merged, add[j])
+			j++
+		}
+	}
+	merged = append(merged, d.pending[i:]...)
+	d.pending = append(merged, add[j:]...)
+}
+
+// take removes and returns the entries due at now (and the oldest ones
+// past tailMaxPending), sorted by time.
+func (d *tailDelay) take(now time.Time) []tailEntry {
+	n := 0
+	for n < len(d.pending) && (!d.pending[n].due.After(now) || len(d.pending)-n > tailMaxPending) {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]tailEntry, n)
+	for i := range out {
+		out[i] = d.pending[i].e
+	}
+	d.pending = slices.Delete(d.pending, 0, n)
+	slices.SortStableFunc(out, func(a, b tailEntry) int { return cmp.Compare(a.time, b.time) })
+	return out
+}
+
+// next is when the first held entry is due; ok is false when none is held.
+func (d *tailDelay) next() (time.Time, bool) {
+	if len(d.pending) == 0 {
+		return time.Time{}, false
+	}
+	return d.pending[0].due, true
+}
+
 // lokiTail serves /loki/api/v1/tail over WebSocket: each message is
 // {"streams":[{"stream":{...},"values":[["<ns>","<line>"]]}],"dropped_entries":[...]}.
-// start (default now) replays stored entries from then on first, up to limit.
+// It first replays the newest stored entries (at most limit) from start
+// on (default: an hour ago), oldest first, then sends entries as they are
+// committed, delayed by delay_for seconds when asked.
 func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query()
+	tp, err := parseTailParams(p, s.cfg.MaxQueryLimit, s.cfg.Now())
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
 	ts, sb, f, ok := s.tailSetup(w, r, p.Get("query"), false)
 	if !ok {
 		return
@@ -166,24 +314,20 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	defer c.CloseNow()
 	ctx := c.CloseRead(r.Context())
 
-	send := func(es []store.LabeledEntry, dropped int) error {
+	send := func(es []tailEntry, dropped int) error {
+		if len(es) == 0 && dropped == 0 {
+			return nil
+		}
 		groups := map[string]*lokiStream{}
 		var order []string
-		for i := range es {
-			labels, ok := f.match(&es[i])
-			if !ok {
-				continue
-			}
-			g := groups[labels]
+		for _, e := range es {
+			g := groups[e.labels]
 			if g == nil {
-				g = &lokiStream{Stream: labelMap(labels)}
-				groups[labels] = g
-				order = append(order, labels)
+				g = &lokiStream{Stream: labelMap(e.labels)}
+				groups[e.labels] = g
+				order = append(order, e.labels)
 			}
-			g.Values = append(g.Values, [2]string{fmt.Sprint(es[i].Time), string(es[i].Line)})
-		}
-		if len(order) == 0 && dropped == 0 {
-			return nil
+			g.Values = append(g.Values, [2]string{strconv.FormatInt(e.time, 10), string(e.line)})
 		}
 		msg := struct {
 			Streams []*lokiStream `json:"streams"`
@@ -201,44 +345,101 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 		return c.Write(wctx, websocket.MessageText, b)
 	}
 
-	if st := p.Get("start"); st != "" {
-		start, err := parseTime("start", st, 0)
-		if err == nil {
-			limit, _ := parseLimit(p.Get("limit"), 100, s.cfg.MaxQueryLimit)
-			f.sel.start = start
-			hits, _, err := collect(ctx, ts, f.sel, limit, true)
-			if err == nil {
-				var es []store.LabeledEntry
-				for i := len(hits) - 1; i >= 0; i-- {
-					es = append(es, store.LabeledEntry{Labels: hits[i].Labels, Time: hits[i].Time, Line: hits[i].Line})
-				}
-				if len(es) > 0 {
-					// Already filtered: send them as they are.
-					saved := f.sel
-					f.sel = &selection{}
-					err = send(es, 0)
-					f.sel = saved
-					if err != nil {
-						return
-					}
+	// The replay: the newest entries from start on, sent oldest first.
+	// The subscription came first, so nothing committed meanwhile is
+	// missed; what reaches both is dropped from the live side below.
+	f.sel.start = tp.start
+	hits, _, err := collect(ctx, ts, f.sel, tp.limit, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.Close(websocket.StatusInternalError, closeReason("replay failed: "+err.Error()))
+		}
+		return
+	}
+	replayed := map[string]int{}
+	var es []tailEntry
+	for i := len(hits) - 1; i >= 0; i-- {
+		e := tailEntry{labels: hits[i].Labels, time: hits[i].Time, line: hits[i].Line}
+		es = append(es, e)
+		replayed[e.key()]++
+	}
+	if err := send(es, 0); err != nil {
+		return
+	}
+	dedupUntil := time.Now().Add(tailDedupWindow)
+
+	live := func(batch []store.LabeledEntry) []tailEntry {
+		var out []tailEntry
+		for i := range batch {
+			labels, ok := f.match(&batch[i])
+			if !ok {
+				continue
+			}
+			e := tailEntry{labels: labels, time: batch[i].Time, line: batch[i].Line}
+			if len(replayed) > 0 {
+				if time.Now().After(dedupUntil) {
+					clear(replayed)
+				} else if k := e.key(); replayed[k] > 0 {
+					replayed[k]--
+					continue
 				}
 			}
+			out = append(out, e)
 		}
+		return out
 	}
+	delayed := &tailDelay{delay: tp.delay}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case es, ok := <-sb.ch:
+		case batch, ok := <-sb.ch:
 			if !ok {
+				send(delayed.take(time.Now().Add(maxTailDelay+time.Hour)), sb.takeDropped())
 				c.Close(websocket.StatusGoingAway, "server shutting down")
 				return
 			}
-			if err := send(es, sb.takeDropped()); err != nil {
+			if tp.delay == 0 {
+				if err := send(live(batch), sb.takeDropped()); err != nil {
+					return
+				}
+				continue
+			}
+			delayed.add(live(batch), time.Now())
+			if dropped := sb.takeDropped(); dropped > 0 {
+				if err := send(nil, dropped); err != nil {
+					return
+				}
+			}
+		case <-timer.C:
+		}
+		if tp.delay > 0 {
+			now := time.Now()
+			if err := send(delayed.take(now), 0); err != nil {
 				return
+			}
+			if due, ok := delayed.next(); ok {
+				timer.Reset(max(due.Sub(now), 0) + tailCoalesce)
 			}
 		}
 	}
+}
+
+// closeReason fits a WebSocket close reason in the 123 bytes the
+// protocol allows, cutting at a rune boundary.
+func closeReason(s string) string {
+	const max = 123
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // nativeTail serves /api/v1/tail as server-sent events (API.md).
