@@ -110,7 +110,7 @@ func OpenSnapshotRange(dir string, lo, hi int64) (*Snapshot, error) {
 			return s, nil
 		}
 		lastErr = err
-		if !errors.Is(err, os.ErrNotExist) {
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errStoreMoved) {
 			break
 		}
 		// Give a writer replacing files a moment to list its new ones.
@@ -167,6 +167,9 @@ func openSnapshot(dir string, lo, hi int64, missingIsDamage bool) (*Snapshot, er
 		s.readers = append(s.readers, readers[i])
 		s.Parts = append(s.Parts, &SegmentPart{name: name, r: readers[i]})
 	}
+	if testHookSnapshotRead != nil {
+		testHookSnapshotRead()
+	}
 	seqs, err := walSeqs(dir)
 	if err != nil {
 		s.Close()
@@ -202,11 +205,32 @@ replay:
 			}
 		}
 	}
+	// A flush between our reading the manifest and listing wal/ wrote a
+	// manifest with a later WALStart, then deleted the WAL files its new
+	// segment holds: they were not listed, so their entries are in
+	// neither the segments we opened nor the head. Every flush moves
+	// WALStart and writes the manifest before deleting a WAL file, so a
+	// manifest read again now shows whether one ran: then start over.
+	if m2, err := readManifest(dir); err != nil || m2.WALStart != m.WALStart {
+		s.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("a flush moved the WAL start from %d to %d while the snapshot was read: %w", m.WALStart, m2.WALStart, errStoreMoved)
+	}
 	if len(h.blocks) > 0 {
 		s.Parts = append(s.Parts, &HeadPart{blocks: h.blocks})
 	}
 	return s, nil
 }
+
+// errStoreMoved says a writer changed the store under a snapshot being
+// opened; OpenSnapshotRange starts over.
+var errStoreMoved = errors.New("store changed during the snapshot")
+
+// testHookSnapshotRead runs, when set by a test, after openSnapshot has
+// read the manifest and opened the segments, before it lists the WAL.
+var testHookSnapshotRead func()
 
 // CheckStore reports ErrNoStore unless dir holds a store: a manifest or a
 // WAL directory (a store that crashed before its first flush has only the
