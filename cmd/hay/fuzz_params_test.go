@@ -18,6 +18,7 @@ func FuzzParseSpan(f *testing.F) {
 	for _, s := range []string{
 		"24h", "90m", "7d", "1.5d", "0", "1h30m", "-1h", "-2d", "d", "1hd", "x", "1e300d", "NaNd", "Infd", "INFd",
 		"+1d", "-0d", "0.1d", "106751d", "106752d", "106751.99d", "2562047h47m16.854775807s", "0x1p3d", "1e1d", " 1d", "1d ",
+		"-1ns", "200000d",
 	} {
 		f.Add(s, int64(time.Hour))
 	}
