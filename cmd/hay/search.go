@@ -158,6 +158,9 @@ func searchCommand(args []string) error {
 	if q.Until, err = parseTimeArg(*until, now); err != nil {
 		return fmt.Errorf("%w: --until: %v", errUsage, err)
 	}
+	// A bound of exactly 1970-01-01T00:00:00Z is 0, which alone would read
+	// as no bound.
+	q.SinceSet, q.UntilSet = *since != "", *until != ""
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be >= 0", errUsage)
 	}
@@ -200,11 +203,14 @@ func searchCommand(args []string) error {
 
 	// Segments wholly outside --since/--until are not even opened.
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	if q.Since != 0 {
+	if q.SinceSet {
 		lo = q.Since
 	}
-	if q.Until != 0 {
+	if q.UntilSet {
 		hi = q.Until - 1
+		if q.Until == math.MinInt64 {
+			lo, hi = math.MinInt64+1, math.MinInt64 // nothing: open no segment
+		}
 	}
 	snap, err := store.OpenSnapshotRange(*data, lo, hi)
 	if err != nil {
@@ -442,14 +448,19 @@ func parseTimeArg(s string, now time.Time) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
+	// Times beyond int64 nanoseconds (before 1677, after 2262) saturate,
+	// so --until 9999-12-31 is "no end", not a wrapped time in 1816.
 	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d).UnixNano(), nil
+		if d == math.MinInt64 { // -d overflows
+			return ingest.UnixNano(now.Add(math.MaxInt64).Add(1)), nil
+		}
+		return ingest.UnixNano(now.Add(-d)), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return 0, fmt.Errorf("%q is neither RFC 3339 nor a duration", s)
 	}
-	return t.UnixNano(), nil
+	return ingest.UnixNano(t), nil
 }
 
 type printer struct {

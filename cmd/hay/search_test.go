@@ -260,3 +260,41 @@ func TestInterruptContext(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchTimeBoundEdges: --since/--until at 1970-01-01T00:00:00Z (the
+// instant 0, which search.Query alone reads as "no bound") and beyond
+// what int64 nanoseconds hold (which used to wrap to another century).
+func TestSearchTimeBoundEdges(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "t.log")
+	if err := os.WriteFile(log, []byte("2025-01-01T00:00:00Z hello a\n2025-01-02T00:00:00Z hello b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if _, code := hayInProcess(t, "ingest", "--data", data, log); code != 0 {
+		t.Fatalf("ingest: exit %d", code)
+	}
+	both := "2025-01-01T00:00:00Z hello a\n2025-01-02T00:00:00Z hello b\n"
+	for _, c := range []struct {
+		flags []string
+		out   string
+		code  int
+	}{
+		{[]string{"--until", "1970-01-01T00:00:00Z"}, "", 1},
+		{[]string{"--until", "1970-01-01T00:00:00.000000001Z"}, "", 1},
+		{[]string{"--until", "0001-01-01T00:00:00Z"}, "", 1},
+		{[]string{"--until", "9999-12-31T00:00:00Z"}, both, 0},
+		{[]string{"--since", "0001-01-01T00:00:00Z"}, both, 0},
+		{[]string{"--since", "1970-01-01T00:00:00Z"}, both, 0},
+		{[]string{"--since", "9999-12-31T00:00:00Z"}, "", 1},
+		{[]string{"--since", "-2562047h"}, "", 1},                   // now + 292 years
+		{[]string{"--until", "-2562047h47m16.854775808s"}, both, 0}, // -d overflows
+		{[]string{"--since", "2025-01-02T00:00:00Z", "--until", "9999-12-31T00:00:00Z"}, "2025-01-02T00:00:00Z hello b\n", 0},
+	} {
+		args := append([]string{"search", "--data", data}, c.flags...)
+		out, code := hayInProcess(t, append(args, "hello")...)
+		if string(out) != c.out || code != c.code {
+			t.Errorf("hay search %v hello: exit %d\n%s\nwant exit %d\n%s", c.flags, code, out, c.code, c.out)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package ingest
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 const (
 	nanosPerSecond = int64(time.Second)
@@ -598,3 +601,24 @@ func skipSpace(b []byte, i int) int {
 
 func isDigit(c byte) bool  { return c-'0' <= 9 }
 func isLetter(c byte) bool { return (c|0x20)-'a' < 26 }
+
+// The instants int64 nanoseconds since 1970 can hold.
+var (
+	minUnixNano = time.Unix(0, math.MinInt64)
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+)
+
+// UnixNano is t.UnixNano() saturated at the ends of what int64
+// nanoseconds can hold (1677-09-21 and 2262-04-11), where
+// time.Time.UnixNano's result is undefined (it wraps: year 9999 would
+// come out in 1816). A bound such as --until 9999-12-31 then means "no
+// bound" rather than a time in the past.
+func UnixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minUnixNano):
+		return math.MinInt64
+	case t.After(maxUnixNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -393,5 +394,29 @@ func TestLeadingTimePriVersionBracket(t *testing.T) {
 	}
 	if _, ok := LeadingTime([]byte("<34>1 [x] 2020-01-01T00:00:00Z"), now); ok {
 		t.Error("a time after a bracketed word was taken as the line's")
+	}
+}
+
+// TestUnixNano: inside int64 nanoseconds UnixNano is time's; outside it
+// saturates instead of wrapping.
+func TestUnixNano(t *testing.T) {
+	for _, c := range []struct {
+		t    time.Time
+		want int64
+	}{
+		{time.Unix(0, 0), 0},
+		{time.Unix(0, math.MaxInt64), math.MaxInt64},
+		{time.Unix(0, math.MinInt64), math.MinInt64},
+		{time.Unix(0, math.MaxInt64).Add(1), math.MaxInt64},
+		{time.Unix(0, math.MinInt64).Add(-1), math.MinInt64},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), math.MaxInt64},
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), math.MinInt64},
+		{time.Date(2262, 4, 11, 23, 47, 16, 854775807, time.UTC), math.MaxInt64},
+		{time.Date(2262, 4, 11, 23, 47, 16, 854775806, time.UTC), math.MaxInt64 - 1},
+		{time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC), time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC).UnixNano()},
+	} {
+		if got := UnixNano(c.t); got != c.want {
+			t.Errorf("UnixNano(%v) = %d, want %d", c.t, got, c.want)
+		}
 	}
 }

@@ -132,11 +132,13 @@ type Query struct {
 	Labels func(stream uint32) string
 
 	// Entries with Since <= time < Until match. Zero values mean no bound
-	// (a zero Until admits math.MaxInt64 itself).
-	Since, Until int64
-	Limit        int64 // stop after this many matches; 0 means no limit
-	Count        bool  // only count: Run's emit is not called
-	Order        Order
+	// (a zero Until admits math.MaxInt64 itself), unless SinceSet or
+	// UntilSet says that zero is the instant 1970-01-01T00:00:00Z.
+	Since, Until       int64
+	SinceSet, UntilSet bool
+	Limit              int64 // stop after this many matches; 0 means no limit
+	Count              bool  // only count: Run's emit is not called
+	Order              Order
 	// Before and After are the numbers of context entries wanted before
 	// and after each match (grep -B and -A), in the stream's ingestion
 	// order, whatever Order is. They are ignored when counting.
@@ -413,11 +415,15 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	// last is the latest time that matches: no bound means every time,
 	// math.MaxInt64 included.
 	last := int64(math.MaxInt64)
-	if q.Until != 0 {
+	if q.Until != 0 || q.UntilSet {
 		last = q.Until - 1
 	}
-	if q.Since == 0 {
+	if q.Since == 0 && !q.SinceSet {
 		q.Since = math.MinInt64
+	}
+	if (q.Until != 0 || q.UntilSet) && q.Until == math.MinInt64 {
+		// Before the earliest time: an empty range (Since > last).
+		q.Since, last = math.MinInt64+1, math.MinInt64
 	}
 	if q.Before < 0 || q.After < 0 || q.Limit < 0 {
 		return nil, errors.New("search: negative context or limit")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -247,6 +248,10 @@ func parseJSONLTime(raw json.RawMessage) (int64, error) {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
 			return 0, fmt.Errorf("ts %q: neither Unix nanoseconds nor RFC 3339", s)
+		}
+		if n := ingest.UnixNano(t); n == math.MinInt64 || n == math.MaxInt64 {
+			// time.UnixNano would wrap it to another century.
+			return 0, fmt.Errorf("ts %q: outside the years 1678 to 2261 that Unix nanoseconds hold", s)
 		}
 		return t.UnixNano(), nil
 	}

@@ -91,7 +91,8 @@ func parseTime(name, v string, def int64) (int64, error) {
 		return int64(sec)*1e9 + int64(math.Round(frac*1e9)), nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UnixNano(), nil
+		// Saturated: year 9999 is "no end", not a wrapped time in 1816.
+		return ingest.UnixNano(t), nil
 	}
 	return 0, badRequest("bad_param", "%s=%q: want Unix nanoseconds, Unix seconds with a fraction, or RFC 3339", name, v)
 }
@@ -101,7 +102,9 @@ func parseTime(name, v string, def int64) (int64, error) {
 // formats" in Loki's HTTP API reference), and digits with a decimal point
 // are seconds with a fraction, read exactly from the text (through a
 // float64, 1699999402.4 would be 95 ns late and miss the entry at it).
-// Digits of the fraction past nanoseconds are dropped.
+// Digits of the fraction past nanoseconds are dropped. Seconds past what
+// int64 nanoseconds hold (2262-04-11) saturate to math.MaxInt64 (or
+// MinInt64 before 1677), so end=9999999999 means "no end".
 func parseUnixDecimal(v string) (int64, bool) {
 	neg := strings.HasPrefix(v, "-")
 	digits := strings.TrimPrefix(v, "-")
@@ -109,30 +112,44 @@ func parseUnixDecimal(v string) (int64, bool) {
 	if whole == "" && frac == "" || !allDigits(whole) || !allDigits(frac) {
 		return 0, false
 	}
-	var n int64
-	switch {
-	case !dot && len(whole) > 10:
-		x, err := strconv.ParseInt(whole, 10, 64)
+	if !dot && len(whole) > 10 {
+		// Nanoseconds; parsed with the sign so that MinInt64 reads.
+		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return 0, false
 		}
-		n = x
-	default:
-		if len(whole) > 10 {
-			return 0, false // seconds beyond year 2286: not a time
-		}
-		sec := int64(0)
-		if whole != "" {
-			sec, _ = strconv.ParseInt(whole, 10, 64)
-		}
-		frac = (frac + "000000000")[:9]
-		ns, _ := strconv.ParseInt(frac, 10, 64)
-		n = sec*1e9 + ns
+		return n, true
 	}
-	if neg {
-		n = -n
+	if len(whole) > 10 {
+		return 0, false // seconds beyond year 2286: not a time
+	}
+	n, sat := exactSeconds(whole, frac)
+	switch {
+	case sat && neg:
+		return math.MinInt64, true
+	case sat:
+		return math.MaxInt64, true
+	case neg:
+		return -n, true
 	}
 	return n, true
+}
+
+// exactSeconds reads whole.frac seconds (digits only, whole at most ten
+// of them) as nanoseconds, exactly; digits past nanoseconds are dropped.
+// sat reports a value beyond int64 nanoseconds (n is then 0).
+func exactSeconds(whole, frac string) (n int64, sat bool) {
+	sec := int64(0)
+	if whole != "" {
+		sec, _ = strconv.ParseInt(whole, 10, 64) // at most ten digits: fits
+	}
+	frac = (frac + "000000000")[:9]
+	ns, _ := strconv.ParseInt(frac, 10, 64)
+	const maxSec, maxNs = math.MaxInt64 / int64(1e9), math.MaxInt64 % int64(1e9)
+	if sec > maxSec || sec == maxSec && ns > maxNs {
+		return 0, true
+	}
+	return sec*1e9 + ns, false
 }
 
 func allDigits(s string) bool {
@@ -145,18 +162,35 @@ func allDigits(s string) bool {
 }
 
 // parseDurationParam reads step-like values: a Go/Prometheus duration
-// ("30s", "5m") or a number of seconds ("15", "0.5").
+// ("30s", "5m") or a number of seconds ("15", "0.5"; digits with a
+// decimal point are read exactly, other numbers such as "1e3" as Loki
+// does, through a float). It must be positive and fit a Duration: a step
+// that rounds to 0 would divide by zero.
 func parseDurationParam(name, v string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f < 1e10 {
-		return time.Duration(f * 1e9), nil
+	bad := badRequest("bad_param", "%s=%q: want a positive duration (30s, 5m) or seconds", name, v)
+	if whole, frac, _ := strings.Cut(v, "."); (whole != "" || frac != "") && allDigits(whole) && allDigits(frac) {
+		if len(whole) > 10 {
+			return 0, bad
+		}
+		if n, sat := exactSeconds(whole, frac); !sat && n > 0 {
+			return time.Duration(n), nil
+		}
+		return 0, bad
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if ns := f * 1e9; ns >= 1 && ns < math.MaxInt64 { // NaN fails both
+			return time.Duration(ns), nil
+		}
+		return 0, bad
 	}
 	if d, err := parsePromDuration(v); err == nil && d > 0 {
 		return d, nil
 	}
-	return 0, badRequest("bad_param", "%s=%q: want a positive duration (30s, 5m) or seconds", name, v)
+	return 0, bad
 }
 
-// parsePromDuration is time.ParseDuration plus Prometheus' d, w and y.
+// parsePromDuration is time.ParseDuration plus Prometheus' d, w and y,
+// with an error where the value overflows a Duration (as Prometheus).
 func parsePromDuration(v string) (time.Duration, error) {
 	if d, err := time.ParseDuration(v); err == nil {
 		return d, nil
@@ -166,7 +200,10 @@ func parsePromDuration(v string) (time.Duration, error) {
 		d   time.Duration
 	}{{"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour}, {"y", 365 * 24 * time.Hour}} {
 		if n, ok := strings.CutSuffix(v, u.suf); ok {
-			if k, err := strconv.Atoi(n); err == nil && k > 0 {
+			if k, err := strconv.ParseInt(n, 10, 64); err == nil && k > 0 {
+				if k > math.MaxInt64/int64(u.d) {
+					return 0, fmt.Errorf("duration %q out of range", v)
+				}
 				return time.Duration(k) * u.d, nil
 			}
 		}

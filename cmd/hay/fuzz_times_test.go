@@ -1,0 +1,88 @@
+package main
+
+import (
+	"math"
+	"math/big"
+	"testing"
+	"time"
+)
+
+var (
+	bigNano   = big.NewInt(1e9)
+	bigMinI64 = big.NewInt(math.MinInt64)
+	bigMaxI64 = big.NewInt(math.MaxInt64)
+)
+
+func fitsInt64(x *big.Int) bool { return x.Cmp(bigMinI64) >= 0 && x.Cmp(bigMaxI64) <= 0 }
+
+// checkTimeArg checks parseTimeArg(s) against its doc: "" is no bound
+// (0), a Go duration d is now-d, else RFC 3339 (with or without a
+// fraction) is that instant, else an error. An instant int64 nanoseconds
+// cannot hold is an error or the nearest one, never another time.
+func checkTimeArg(t *testing.T, s string, now time.Time) {
+	t.Helper()
+	got, err := parseTimeArg(s, now)
+	if s == "" {
+		if err != nil || got != 0 {
+			t.Fatalf("parseTimeArg(\"\") = %d, %v; want 0", got, err)
+		}
+		return
+	}
+	var want *big.Int
+	if d, derr := time.ParseDuration(s); derr == nil {
+		want = new(big.Int).Sub(big.NewInt(now.UnixNano()), big.NewInt(int64(d)))
+	} else if tm, perr := time.Parse(time.RFC3339Nano, s); perr == nil {
+		want = new(big.Int).Mul(big.NewInt(tm.Unix()), bigNano)
+		want.Add(want, big.NewInt(int64(tm.Nanosecond())))
+	} else {
+		if err == nil {
+			t.Fatalf("parseTimeArg(%q) = %d; want an error", s, got)
+		}
+		return
+	}
+	switch {
+	case fitsInt64(want):
+		if err != nil || got != want.Int64() {
+			t.Fatalf("parseTimeArg(%q, now %d) = %d, %v; want %s", s, now.UnixNano(), got, err, want)
+		}
+	case err == nil:
+		clamp := int64(math.MaxInt64)
+		if want.Sign() < 0 {
+			clamp = math.MinInt64
+		}
+		if got != clamp {
+			t.Fatalf("parseTimeArg(%q, now %d) = %d (%s); the instant is %s ns, outside int64: want an error or %d",
+				s, now.UnixNano(), got, time.Unix(0, got).UTC().Format(time.RFC3339Nano), want, clamp)
+		}
+	}
+}
+
+func FuzzParseTimeArg(f *testing.F) {
+	const now = int64(1764467400123456789)
+	for _, s := range []string{
+		"", "1h", "90m", "-1h", "0", "1.5h", "2025-11-30T01:50:00Z", "2025-11-30T01:50:00.123456789+05:30",
+		"2025-11-30T01:50:00.1234567891Z", "2025-11-30 01:50:00Z", "2025-11-30T01:50:00", "1d", "yesterday",
+		"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2262-04-11T23:47:16.854775807Z", "2262-04-11T23:47:16.854775808Z",
+		"1677-09-21T00:12:43.145224192Z", "1677-09-21T00:12:43.145224191Z", "-2562047h", "2562047h47m16.854775807s",
+	} {
+		f.Add(s, now, int64(now), int16(0))
+	}
+	f.Add("", int64(0), int64(math.MinInt64), int16(-90))
+	f.Add("", int64(math.MaxInt64), int64(math.MaxInt64), int16(23*60+59))
+	f.Add("", int64(-1), int64(-1), int16(330))
+	f.Fuzz(func(t *testing.T, s string, nowNS, ns int64, zone int16) {
+		nowT := time.Unix(0, nowNS)
+		checkTimeArg(t, s, nowT)
+		// Every instant, as time.Format writes it in RFC 3339 in any zone,
+		// with nanoseconds or whole seconds, reads back; so does every
+		// duration Go prints.
+		z := time.FixedZone("", int(zone)%(24*60)*60)
+		tm := time.Unix(0, ns).In(z)
+		for _, form := range []string{tm.Format(time.RFC3339Nano), tm.Format(time.RFC3339), time.Duration(ns).String()} {
+			checkTimeArg(t, form, nowT)
+		}
+		if got, err := parseTimeArg(tm.Format(time.RFC3339Nano), nowT); err != nil || got != ns {
+			t.Fatalf("parseTimeArg(%q) = %d, %v; want %d", tm.Format(time.RFC3339Nano), got, err, ns)
+		}
+	})
+}
