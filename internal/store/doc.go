@@ -36,9 +36,12 @@
 // A crash between any two steps leaves a directory that Open repairs: an
 // unlisted segment is deleted (its entries are still in the WAL), WAL files
 // below WALStart are deleted (their entries are in a listed segment), the
-// rest of the WAL is replayed, and the first torn or corrupt record ends
-// the replay; it and every record after it are cut off. So after kill -9
-// at any moment the store holds an exact prefix of what was appended.
+// rest of the WAL is replayed, and a torn record at the end of the last WAL
+// file (what a crash mid-write leaves) is cut off. So after kill -9 at any
+// moment the store holds an exact prefix of what was appended. Damage no
+// crash leaves (a bad record elsewhere, a short, cut or missing WAL file
+// that is not the last: each WAL header records its predecessor's length)
+// makes Open fail naming the file, instead of dropping acknowledged entries.
 //
 // # Compaction
 //

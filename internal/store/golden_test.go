@@ -23,7 +23,11 @@ func TestGolden(t *testing.T) {
 			{Time: 1764460799000000000, Stream: 0, Line: []byte("\x00\xff\n")},
 		},
 	}
-	wal := appendRecord([]byte(walMagic), appendBatch(nil, b))
+	// golden.wal is a version 1 file (its magic alone: still read),
+	// golden2.wal version 2, whose header records a predecessor of 120
+	// bytes.
+	wal := appendRecord([]byte(walMagicV1), appendBatch(nil, b))
+	wal2 := appendRecord(walHeaderFor(120), appendBatch(nil, b))
 	man, err := encodeManifest(&Manifest{
 		NextSeq: 2, WALStart: 3,
 		Segments: []SegmentMeta{{Name: "0000000000000001.seg", Entries: 3, RawBytes: 29, Size: 200, MinTime: 1764460799000000000, MaxTime: 1764460800000000000}},
@@ -33,7 +37,7 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string][]byte{"golden.wal": wal, "golden.MANIFEST": man} {
+	for name, got := range map[string][]byte{"golden.wal": wal, "golden2.wal": wal2, "golden.MANIFEST": man} {
 		path := filepath.Join("testdata", name)
 		if *update {
 			if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -50,9 +54,12 @@ func TestGolden(t *testing.T) {
 		}
 	}
 	// And the golden files decode to what they hold.
-	data, _ := os.ReadFile(filepath.Join("testdata", "golden.wal"))
-	got, err := NewWALReader(data).Next()
-	if err != nil || !equalEntries(got.Entries, b.Entries) || got.Sources[0] != b.Sources[0] || got.Streams[0] != b.Streams[0] {
-		t.Fatalf("golden.wal decodes to %+v, %v", got, err)
+	for name, prev := range map[string]int64{"golden.wal": -1, "golden2.wal": 120} {
+		data, _ := os.ReadFile(filepath.Join("testdata", name))
+		r := NewWALReader(data)
+		got, err := r.Next()
+		if err != nil || !equalEntries(got.Entries, b.Entries) || got.Sources[0] != b.Sources[0] || got.Streams[0] != b.Streams[0] || r.Prev != prev {
+			t.Fatalf("%s decodes to %+v, %v, predecessor %d (want %d)", name, got, err, r.Prev, prev)
+		}
 	}
 }

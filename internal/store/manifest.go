@@ -76,6 +76,11 @@ func decodeManifest(data []byte) (*Manifest, error) {
 	if crc32.Checksum(body, castagnoli) != uint32(crc) {
 		return nil, errors.New("manifest: checksum mismatch")
 	}
+	// The header is outside the checksum: hold it to the one form
+	// encodeManifest writes, so that no byte of the file goes unchecked.
+	if string(data[:nl+1]) != fmt.Sprintf("%s %08x %d\n", manifestMagic, crc, n) {
+		return nil, errors.New("manifest: bad header")
+	}
 	if m, ok := parseManifestJSON(body); ok {
 		return m, nil
 	}

@@ -176,6 +176,7 @@ func openSnapshot(dir string, lo, hi int64, missingIsDamage bool) (*Snapshot, er
 		return nil, err
 	}
 	var h head
+	prevSeq, prevLen := uint64(0), int64(-1) // the WAL file read last
 replay:
 	for _, seq := range seqs {
 		if seq < m.WALStart {
@@ -187,14 +188,40 @@ replay:
 			return nil, err
 		}
 		r := NewWALReader(data)
+		last := seq == seqs[len(seqs)-1]
+		// Damage where no crash or live writer leaves a partial record
+		// (see walDamaged) is reported: the entries from there on, and
+		// those of later WAL files (which may use streams it defines),
+		// are not read.
+		damaged := func(err error) {
+			name := filepath.Join(walDir, filepath.Base(walPath(dir, seq)))
+			s.Damaged = append(s.Damaged, fmt.Errorf("%s: %w (damaged: its entries from there on and those of later WAL files are not read)", name, err))
+		}
+		pl := int64(-1)
+		if prevSeq+1 == seq {
+			pl = prevLen
+		}
+		if err := checkWALLink(seq, r.Prev, pl, m.WALStart); err != nil {
+			seq-- // the predecessor is what is damaged
+			damaged(err)
+			break replay
+		}
+		prevSeq, prevLen = seq, int64(len(data))
+		if !last && r.Short {
+			damaged(errors.New("short wal file"))
+			break replay
+		}
 		for {
 			b, err := r.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				// The valid prefix ends here (a crash's torn tail, or a
-				// writer in the middle of a record).
+				if walDamaged(data, r, last) {
+					damaged(err)
+				}
+				// Otherwise the valid prefix ends here: a crash's torn
+				// tail, or a writer in the middle of a record.
 				break replay
 			}
 			for _, d := range b.Streams {

@@ -165,6 +165,9 @@ func (s *Store) recover() error {
 		return err
 	}
 	next := m.WALStart
+	// The length of file next-1 as recovery leaves it (-1: none), which
+	// the new WAL file records in its header.
+	prevSeq, prevLen := uint64(0), int64(-1)
 	torn := false
 	for _, seq := range seqs {
 		path := walPath(s.dir, seq)
@@ -183,12 +186,33 @@ func (s *Store) recover() error {
 		}
 		r := NewWALReader(data)
 		records := 0
+		last := seq == seqs[len(seqs)-1]
+		// Only the last WAL file can end in a crash's torn write: each
+		// file's header and records are fsynced before the next file is
+		// made (startWAL, and the fsync of replayed files below), and
+		// each header records its predecessor's length. Damage anywhere
+		// else would have us drop acknowledged entries, those after it
+		// and those of every later file: refuse to open instead, naming
+		// the file.
+		pl := int64(-1)
+		if prevSeq+1 == seq {
+			pl = prevLen
+		}
+		if err := checkWALLink(seq, r.Prev, pl, m.WALStart); err != nil {
+			return fmt.Errorf("%s: %w", walPath(s.dir, seq-1), errWALDamaged(err.Error()))
+		}
+		if !last && r.Short {
+			return fmt.Errorf("%s: %w", path, errWALDamaged("short wal file"))
+		}
 		for {
 			b, err := r.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
+				if walDamaged(data, r, last) {
+					return fmt.Errorf("%s: %w", path, errWALDamaged(err.Error()))
+				}
 				// Torn tail (or a file whose magic never made it to
 				// disk): the valid prefix ends here.
 				torn = true
@@ -205,11 +229,22 @@ func (s *Store) recover() error {
 			records++
 			s.walDirty = true
 		}
-		// A file without a record (the process died before anything was
-		// appended to it) holds nothing to replay, and nothing else would
-		// delete it: Close and Flush remove only the files they wrote to.
-		if records == 0 {
-			if err := os.Remove(path); err != nil {
+		if records == 0 && last {
+			// The process died before anything was appended to it: the
+			// new WAL file takes its place (and its number, so that no
+			// gap hides a missing file).
+			next = seq
+			break
+		}
+		// An empty file that is not the last stays: the next one records
+		// its length, and the next flush deletes both.
+		prevSeq, prevLen = seq, r.Valid
+		// The killed writer may not have fsynced its last records. The
+		// new WAL file will be, so make this one durable first: else a
+		// power loss could tear this file under a whole newer one, and
+		// its tear would not be the last file's.
+		if !torn {
+			if err := syncFile(path); err != nil {
 				return err
 			}
 		}
@@ -217,7 +252,11 @@ func (s *Store) recover() error {
 	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {
 		return err
 	}
-	return s.startWAL(next)
+	prev := int64(0)
+	if prevSeq+1 == next && prevLen >= 0 {
+		prev = prevLen
+	}
+	return s.startWAL(next, prev)
 }
 
 // apply adds a batch read from the WAL to the in-memory state.
@@ -248,6 +287,22 @@ func (s *Store) apply(b *Batch) error {
 
 // truncateSync cuts a file to size durably: a cut that a power loss
 // could undo would bring the torn record back in front of newer ones.
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// errWALDamaged is the error for a WAL file damaged where no crash can
+// leave it: in any but the last file, or followed by whole records.
+func errWALDamaged(what string) error {
+	return fmt.Errorf("%s: damaged, not the torn end of a crashed write; not opened, so that no acknowledged entry is dropped (hay verify lists the damage)", what)
+}
+
 func truncateSync(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
@@ -305,13 +360,15 @@ func readDirNames(dir string) ([]string, error) {
 }
 
 // startWAL creates WAL file seq and makes it current.
-func (s *Store) startWAL(seq uint64) error {
+// startWAL makes WAL file seq, whose predecessor (file seq-1) is prev
+// bytes long (0: none), and makes it the current one.
+func (s *Store) startWAL(seq uint64, prev int64) error {
 	path := walPath(s.dir, seq)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, walFileMode)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write([]byte(walMagic)); err != nil {
+	if _, err := f.Write(walHeaderFor(prev)); err != nil {
 		f.Close()
 		return err
 	}
@@ -323,7 +380,7 @@ func (s *Store) startWAL(seq uint64) error {
 		f.Close()
 		return err
 	}
-	s.wal.f, s.wal.seq, s.wal.size, s.wal.unsynced = f, seq, int64(len(walMagic)), 0
+	s.wal.f, s.wal.seq, s.wal.size, s.wal.unsynced = f, seq, int64(walHeader), 0
 	return nil
 }
 
@@ -459,7 +516,7 @@ func (s *Store) rotate() (*flushJob, error) {
 	if err := s.wal.f.Close(); err != nil {
 		return nil, err
 	}
-	if err := s.startWAL(s.wal.seq + 1); err != nil {
+	if err := s.startWAL(s.wal.seq+1, s.wal.size); err != nil {
 		return nil, err
 	}
 	j := &flushJob{

@@ -96,6 +96,8 @@ func Verify(dir string) ([]Problem, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	prevSeq, prevLen := uint64(0), int64(-1) // the WAL file read last
+	unreadable := false                      // it could not be read
 	for i, seq := range seqs {
 		if seq < m.WALStart {
 			continue
@@ -104,20 +106,45 @@ func Verify(dir string) ([]Problem, error) {
 		data, err := os.ReadFile(walPath(dir, seq))
 		if err != nil {
 			ps = append(ps, Problem{File: name, Block: -1, Err: err, Damage: true})
+			prevSeq, unreadable = seq, true
 			continue
 		}
 		r := NewWALReader(data)
+		last := i == len(seqs)-1
+		// Each header records its predecessor's length: a predecessor
+		// cut at a record boundary, or deleted, shows only here.
+		pl := int64(-1)
+		if prevSeq+1 == seq {
+			pl = prevLen
+		}
+		if !(prevSeq+1 == seq && unreadable) {
+			if err := checkWALLink(seq, r.Prev, pl, m.WALStart); err != nil {
+				ps = append(ps, Problem{File: filepath.Join(walDir, filepath.Base(walPath(dir, seq-1))), Block: -1, Err: err, Damage: true})
+			}
+		}
+		prevSeq, prevLen, unreadable = seq, int64(len(data)), false
+		if last && r.Short {
+			// What a crash right after making the file leaves (or a cut
+			// that took its records: a note either way).
+			ps = append(ps, Problem{File: name, Block: -1, Err: fmt.Errorf("%d bytes, inside the wal header (the end of a crashed write; started again on next ingest)", len(data))})
+			continue
+		}
+		if !last && r.Short {
+			// Only the last file can be cut short by a crash.
+			ps = append(ps, Problem{File: name, Block: -1, Err: errors.New("short wal file"), Damage: true})
+			continue
+		}
 		for {
 			_, err := r.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				last := i == len(seqs)-1
-				if last {
+				dmg := walDamaged(data, r, last)
+				if !dmg {
 					err = fmt.Errorf("%w (the end of a crashed write; cut off on next ingest)", err)
 				}
-				ps = append(ps, Problem{File: name, Block: -1, Err: err, Damage: !last})
+				ps = append(ps, Problem{File: name, Block: -1, Err: err, Damage: dmg})
 				break
 			}
 		}

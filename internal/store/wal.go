@@ -6,12 +6,24 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 )
 
 // WAL file and record format.
 //
-// A WAL file starts with the 8-byte magic "HAYWAL1\n" and holds records:
+// A WAL file starts with a header and holds records. The header (version
+// 2) is 24 bytes:
+//
+//	magic "HAYWAL2\n" | prev (u64) | crc (u32) | zero (u32)
+//
+// prev is the length file seq-1 had when this one was started (0 when it
+// did not exist), crc the CRC-32C of the magic and prev. Files are made in
+// order, each after its predecessor was fsynced whole, so prev tells a
+// reader whether that predecessor is still whole: a cut exactly at a
+// record boundary, or a deleted file, would otherwise read as a clean end
+// (checkWALLink). Version 1 files (the 8-byte magic "HAYWAL1\n" alone)
+// are still read, without that check. Then the records:
 //
 //	+-----------+-----------+-----------------+
 //	| len (u32) | crc (u32) | payload (len B) |
@@ -34,7 +46,9 @@ import (
 // the input positions reached once this batch is durable (see Source).
 
 const (
-	walMagic    = "HAYWAL1\n"
+	walMagic    = "HAYWAL2\n"
+	walMagicV1  = "HAYWAL1\n"
+	walHeader   = len(walMagic) + 16
 	recHeader   = 8
 	maxRecord   = 256 << 20
 	kindBatch   = 1
@@ -249,27 +263,73 @@ type WALReader struct {
 	off   int
 	err   error
 	Valid int64 // bytes of the file that are a whole, checked prefix
+	// Short says the file ends inside its header: a crash right after
+	// creating it (only possible for the last file). It reads as empty.
+	Short bool
+	// Prev is the length the previous WAL file had when this one was
+	// started, from the header; -1 for a version 1 file, which has none.
+	Prev int64
 }
 
 // NewWALReader returns a reader over the contents of a WAL file. A file
-// shorter than the magic (a crash right after creating it) reads as empty
-// with Valid 0; a file with wrong magic is an error from Next.
+// that is a prefix of a header reads as empty with Short set and Valid 0;
+// a file with a wrong magic or header checksum is an error from Next.
 func NewWALReader(file []byte) *WALReader {
-	r := &WALReader{buf: file}
+	r := &WALReader{buf: file, Prev: -1}
+	magic := file[:min(len(file), len(walMagic))]
 	switch {
-	case len(file) < len(walMagic):
-		if string(file) != walMagic[:len(file)] {
-			r.err = errors.New("bad wal magic")
-		} else {
-			r.err = io.EOF
+	case string(magic) == walMagic[:len(magic)] && len(file) < walHeader:
+		r.Short, r.err = true, io.EOF
+	case string(magic) == walMagic:
+		h := file[:walHeader]
+		crc := crc32.Checksum(h[:len(walMagic)+8], castagnoli)
+		prev := binary.LittleEndian.Uint64(h[len(walMagic):])
+		if crc != binary.LittleEndian.Uint32(h[len(walMagic)+8:]) || binary.LittleEndian.Uint32(h[len(walMagic)+12:]) != 0 || prev > math.MaxInt64 {
+			r.err = fmt.Errorf("%w at offset 0: bad wal header", errTorn)
+			return r
 		}
-	case string(file[:len(walMagic)]) != walMagic:
-		r.err = errors.New("bad wal magic")
-	default:
-		r.off = len(walMagic)
+		r.Prev = int64(prev)
+		r.off = walHeader
 		r.Valid = int64(r.off)
+	case string(magic) == walMagicV1[:len(magic)] && len(file) < len(walMagicV1):
+		r.Short, r.err = true, io.EOF
+	case string(magic) == walMagicV1:
+		r.off = len(walMagicV1)
+		r.Valid = int64(r.off)
+	default:
+		r.err = fmt.Errorf("%w at offset 0: bad wal magic", errTorn)
 	}
 	return r
+}
+
+// walHeaderFor is the header of a new WAL file whose predecessor is prev
+// bytes long (0: none).
+func walHeaderFor(prev int64) []byte {
+	h := make([]byte, walHeader)
+	copy(h, walMagic)
+	binary.LittleEndian.PutUint64(h[len(walMagic):], uint64(prev))
+	binary.LittleEndian.PutUint32(h[len(walMagic)+8:], crc32.Checksum(h[:len(walMagic)+8], castagnoli))
+	return h
+}
+
+// checkWALLink checks a WAL file's record of its predecessor (prev, from
+// its header; -1: none recorded) against that predecessor as found:
+// prevLen bytes long, or -1 when it is not there. A predecessor below
+// start (the manifest's WALStart) is covered by segments and may be gone.
+// The error names what is wrong with the predecessor, file seq-1.
+func checkWALLink(seq uint64, prev, prevLen int64, start uint64) error {
+	if prev < 0 || seq == 0 || seq-1 < start {
+		return nil
+	}
+	switch {
+	case prevLen < 0 && prev == 0:
+		return nil
+	case prevLen < 0:
+		return fmt.Errorf("missing: it held %d bytes when the next WAL file was started", prev)
+	case prevLen != prev:
+		return fmt.Errorf("%d bytes, but %d when the next WAL file was started", prevLen, prev)
+	}
+	return nil
 }
 
 // Next returns the next record's decoded batch. At the clean end of the
@@ -355,4 +415,30 @@ func (w *walWriter) sync() error {
 	}
 	w.unsynced = 0
 	return nil
+}
+
+// walDamaged reports whether the WAL file data, whose reader r stopped at
+// a bad record, is damaged rather than cut by a crash. A crash (or a
+// writer still appending, seen by a reader) leaves a partial record only
+// at the end of the last file: records are appended in order, and a file
+// is fsynced before the next one is made. So it is damage when the file
+// is not the last, or when a whole record (length and CRC-32C right)
+// starts after the bad one: the search for one is byte by byte, and runs
+// only on this error path.
+func walDamaged(data []byte, r *WALReader, last bool) bool {
+	if !last {
+		return true
+	}
+	for off := r.off + 1; off+recHeader <= len(data); off++ {
+		n := binary.LittleEndian.Uint32(data[off:])
+		if n == 0 || n > maxRecord || uint64(len(data)-off-recHeader) < uint64(n) {
+			continue
+		}
+		crc := crc32.Update(0, castagnoli, data[off:off+4])
+		crc = crc32.Update(crc, castagnoli, data[off+recHeader:off+recHeader+int(n)])
+		if crc == binary.LittleEndian.Uint32(data[off+4:]) {
+			return true
+		}
+	}
+	return false
 }
