@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"haystack/internal/server"
+	"haystack/internal/store"
 )
 
 func init() {
@@ -77,6 +78,8 @@ func runServe(args []string) error {
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
+	mergeBytes := int64(store.DefaultMergeBytes)
+	fs.Var(byteSizeFlag{&mergeBytes}, "merge-bytes", "the background compaction merges consecutive segments into one of up to this many raw bytes (0: rewrite each alone; see hay compact)")
 	headBytes := int64(0)
 	fs.Var(byteSizeFlag{&headBytes}, "head-bytes", "head size at which a tenant's head is flushed into a segment (default 32MiB)")
 	if err := parseFlags(fs, args); err != nil {
@@ -105,9 +108,13 @@ func runServe(args []string) error {
 		RejectNewerThan:      *newer,
 		MaxLabels:            *maxLabels,
 		CompactInterval:      *compactEvery,
+		CompactMergeBytes:    mergeBytes,
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	cfg.Store.HeadBytes = headBytes
+	if mergeBytes == 0 {
+		cfg.CompactMergeBytes = -1 // store: negative means no merging
+	}
 	if *authFile != "" {
 		f, err := os.Open(*authFile)
 		if err != nil {

@@ -39,6 +39,9 @@ type Config struct {
 	// CompactInterval, when positive, has each tenant's store compact
 	// its new segments in the background this often (store.Writer).
 	CompactInterval time.Duration
+	// CompactMergeBytes bounds the segments those compactions merge
+	// (store.WriterOptions.CompactMergeBytes; 0: the default).
+	CompactMergeBytes int64
 }
 
 // Server is the HTTP API. Create it with New, serve Handler, and Close it
@@ -190,7 +193,8 @@ func (s *Server) openTenant(name string, create bool) (*tenantStore, error) {
 		OnCommit: ts.hub.publish,
 		OnSync:   func(d time.Duration) { s.met.fsync.Observe(d.Seconds()) },
 
-		CompactInterval: s.cfg.CompactInterval,
+		CompactInterval:   s.cfg.CompactInterval,
+		CompactMergeBytes: s.cfg.CompactMergeBytes,
 		OnCompact: func(cs store.CompactStats, err error) {
 			if err != nil {
 				s.log.Error("compaction failed; retried later", "tenant", name, "err", err)

@@ -33,6 +33,10 @@ type WriterOptions struct {
 	// CompactInterval, when positive, runs Compact (one segment at a
 	// time) this often in the background until Close.
 	CompactInterval time.Duration
+	// CompactMergeBytes is the background compaction's
+	// CompactOptions.MergeBytes (0: DefaultMergeBytes; negative: no
+	// merging).
+	CompactMergeBytes int64
 	// OnCompact, if set, is told of each background compaction that did
 	// something or failed.
 	OnCompact func(CompactStats, error)

@@ -649,7 +649,7 @@ func (w *Writer) compactLoop(interval time.Duration) {
 		case <-t.C:
 		}
 		// One run at a time: appends and searches keep the other core.
-		st, err := w.Compact(ctx, CompactOptions{Workers: 1})
+		st, err := w.Compact(ctx, CompactOptions{Workers: 1, MergeBytes: w.opt.CompactMergeBytes})
 		if w.opt.OnCompact != nil && (err != nil || st.Segments > 0) && ctx.Err() == nil {
 			w.opt.OnCompact(st, err)
 		}

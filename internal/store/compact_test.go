@@ -904,3 +904,46 @@ func TestWriterCompactReturnsUnderIngest(t *testing.T) {
 		t.Fatalf("%d entries, want %d", len(got), 300+added)
 	}
 }
+
+// TestWriterBackgroundMergeBytes: the background compaction uses
+// WriterOptions.CompactMergeBytes: with a small limit it merges the
+// flushed segments; with merging off it rewrites each alone, one
+// compacted segment per flush.
+func TestWriterBackgroundMergeBytes(t *testing.T) {
+	for _, c := range []struct {
+		merge   int64
+		atMost  int
+		atLeast int
+	}{{16 << 10, 6, 1}, {-1, 30, 30}} {
+		dir := t.TempDir()
+		w, err := OpenWriter(dir, WriterOptions{Options: Options{HeadBytes: 1 << 30}, CompactInterval: 5 * time.Millisecond, CompactMergeBytes: c.merge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range 30 {
+			es := []LabeledEntry{{Labels: `{s="x"}`, Time: int64(b), Line: []byte(strings.Repeat("y", 1000) + fmt.Sprint(b))}}
+			if err := w.Append(context.Background(), es); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		var segs []SegmentMeta
+		for {
+			var left int
+			segs, left = writerSegments(w)
+			if left == 0 && len(segs) <= c.atMost || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(segs) > c.atMost || len(segs) < c.atLeast {
+			t.Errorf("merge bytes %d: %d segments after background compaction, want %d to %d", c.merge, len(segs), c.atLeast, c.atMost)
+		}
+	}
+}
