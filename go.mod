@@ -8,6 +8,7 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/klauspost/compress v1.20.4
 	github.com/pierrec/lz4/v4 v4.1.33
+	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
 )
 

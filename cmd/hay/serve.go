@@ -66,7 +66,7 @@ func runServe(args []string) error {
 	}
 	data := fs.String("data", defaultDataDir(), "data `dir`ectory; each tenant's store is DIR/<tenant> (default $HAY_DATA, else ./hay-data)")
 	listen := fs.String("listen", "127.0.0.1:3100", "listen `address`")
-	authFile := fs.String("auth-file", "", "credentials `file`: lines \"token <secret> [tenant]\" or \"basic <user> <password> [tenant]\"")
+	authFile := fs.String("auth-file", "", "credentials `file`: lines \"token <secret> [tenant]\" or \"basic <user> <password> [tenant]\"; a secret may be written as sha256:<hex> or a bcrypt hash ($2y$..., as htpasswd -B makes)")
 	maxBody := int64(64 << 20)
 	fs.Var(byteSizeFlag{&maxBody}, "max-body", "largest push body as sent (decompressed: 4x this)")
 	maxLine := int64(256 << 10)

@@ -10,6 +10,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Auth holds the credentials of an auth file. The file has one credential
@@ -20,20 +23,32 @@ import (
 //
 // A token is sent as "Authorization: Bearer <secret>", a basic credential
 // as HTTP basic auth. A password (or token secret) written as
-// sha256:<64 hex digits> is compared by its SHA-256; any other is the
-// secret itself. Comparisons take constant time. A credential with a
+// sha256:<64 hex digits> is compared by its SHA-256; one written as a
+// bcrypt hash ($2a$, $2b$ or $2y$, as htpasswd -B makes) with bcrypt;
+// any other is the secret itself. Comparisons of secrets and SHA-256
+// hashes take constant time. bcrypt is slow on purpose, so a secret it
+// accepted is remembered (by a SHA-256 of user, secret and hash, in
+// memory) and the next requests with it are not slowed down; wrong
+// secrets are never remembered. A credential with a
 // tenant may only use that tenant (X-Scope-OrgID, if sent, must name it);
 // one without may name any tenant in X-Scope-OrgID (default "fake").
 type Auth struct {
 	creds []credential
+
+	mu       sync.Mutex
+	accepted map[[32]byte]bool // bcrypt checks passed, by acceptKey
 }
 
 type credential struct {
 	kind   string // "token" or "basic"
 	user   string
 	hash   [32]byte // SHA-256 of the secret
+	bcrypt []byte   // or the secret's bcrypt hash
 	tenant string
 }
+
+// maxAccepted bounds Auth.accepted; past it the memory starts over.
+const maxAccepted = 4096
 
 // ParseAuth reads an auth file.
 func ParseAuth(r io.Reader) (*Auth, error) {
@@ -65,7 +80,12 @@ func ParseAuth(r io.Reader) (*Auth, error) {
 		if c.tenant != "" && !validTenant(c.tenant) {
 			return nil, fmt.Errorf("auth file line %d: invalid tenant %q", n, c.tenant)
 		}
-		if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
+		if isBcrypt(secret) {
+			if _, err := bcrypt.Cost([]byte(secret)); err != nil {
+				return nil, fmt.Errorf("auth file line %d: bad bcrypt hash: %v", n, err)
+			}
+			c.bcrypt = []byte(secret)
+		} else if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
 			b, err := hex.DecodeString(h)
 			if err != nil || len(b) != 32 {
 				return nil, fmt.Errorf("auth file line %d: sha256: wants 64 hex digits", n)
@@ -100,12 +120,50 @@ func (a *Auth) check(r *http.Request) (*credential, bool) {
 	var found *credential
 	for i := range a.creds {
 		c := &a.creds[i]
+		if c.bcrypt != nil {
+			continue
+		}
 		eq := subtle.ConstantTimeCompare(h[:], c.hash[:]) == 1
 		if eq && c.kind == kind && c.user == user && found == nil {
 			found = c
 		}
 	}
-	return found, found != nil
+	if found != nil {
+		return found, true
+	}
+	for i := range a.creds {
+		c := &a.creds[i]
+		if c.bcrypt != nil && c.kind == kind && c.user == user && a.bcryptOK(c, secret) {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// bcryptOK checks secret against c's bcrypt hash, remembering a success.
+func (a *Auth) bcryptOK(c *credential, secret string) bool {
+	key := sha256.Sum256([]byte(c.kind + "\x00" + c.user + "\x00" + secret + "\x00" + string(c.bcrypt)))
+	a.mu.Lock()
+	ok := a.accepted[key]
+	a.mu.Unlock()
+	if ok {
+		return true
+	}
+	if bcrypt.CompareHashAndPassword(c.bcrypt, []byte(secret)) != nil {
+		return false
+	}
+	a.mu.Lock()
+	if a.accepted == nil || len(a.accepted) >= maxAccepted {
+		a.accepted = map[[32]byte]bool{}
+	}
+	a.accepted[key] = true
+	a.mu.Unlock()
+	return true
+}
+
+// isBcrypt reports whether secret is written as a bcrypt hash.
+func isBcrypt(secret string) bool {
+	return strings.HasPrefix(secret, "$2a$") || strings.HasPrefix(secret, "$2b$") || strings.HasPrefix(secret, "$2y$")
 }
 
 // validTenant reports whether id is a tenant id: [A-Za-z0-9_.-]{1,64},
