@@ -50,33 +50,48 @@ func Verify(dir string) ([]Problem, error) {
 		ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
 		return ps, nil
 	}
-	// Compaction (hay compact, or hay serve's own) may replace segments
-	// while we check: a listed segment that is gone sends us back to the
-	// manifest for its replacement, a few times before it counts as
-	// damage.
+	// A writer may change the store while we check. Compaction (hay
+	// compact, or hay serve's own) replaces segments: a listed segment
+	// that is gone sends us back to the manifest for its replacement, a
+	// few times before it counts as damage. A flush moves WALStart and
+	// deletes the WAL files below it: when the manifest read again after
+	// the WAL check shows that, the new segment and the WAL are checked
+	// again against it.
 	done := map[string]bool{}
-	for attempt := 0; ; attempt++ {
-		gone := false
-		for _, sm := range m.Segments {
-			if done[sm.Name] {
-				continue
+	for round := 0; ; round++ {
+		for attempt := 0; ; attempt++ {
+			gone := false
+			for _, sm := range m.Segments {
+				if done[sm.Name] {
+					continue
+				}
+				name := filepath.Join(segDir, sm.Name)
+				sps, missing := verifySegment(dir, name, sm)
+				if missing && attempt < 5 {
+					gone = true
+					continue
+				}
+				done[sm.Name] = true
+				ps = append(ps, sps...)
 			}
-			name := filepath.Join(segDir, sm.Name)
-			sps, missing := verifySegment(dir, name, sm)
-			if missing && attempt < 5 {
-				gone = true
-				continue
+			if !gone {
+				break
 			}
-			done[sm.Name] = true
-			ps = append(ps, sps...)
+			if m, err = readManifest(dir); err != nil {
+				ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
+				return ps, nil
+			}
 		}
-		if !gone {
-			break
+		wps, err := verifyWAL(dir, m)
+		if err != nil {
+			return nil, err
 		}
-		if m, err = readManifest(dir); err != nil {
-			ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
-			return ps, nil
+		if m2, err := readManifest(dir); err == nil && m2.WALStart != m.WALStart && round < 5 {
+			m = m2
+			continue
 		}
+		ps = append(ps, wps...)
+		break
 	}
 	live := map[string]bool{}
 	for _, sm := range m.Segments {
@@ -92,6 +107,12 @@ func Verify(dir string) ([]Problem, error) {
 				Err: errors.New("not in the manifest (left by a crash; removed on next ingest)")})
 		}
 	}
+	return ps, nil
+}
+
+// verifyWAL checks the WAL files from m.WALStart on.
+func verifyWAL(dir string, m *Manifest) ([]Problem, error) {
+	var ps []Problem
 	seqs, err := walSeqs(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
