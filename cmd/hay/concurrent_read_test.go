@@ -808,9 +808,9 @@ func (st *concState) lokiRange(what string, q concQuery, start, endExcl int64, l
 			}
 			// Within a stream: by time in the direction asked, and in
 			// push order for equal times forward. Backward, equal times
-			// come in push order too, not reversed (the server keeps the
-			// scan's order for ties; see concurrent-findings.md): counted,
-			// not failed, as no document promises otherwise.
+			// come in push order too, not reversed as in Loki (a
+			// difference internal/server/doc.go states): counted, not
+			// failed.
 			if prev != nil {
 				c := concKey(prev.e, h.e)
 				if backward {
