@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 	"unicode/utf8"
 )
@@ -73,7 +74,38 @@ func fakeStore(now time.Time) []entry {
 		entry{ts: hb + 5, labels: map[string]string{"app": "web", "level": "error"}, line: lineBidi},
 		entry{ts: hb + 6, labels: map[string]string{"app": "api", "level": "info"}, line: "longline " + strings.Repeat("abcdefghij", 600) + " end-of-long-line"},
 	)
+	es = append(es, edgeEntries(now)...)
+	// Two stored entries for the live-tail tests' search.
+	for i := range 2 {
+		es = append(es, entry{ts: now.Truncate(time.Second).Add(-time.Duration(10-i) * time.Minute).UnixNano(), labels: map[string]string{"app": "live", "level": "info"}, line: fmt.Sprintf("tailctl stored %d", i+1)})
+	}
 	sort.SliceStable(es, func(i, j int) bool { return es[i].ts < es[j].ts })
+	return es
+}
+
+// edgeStep is the histogram step the fake chooses for 24 hours (hits).
+const edgeStep = int64(30 * time.Minute / time.Millisecond)
+
+// edgeBucket is the start (unix ms) of the histogram bucket that holds the
+// "bucketedge" entries: the 30-minute bucket six hours before now.
+func edgeBucket(now time.Time) int64 {
+	return (now.Add(-6*time.Hour).UnixMilli() / edgeStep) * edgeStep
+}
+
+// edgeEntries are the "bucketedge" lines, at the nanoseconds that tell an
+// off-by-one range from a right one: the last ns of the bucket before B,
+// the first and last ns of B's first millisecond, the last ns of the
+// second before B's end and the first ns after it (a custom range ending
+// there), the last ns of B, and the first ns of the next bucket.
+func edgeEntries(now time.Time) []entry {
+	b := edgeBucket(now) * 1e6
+	end := b + edgeStep*1e6 // the next bucket's first ns
+	ts := []int64{b - 1, b, b + 999_999, end - 1e9 + 999_999, end - 1e9 + 1e6, end - 1, end}
+	var es []entry
+	for i, t := range ts {
+		lv := []string{"info", "warn", "error"}[i%3]
+		es = append(es, entry{ts: t, labels: map[string]string{"app": "edge", "level": lv}, line: fmt.Sprintf("bucketedge %d at %d", i, t)})
+	}
 	return es
 }
 
@@ -176,10 +208,20 @@ type fakeAPI struct {
 	reqs    map[string][]url.Values
 	// cancelled receives the query of each search whose client went away.
 	cancelled chan string
+	// tailConns receives each live tail whose query contains "tailctl",
+	// for the test to drive (tailConn).
+	tailConns chan *tailConn
 }
 
 func newFakeAPI(es []entry) *fakeAPI {
-	return &fakeAPI{entries: es, reqs: map[string][]url.Values{}, cancelled: make(chan string, 16)}
+	return &fakeAPI{entries: es, reqs: map[string][]url.Values{}, cancelled: make(chan string, 16), tailConns: make(chan *tailConn, 8)}
+}
+
+// count returns how many requests the named endpoint got.
+func (f *fakeAPI) count(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.reqs[name])
 }
 
 func (f *fakeAPI) record(name string, v url.Values) {
@@ -222,6 +264,10 @@ func params(v url.Values) (*matcher, int64, int64, error) {
 		if end, err = strconv.ParseInt(s, 10, 64); err != nil {
 			return nil, 0, 0, fmt.Errorf("bad end: %w", err)
 		}
+	}
+	if start > end {
+		// As the server does (API.md: start > end is a 400).
+		return nil, 0, 0, fmt.Errorf("start (%d) is after end (%d)", start, end)
 	}
 	return m, start, end, nil
 }
@@ -407,7 +453,96 @@ func (f *fakeAPI) hits(v url.Values) (hitsAnswer, error) {
 // page's cap, to check the cap.
 const tailBurst = 1010
 
+// tailRetry is the reconnection delay (ms) the fake's tails ask
+// EventSource for, so that a reconnect (or a wrong one) shows quickly.
+const tailRetry = 100
+
+// tailConn is one live-tail connection the test drives: each command sent
+// on cmds is done before the next is taken; gone is closed when the
+// handler returns, after the client went away or "end"/"cut". (When the
+// page closes its EventSource, Chromium may drain the response for seconds
+// before it closes the connection: tests see the close in the page.)
+type tailConn struct {
+	req  url.Values
+	cmds chan tailCmd
+	gone chan struct{}
+}
+
+// tailCmd is what a tailConn does next: "open" (status 200, headers, a
+// retry hint and a comment, as the server's first bytes), "data" (one
+// event with data), "end" (end the response: the stream ends cleanly),
+// "cut" (close the TCP connection mid-stream) or "status" (answer code
+// instead of opening).
+type tailCmd struct {
+	op   string
+	data string
+	code int
+}
+
+func (c *tailConn) do(t testing.TB, cmd tailCmd) {
+	t.Helper()
+	select {
+	case c.cmds <- cmd:
+	case <-c.gone:
+		t.Fatalf("tail %v: the connection ended before %q", c.req, cmd.op)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("tail %v: %q not taken", c.req, cmd.op)
+	}
+}
+
+func (f *fakeAPI) serveTailCtl(w http.ResponseWriter, r *http.Request, v url.Values) {
+	c := &tailConn{req: v, cmds: make(chan tailCmd), gone: make(chan struct{})}
+	defer close(c.gone)
+	select {
+	case f.tailConns <- c:
+	case <-r.Context().Done():
+		return
+	}
+	for {
+		var cmd tailCmd
+		select {
+		case cmd = <-c.cmds:
+		case <-r.Context().Done():
+			return
+		}
+		switch cmd.op {
+		case "open":
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintf(w, "retry: %d\n: tail started\n\n", tailRetry)
+		case "data":
+			fmt.Fprintf(w, "data: %s\n\n", cmd.data)
+		case "status":
+			http.Error(w, "tail unavailable", cmd.code)
+			return
+		case "end":
+			return
+		case "cut":
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		w.(http.Flusher).Flush()
+	}
+}
+
 func (f *fakeAPI) serveTail(w http.ResponseWriter, r *http.Request, v url.Values) {
+	if _, err := parseQuery(v.Get("q"), v.Get("fold") == "1"); err != nil {
+		// As the server does: EventSource cannot read a 400's body, so the
+		// error is an event (API.md). The retry hint makes a page that does
+		// not close the stream reconnect at once, for the test to see.
+		w.Header().Set("Content-Type", "text/event-stream")
+		b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf("bad query %s: %v", v.Get("q"), err)})
+		fmt.Fprintf(w, "retry: %d\ndata: %s\n\n", tailRetry, b)
+		return
+	}
+	if strings.Contains(v.Get("q"), "tailctl") {
+		f.serveTailCtl(w, r, v)
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	now := time.Now().UnixNano()
