@@ -36,11 +36,12 @@
 // same stream, time and line is stored twice (Loki drops a line equal to
 // the stream's previous one; here every acknowledged entry is kept), and
 // structured metadata sent with an entry is accepted and not stored.
-// Entries of one stream with the same timestamp come in push order in
-// both directions (Loki reverses them for backward queries), so a stack
-// trace pushed line by line at one time reads top-down in Grafana's
-// newest-first view too; the order stays deterministic, as the UI's
-// paging needs.
+// Entries with the same timestamp come in store order (push order within
+// a stream) in both directions (Loki reverses them for backward queries),
+// so a stack trace pushed line by line at one time reads top-down in
+// Grafana's newest-first view too. That order is kept by compaction, so
+// the UI's "load more", which asks again from the boundary time and drops
+// the rows there it already showed, neither repeats nor skips one.
 // A live tail dedupes only where its replay and the live entries overlap
 // (an entry committed while the replay read the store reaches both);
 // delay_for holds an entry until delay_for has passed since its own time

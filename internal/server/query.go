@@ -244,6 +244,7 @@ func parseSelection(q string, fold bool) (*selection, error) {
 type hit struct {
 	Time   int64
 	Stream uint32
+	Ord    int64  // the entry's position in store order (scanBlocksOpt only)
 	Labels string // the stream's labels, plus a pipeline's extracted ones
 	Line   []byte
 }
@@ -477,7 +478,7 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit i
 		}()
 		for sent < len(k.hits) {
 			h := &k.hits[sent]
-			if next != nil && (backward && h.Time < next.MaxTime || !backward && h.Time > next.MinTime) {
+			if next != nil && (backward && h.Time <= next.MaxTime || !backward && h.Time >= next.MinTime) {
 				break
 			}
 			if err := out(h); err != nil {
@@ -514,7 +515,10 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit i
 }
 
 // topK keeps the first limit hits by time (descending when backward),
-// ties by arrival.
+// ties by store order (hit.Ord, which compaction keeps, so that a page
+// asked again after a compaction orders equal times the same: the UI's
+// "load more" drops the rows at the boundary time it already showed),
+// then by arrival.
 type topK struct {
 	limit    int
 	backward bool
@@ -529,9 +533,10 @@ type topK struct {
 
 func (t *topK) add(h *hit) {
 	t.seen++
-	// Once limit entries are kept, one that does not beat the worst of
-	// them cannot enter (an equal time arrives later, so it ranks after).
-	if t.full && (t.backward && h.Time <= t.worst || !t.backward && h.Time >= t.worst) {
+	// Once limit entries are kept, one whose time is worse than the
+	// worst of them cannot enter (an equal time may rank before it: ties
+	// go by store order, Ord, not by arrival).
+	if t.full && (t.backward && h.Time < t.worst || !t.backward && h.Time > t.worst) {
 		return
 	}
 	c := *h
@@ -558,6 +563,9 @@ func (t *topK) compact() {
 				return cmp.Compare(hb.Time, ha.Time)
 			}
 			return cmp.Compare(ha.Time, hb.Time)
+		}
+		if c := cmp.Compare(ha.Ord, hb.Ord); c != 0 {
+			return c
 		}
 		return cmp.Compare(t.seqs[a], t.seqs[b])
 	})
