@@ -95,9 +95,18 @@
       s.from = RANGES[el.range.value];
       s.to = 'now';
     } else {
-      const f = Date.parse(el.from.value), t = Date.parse(el.to.value);
-      if (!isNaN(f)) s.from = String(f);
-      if (!isNaN(t)) s.to = String(t);
+      // The inputs show whole seconds: read back only the one the user
+      // changed, so that the other keeps its milliseconds (a bar click
+      // or a drag sets them to the millisecond).
+      const now = Date.now();
+      if (el.from.value !== localInput(toMs(state.from, now))) {
+        const f = Date.parse(el.from.value);
+        if (!isNaN(f)) s.from = String(f);
+      }
+      if (el.to.value !== localInput(toMs(state.to, now))) {
+        const t = Date.parse(el.to.value);
+        if (!isNaN(t)) s.to = String(t);
+      }
     }
     return s;
   }
@@ -455,8 +464,11 @@
     const shown = el.rows.childElementCount + queue.length + tops.length;
     el.status.dataset.state = cur.phase || '';
     if (cur.phase === 'error') return;
-    if (tail) { setStatus('Live: ' + shown + ' rows' + (cur.tailNote || '')); return; }
-    if (cur.phase === 'running') setStatus('Searching… ' + shown);
+    // A live tail that ended on an error says so until the next search,
+    // whatever the search's own progress (its count is in the rows).
+    if (cur.tailError) setStatus('Live tail: ' + cur.tailError, true);
+    else if (tail) { setStatus('Live: ' + shown + ' rows' + (cur.tailNote || '')); return; }
+    else if (cur.phase === 'running') setStatus('Searching… ' + shown);
     else if (cur.phase === 'stopped') setStatus('Stopped at ' + shown + ' (Escape)');
     else if (cur.phase === 'done' && cur.limited) setStatus('Stopped at ' + shown + ' — load more');
     else if (cur.phase === 'done') setStatus(shown + (shown === 1 ? ' result' : ' results') + (cur.elapsed !== undefined ? ' · ' + cur.elapsed + ' ms' : ''));
@@ -781,27 +793,56 @@
 
   // ---- live tail -------------------------------------------------------------
 
-  function startTail(s) {
+  // A dropped tail is reconnected by EventSource itself, unless the
+  // reconnect is answered with an HTTP error (a proxy's 502 while the
+  // server restarts, a 401): then EventSource gives up for good, and the
+  // page tries again, waiting longer each time (up to TAIL_RETRY_MAX).
+  const TAIL_RETRY_MIN = 1000, TAIL_RETRY_MAX = 30000;
+  let tailRetry = null, tailRetryDelay = TAIL_RETRY_MIN;
+
+  function startTail(s, retrying) {
     const p = baseParams(s);
-    tail = new EventSource(api('v1/tail', p));
-    cur.tailNote = '';
-    tail.onmessage = (ev) => {
+    const es = new EventSource(api('v1/tail', p));
+    tail = es;
+    if (!retrying) { cur.tailNote = ''; tailRetryDelay = TAIL_RETRY_MIN; }
+    const c = cur;
+    es.onopen = () => {
+      if (tail !== es) return;
+      tailRetryDelay = TAIL_RETRY_MIN;
+      c.tailNote = '';
+      updateStatus();
+    };
+    es.onmessage = (ev) => {
+      if (tail !== es) return;
       let o;
       try { o = JSON.parse(ev.data); } catch (e) { return; }
       if (o.error !== undefined) {
         stopTail();
-        cur.phase = 'error';
-        setStatus('Live tail: ' + o.error, true);
+        c.tailError = o.error;
+        updateStatus();
         return;
       }
-      cur.tailNote = '';
+      c.tailNote = '';
       enqueue(o, true);
     };
-    tail.onerror = () => { cur.tailNote = ' (reconnecting…)'; updateStatus(); };
+    es.onerror = () => {
+      if (tail !== es) return;
+      c.tailNote = ' (reconnecting…)';
+      updateStatus();
+      if (es.readyState === EventSource.CLOSED) {
+        const delay = tailRetryDelay;
+        tailRetryDelay = Math.min(2 * delay, TAIL_RETRY_MAX);
+        tailRetry = setTimeout(() => {
+          tailRetry = null;
+          if (tail === es && c === cur) startTail(s, true);
+        }, delay);
+      }
+    };
     updateStatus();
   }
 
   function stopTail() {
+    if (tailRetry) { clearTimeout(tailRetry); tailRetry = null; }
     if (tail) { tail.close(); tail = null; }
   }
 
