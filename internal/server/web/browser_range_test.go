@@ -480,6 +480,13 @@ func (env *browserEnv) testTailError(t *testing.T) {
 		t.Fatalf("%d tail requests after the error, want 1", n)
 	}
 	waitStatus(t, ctx, "Live tail: server shutting down")
+	// The tail is over: Live is unticked and the URL no longer asks for it.
+	if on := browsertest.Eval[bool](t, ctx, `document.getElementById('live').checked`); on {
+		t.Fatal("Live still ticked after the tail's error")
+	}
+	if u := browsertest.Eval[string](t, ctx, `location.search`); strings.Contains(u, "live=1") {
+		t.Fatalf("URL %q still asks for the live tail after its error", u)
+	}
 
 	// A bad query: the search answers 400, the tail an error event; the
 	// page shows either message and closes the tail.

@@ -819,6 +819,9 @@
       if (o.error !== undefined) {
         stopTail();
         c.tailError = o.error;
+        // The tail is over: the Live box and the URL say so, as after
+        // Escape (ticking Live again starts a new one).
+        navigateQuiet(Object.assign({}, state, { live: false }));
         updateStatus();
         return;
       }
