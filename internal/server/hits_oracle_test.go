@@ -23,6 +23,7 @@ package server
 // HAY_HITS_SEED=N reruns one seed.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -128,13 +129,18 @@ func hoPush(t *testing.T, env *testEnv, r *rand.Rand, es []hoEntry) {
 		}
 		env.mustPush("/loki/api/v1/push", protoBody(ps), "Content-Type", "application/x-protobuf")
 		i += n
-		if r.IntN(4) == 0 {
+		if k := r.IntN(8); k < 3 {
 			ts, err := env.srv.openTenant(DefaultTenant, false)
 			if err != nil || ts == nil {
 				t.Fatalf("tenant: %v", err)
 			}
 			if err := ts.w.Flush(); err != nil {
 				t.Fatal(err)
+			}
+			if k == 0 { // merge the segments: equal times across them
+				if _, err := ts.w.Compact(context.Background(), store.CompactOptions{Segment: &segment.Options{BlockSize: 1 << 10}}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -143,15 +149,17 @@ func hoPush(t *testing.T, env *testEnv, r *rand.Rand, es []hoEntry) {
 // hoQuery is a query both as the API reads it and as the oracle does.
 type hoQuery struct {
 	native string // /api/v1/hits q
+	fold   bool   // /api/v1/hits fold=1
 	logql  string // the log query inside a metric query
 	match  func(e hoEntry) bool
 }
 
 var hoQueries = []hoQuery{
-	{"", `{app=~".+"}`, func(hoEntry) bool { return true }},
-	{"err", `{app=~".+"} |= "err"`, func(e hoEntry) bool { return strings.Contains(e.line, "err") }},
-	{`{app="b"}`, `{app="b"}`, func(e hoEntry) bool { return e.app == "b" }},
-	{`{app=~"a|c"} != "errand"`, `{app=~"a|c"} != "errand"`, func(e hoEntry) bool { return e.app != "b" && !strings.Contains(e.line, "errand") }},
+	{native: "", logql: `{app=~".+"}`, match: func(hoEntry) bool { return true }},
+	{native: "err", logql: `{app=~".+"} |= "err"`, match: func(e hoEntry) bool { return strings.Contains(e.line, "err") }},
+	{native: `{app="b"}`, logql: `{app="b"}`, match: func(e hoEntry) bool { return e.app == "b" }},
+	{native: `{app=~"a|c"} != "errand"`, logql: `{app=~"a|c"} != "errand"`, match: func(e hoEntry) bool { return e.app != "b" && !strings.Contains(e.line, "errand") }},
+	{native: "ERRAND", fold: true, logql: `{app=~".+"} |~ "(?i)errand"`, match: func(e hoEntry) bool { return strings.Contains(e.line, "errand") }},
 }
 
 // hoTimeParam formats t as RFC 3339 or, where it has more than ten
@@ -210,6 +218,9 @@ func hoHits(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEntry
 	p := url.Values{}
 	if hq.native != "" || r.IntN(2) == 0 {
 		p.Set("q", hq.native)
+	}
+	if hq.fold {
+		p.Set("fold", "1")
 	}
 	pick := func() int64 {
 		e := es[r.IntN(len(es))].t
@@ -322,6 +333,13 @@ func hoHits(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEntry
 			n := hoFloorDiv(end, w) - hoFloorDiv(start, w) + 1
 			if n > 150 {
 				t.Fatalf("%s: chosen step_ms %d gives %d buckets over the range", desc, h.StepMS, n)
+			}
+			// The smallest readable width that keeps to 150.
+			if i := slices.Index(hoAutoWidths, w); i > 0 {
+				pw := hoAutoWidths[i-1]
+				if pn := hoFloorDiv(end, pw) - hoFloorDiv(start, pw) + 1; pn <= 150 {
+					t.Fatalf("%s: chosen step_ms %d, but %d ms gives %d buckets", desc, h.StepMS, pw/1e6, pn)
+				}
 			}
 		}
 	}
@@ -631,4 +649,77 @@ func hoMetric(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEnt
 // bits (a sum of quotients against a quotient of sums).
 func hoClose(a, b float64) bool {
 	return a == b || math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b))
+}
+
+// TestHitsEdgeTable pins the edges by hand: buckets of entries one ns
+// either side of 0 and of a second, equal times, a step wider than the
+// range, a range of one instant, an empty range, and the matching metric
+// windows (t-range, t] whose open edge falls on an entry.
+func TestHitsEdgeTable(t *testing.T) {
+	env := newEnv(t, nil)
+	ts := []int64{-1000000001, -1, 0, 999999, 1000000, 999999999, 1e9, 1e9, 2e9 - 1}
+	var pe []PushEntry
+	for i, x := range ts {
+		pe = append(pe, PushEntry{x, fmt.Sprintf("e%d", i)})
+	}
+	env.mustPush("/loki/api/v1/push", protoBody([]PushStream{{Labels: `{app="a"}`, Entries: pe}}), "Content-Type", "application/x-protobuf")
+	rfc := func(x int64) string { return url.QueryEscape(time.Unix(0, x).UTC().Format(time.RFC3339Nano)) }
+	for _, c := range []struct {
+		start, end int64
+		step, want string
+	}{
+		{-1, 1e9, "0.001", `{"step_ms":1,"buckets":[{"t":-1,"count":1},{"t":0,"count":2},{"t":1,"count":1},{"t":999,"count":1},{"t":1000,"count":2}],"total":7}`},
+		{-1000000001, 2e9 - 2, "1", `{"step_ms":1000,"buckets":[{"t":-2000,"count":1},{"t":-1000,"count":1},{"t":0,"count":4},{"t":1000,"count":2}],"total":8}`},
+		{-1000000001, 2e9 - 1, "1s", `{"step_ms":1000,"buckets":[{"t":-2000,"count":1},{"t":-1000,"count":1},{"t":0,"count":4},{"t":1000,"count":3}],"total":9}`},
+		{-1, 0, "10", `{"step_ms":10000,"buckets":[{"t":-10000,"count":1},{"t":0,"count":1}],"total":2}`},
+		{0, 0, "1", `{"step_ms":1000,"buckets":[{"t":0,"count":1}],"total":1}`},
+		{1e9, 1e9, "0.001", `{"step_ms":1,"buckets":[{"t":1000,"count":2}],"total":2}`},
+		{1, 999998, "0.001", `{"step_ms":1,"buckets":[],"total":0}`},
+		{-1, 1e9, "", `{"step_ms":1000,"buckets":[{"t":-1000,"count":1},{"t":0,"count":4},{"t":1000,"count":2}],"total":7}`},
+	} {
+		p := fmt.Sprintf("/api/v1/hits?start=%s&end=%s", rfc(c.start), rfc(c.end))
+		if c.step != "" {
+			p += "&step=" + c.step
+		}
+		code, body := env.get(p)
+		if code != 200 {
+			t.Errorf("GET %s: %d %s", p, code, body)
+			continue
+		}
+		if canon(t, body) != canon(t, c.want) {
+			t.Errorf("GET %s:\n got %s\nwant %s", p, body, c.want)
+		}
+	}
+	if code, body := env.get(fmt.Sprintf("/api/v1/hits?start=%s&end=%s", rfc(1), rfc(0))); code != 400 {
+		t.Errorf("start after end: %d %s, want 400", code, body)
+	}
+
+	for _, c := range []struct {
+		query, params, want string
+	}{
+		// (t-1s, t] at t=-1ns holds -1 only: -1000000001 is on the open edge.
+		{`count_over_time({app="a"}[1s])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(-1), rfc(1e9)),
+			`[{"metric":{"app":"a"},"values":[[-0.000000001,"1"],[0.999999999,"4"]]}]`},
+		// (t-2s, t]: 2 entries at -1 ns, 5 at 1 s - 1 ns; rate divides by 2.
+		{`rate({app="a"}[2s])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(-1), rfc(1e9)),
+			`[{"metric":{"app":"a"},"values":[[-0.000000001,"1"],[0.999999999,"2.5"]]}]`},
+		// A 1 ms range, steps of 1 ms from 0: (-1ms, 0] holds -1 and 0,
+		// (0, 1ms] 999999 and 1000000, later windows nothing.
+		{`count_over_time({app="a"}[1ms])`, fmt.Sprintf("start=%s&end=%s&step=0.001", rfc(0), rfc(3e6)),
+			`[{"metric":{"app":"a"},"values":[[0,"2"],[0.001,"2"]]}]`},
+		{`bytes_over_time({app="a"}[10s])`, fmt.Sprintf("start=%s&end=%s&step=100", rfc(2e9-1), rfc(2e9-1)),
+			`[{"metric":{"app":"a"},"values":[[1.999999999,"18"]]}]`},
+		{`bytes_rate({app="a"}[4s])`, fmt.Sprintf("start=%s&end=%s&step=100", rfc(2e9-1), rfc(2e9-1)),
+			`[{"metric":{"app":"a"},"values":[[1.999999999,"4.5"]]}]`},
+		// Nothing in (1e9, 2e9-2]: no point at all, not a zero.
+		{`count_over_time({app="a"}[999999998ns])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(2e9-2), rfc(2e9-2)),
+			`[]`},
+	} {
+		p := "/loki/api/v1/query_range?query=" + url.QueryEscape(c.query) + "&" + c.params
+		code, body := env.get(p)
+		want := `{"status":"success","data":{"resultType":"matrix","result":` + c.want + `}}`
+		if code != 200 || canon(t, dropStats(t, body)) != canon(t, want) {
+			t.Errorf("GET %s: %d\n got %s\nwant %s", p, code, body, want)
+		}
+	}
 }
