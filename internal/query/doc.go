@@ -51,7 +51,8 @@
 //     Standalone keys are kept (as "") only with --keep-empty.
 //   - Extracted keys are sanitized (bytes other than [A-Za-z0-9_:] become
 //     '_', a leading digit gets a '_' prefix); a name that a stream label
-//     already has gets the suffix "_extracted"; the first value of a
+//     already has, and __error__ or __error_details__ (which only the
+//     pipeline sets), gets the suffix "_extracted"; the first value of a
 //     repeated name wins.
 //   - String label predicates are Prometheus matchers on the current labels
 //     (missing = ""). Number, duration and bytes predicates convert the

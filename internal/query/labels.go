@@ -56,12 +56,17 @@ func (ls *labelSet) setErr(kind, details string) {
 }
 
 // add records an extracted label: the name is sanitized, suffixed with
-// _extracted when a stream label has it, and ignored when already
-// extracted.
+// _extracted when a stream label has it or it is __error__ or
+// __error_details__ (which only the pipeline sets), and ignored when
+// already extracted.
 func (ls *labelSet) add(key []byte, value string) {
 	name := sanitizeKey(key)
 	if name == "" {
 		return
+	}
+	if name == "__error__" || name == "__error_details__" {
+		// The pipeline's own labels: a key of the line cannot set them.
+		name += "_extracted"
 	}
 	for _, l := range ls.base {
 		if l.Name == name {

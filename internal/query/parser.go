@@ -548,6 +548,9 @@ var byteUnits = map[string]float64{
 // space may separate number and unit: that is the form label values take.
 func parseBytes(s string, bare bool) (float64, bool) {
 	i := 0
+	if strings.HasPrefix(s, "-") {
+		i++ // Number = [ "-" ] Digits [ "." Digits ] (isPlainNumber checks)
+	}
 	for i < len(s) && (isDigit(s[i]) || s[i] == '.') {
 		i++
 	}
@@ -566,9 +569,10 @@ func parseBytes(s string, bare bool) (float64, bool) {
 		return f, bare
 	}
 	mult, ok := byteUnits[strings.ToLower(unit)]
-	if !ok || (!bare && len(unit) == 1 && unit != "B" && unit != "b") {
-		// In a query "10m" is a duration and "10k" is not a LogQL
-		// bytes literal; only label values get the unit-without-B forms.
+	if !ok || (!bare && !strings.HasSuffix(strings.ToLower(unit), "b")) {
+		// In a query "10m" is a duration and "10k" or "10Ki" is not a
+		// LogQL bytes literal; only label values get the unit-without-B
+		// forms.
 		return 0, false
 	}
 	v := f * mult
