@@ -354,12 +354,14 @@ func ChooseBuckets(lo, hi int64, maxN int) Buckets {
 	maxN = max(maxN, 1)
 	start := func(w int64) int64 {
 		s := lo / w * w
-		if s > lo { // negative times round down too
+		if s > lo && s >= math.MinInt64+w { // negative times round down too
 			s -= w
 		}
 		return s
 	}
-	n := func(w int64) int64 { return (hi-start(w))/w + 1 }
+	// hi-start in uint64: a store may span more than int64's 292 years
+	// of positive nanoseconds (1677 to 2262).
+	n := func(w int64) int64 { return int64((uint64(hi)-uint64(start(w)))/uint64(w)) + 1 }
 	w := bucketWidths[len(bucketWidths)-1]
 	for _, c := range bucketWidths {
 		if n(c) <= int64(maxN) {
@@ -998,8 +1000,11 @@ func (e *exec) do(t *task, sc *scratch) {
 	if h := e.hist; h != nil {
 		t.res.buckets = make([]int64, h.N)
 		for _, k := range t.res.hits {
-			if d := b.Times[k] - h.Start; d >= 0 && d/h.Width < int64(h.N) {
-				t.res.buckets[d/h.Width]++
+			// In uint64: the buckets may span more than 292 years.
+			if tm := b.Times[k]; tm >= h.Start {
+				if i := (uint64(tm) - uint64(h.Start)) / uint64(h.Width); i < uint64(h.N) {
+					t.res.buckets[i]++
+				}
 			}
 		}
 	}

@@ -276,6 +276,9 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 	}
 	rng := int64(e.rng)
 	sel.start, sel.end = start-rng+1, end
+	if start < math.MinInt64+rng { // start-rng+1 would wrap to the far future
+		sel.start = math.MinInt64
+	}
 	type acc struct {
 		labels string
 		times  []int64
@@ -323,8 +326,13 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		labs, _ := ingest.ParseLabels(a.labels)
 		se := &series{labels: labs}
 		for _, t := range steps {
-			// Entries in (t-rng, t].
-			lo := sort.Search(len(times), func(i int) bool { return times[i] > t-rng })
+			// Entries in (t-rng, t] (t-rng saturated: near the start of
+			// int64 time it would wrap to the far future).
+			from := t - rng
+			if t < math.MinInt64+rng {
+				from = math.MinInt64
+			}
+			lo := sort.Search(len(times), func(i int) bool { return times[i] > from })
 			hi := sort.Search(len(times), func(i int) bool { return times[i] > t })
 			n := hi - lo
 			if n == 0 {

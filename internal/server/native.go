@@ -165,29 +165,40 @@ func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantSt
 	}
 	q := searchQuery(v, sel)
 	lo, hi := sel.start, sel.end
-	if lo == math.MinInt64 {
-		// No start: from the first entry that can match.
-		l, _, ok := search.TimeRange(v.Parts, q)
-		if !ok {
-			resp()
-			return
-		}
-		lo = l
+	// Buckets cover the asked range; an open side (no start, or an end
+	// past 2262 such as end=9999999999, "no end") and a range too wide
+	// for its buckets are narrowed to where entries can match, so that
+	// they neither drop entries nor fill centuries with empty buckets.
+	l, h, ok := search.TimeRange(v.Parts, q)
+	if !ok {
+		resp()
+		return
 	}
-	// Ranges over a century are clipped to the last century: bucket
-	// arithmetic on wider ones would overflow int64 nanoseconds.
-	const maxSpan = 100 * 365 * 24 * int64(time.Hour)
-	if d := hi - lo; d < 0 || d > maxSpan {
-		lo = hi - maxSpan
+	narrow := func() {
+		if l > lo && l <= hi {
+			lo = l
+		}
+		if h < hi && h >= lo {
+			hi = h
+		}
+	}
+	if lo == math.MinInt64 || hi == math.MaxInt64 {
+		narrow()
 	}
 	var b search.Buckets
 	if stepNS == 0 {
 		b = search.ChooseBuckets(lo, hi, maxBuckets)
 		stepNS = b.Width
 	} else {
+		// hi-start in uint64: the range may span more than 292 years.
 		start := floorDiv(lo, stepNS) * stepNS
-		n := (hi-start)/stepNS + 1
-		if n > 11000 || n < 1 {
+		n := (uint64(hi)-uint64(start))/uint64(stepNS) + 1
+		if n > 11000 {
+			narrow()
+			start = floorDiv(lo, stepNS) * stepNS
+			n = (uint64(hi)-uint64(start))/uint64(stepNS) + 1
+		}
+		if n > 11000 {
 			s.queryErr(w, badRequest("bad_param", "step too small: %d buckets", n))
 			return
 		}
