@@ -383,11 +383,6 @@ type hoPoint struct {
 	v float64
 }
 
-type hoSeries struct {
-	labels string // canonical: sorted k=v joined by ','
-	pts    []hoPoint
-}
-
 func hoLabelKey(m map[string]string) string {
 	var ks []string
 	for k, v := range m {
