@@ -1186,8 +1186,19 @@ func (c *corruptDamage) checkRecovery(t *testing.T, cs *corruptStore, wc corrupt
 			if now, err := os.ReadFile(filepath.Join(c.dir, c.file.rel)); err != nil || !bytes.Equal(now, c.data) {
 				probs = append(probs, "recovery: a failed ingest changed the damaged MANIFEST")
 			}
+			return probs
 		}
-		return probs
+		// What the error tells the user to run: hay verify --repair,
+		// after which verify is clean, ingest runs, and the WAL's
+		// entries are those before the damage, with or without the
+		// later WAL files (kept when the streams they use survive).
+		if rr := corruptRun(t, "verify", c.dir, []string{"--repair"}); rr.code != 0 || corruptCrashed(rr.stderr) != "" || !strings.Contains(rr.stderr, "repaired: ") {
+			return append(probs, fmt.Sprintf("repair: hay verify --repair exit %d:\n%s", rr.code, rr.stderr))
+		}
+		if r = corruptRun(t, "ingest", c.dir, []string{empty}); r.code != 0 {
+			return append(probs, fmt.Sprintf("repair: ingest after hay verify --repair: exit %d %q", r.code, r.stderr))
+		}
+		r.stderr = base // the repair named the file
 	}
 	if c.file.kind == corruptManifest {
 		if r := corruptRun(t, "verify", c.dir, nil); r.code != 0 {

@@ -22,15 +22,34 @@ func runVerify(args []string) error {
 		fmt.Fprintln(fs.Output(), "Usage: hay verify [flags]")
 		fmt.Fprintln(fs.Output(), "\nChecks the manifest, the write-ahead log and every block of every segment.")
 		fmt.Fprintln(fs.Output(), "Exits 0 when clean, 1 naming each damaged file and block otherwise.")
+		fmt.Fprintln(fs.Output(), "\nWith --repair it first repairs a write-ahead log damaged where no crash")
+		fmt.Fprintln(fs.Output(), "leaves it (which makes hay ingest and hay serve refuse the store): it keeps")
+		fmt.Fprintln(fs.Output(), "every entry that can still be read, moves the rest to DATA/lost+found")
+		fmt.Fprintln(fs.Output(), "(nothing is deleted), prints what it did, then checks. No ingest or serve")
+		fmt.Fprintln(fs.Output(), "may run meanwhile. Damaged segment blocks are not repaired: hay search")
+		fmt.Fprintln(fs.Output(), "skips them and names them.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
 	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	repair := fs.Bool("repair", false, "repair a damaged write-ahead log first, keeping what can be read (the rest goes to lost+found)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *repair {
+		rep, err := store.RepairWAL(*data)
+		if err != nil {
+			return err
+		}
+		for _, a := range rep.Actions {
+			fmt.Fprintf(os.Stderr, "repaired: %s\n", a)
+		}
+		if len(rep.Actions) == 0 {
+			fmt.Fprintln(os.Stderr, "repair: the write-ahead log needs none")
+		}
 	}
 	ps, err := store.Verify(*data)
 	if err != nil {

@@ -97,16 +97,9 @@ func Open(dir string, opt Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s is in use by another writer", dir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	s := &Store{
 		dir:      dir,
@@ -285,8 +278,22 @@ func (s *Store) apply(b *Batch) error {
 	return nil
 }
 
-// truncateSync cuts a file to size durably: a cut that a power loss
-// could undo would bring the torn record back in front of newer ones.
+// lockDir takes the writer's exclusive flock on dir/LOCK.
+func lockDir(dir string) (*os.File, error) {
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another writer", dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return lock, nil
+}
+
 // syncFile fsyncs the file at path.
 func syncFile(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -300,9 +307,11 @@ func syncFile(path string) error {
 // errWALDamaged is the error for a WAL file damaged where no crash can
 // leave it: in any but the last file, or followed by whole records.
 func errWALDamaged(what string) error {
-	return fmt.Errorf("%s: damaged, not the torn end of a crashed write; not opened, so that no acknowledged entry is dropped (hay verify lists the damage)", what)
+	return fmt.Errorf("%s: damaged, not the torn end of a crashed write; not opened, so that no acknowledged entry is dropped (hay verify lists the damage; hay verify --repair keeps what can be read and moves the rest to lost+found)", what)
 }
 
+// truncateSync cuts a file to size durably: a cut that a power loss
+// could undo would bring the torn record back in front of newer ones.
 func truncateSync(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// lostFoundDir is where RepairWAL puts what it takes out of the WAL.
+const lostFoundDir = "lost+found"
+
+// RepairReport says what RepairWAL changed, one line per file.
+type RepairReport struct {
+	// LostFound is the directory the removed WAL bytes went to (whole
+	// files, and a copy of each file before it was cut); "" when nothing
+	// was removed.
+	LostFound string
+	Actions   []string
+}
+
+// RepairWAL makes a store whose WAL is damaged where no crash leaves it
+// (see Open) openable again, keeping every entry that can still be read:
+//
+//   - a damaged record: its file is cut at the last whole record before
+//     it (a copy of the whole file goes to lost+found), and the later
+//     files are kept;
+//   - a WAL file that is not the last and shorter than its header, or
+//     whose header or first record is bad: moved to lost+found;
+//   - a file whose header records a predecessor length that is no longer
+//     true (the predecessor was cut or removed, by the damage or by this
+//     repair): the header is rewritten to the length found;
+//   - a record that uses a stream whose definition was lost: it and
+//     everything after it move to lost+found (later records may use the
+//     same streams).
+//
+// A torn record at the end of the last file is left to Open, which cuts
+// it as a crash's. Nothing is deleted: what is taken out is in
+// DIR/lost+found/<time>/wal. It takes the writer's lock, so no ingest or
+// serve may run meanwhile.
+func RepairWAL(dir string) (*RepairReport, error) {
+	if err := checkStore(dir); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (RepairWAL does not repair the manifest)", manifestName, err)
+	}
+	seqs, err := walSeqs(dir)
+	if err != nil {
+		return nil, err
+	}
+	rp := &walRepair{dir: dir, rep: &RepairReport{}, streams: map[string]uint32{}}
+	for _, d := range m.Streams {
+		rp.streams[d.Labels] = d.ID
+	}
+	rp.defined = len(m.Streams)
+	prevSeq, prevLen := uint64(0), int64(-1) // the file before, as left (-1: none)
+	cut := false                             // everything from here goes
+	for i, seq := range seqs {
+		if seq < m.WALStart {
+			continue
+		}
+		path := walPath(dir, seq)
+		name := filepath.Join(walDir, filepath.Base(path))
+		if cut {
+			if err := rp.move(path, name, "after a record of a lost stream"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		r := NewWALReader(data)
+		last := i == len(seqs)-1
+		if r.Prev >= 0 {
+			pl := int64(-1)
+			if prevSeq+1 == seq {
+				pl = prevLen
+			}
+			if checkWALLink(seq, r.Prev, pl, m.WALStart) != nil {
+				fixed := max(pl, 0)
+				if err := rewriteWALHeader(path, fixed); err != nil {
+					return nil, err
+				}
+				rp.act("%s: its header said the WAL file before it held %d bytes, now %d: rewritten (those bytes are lost)", name, r.Prev, fixed)
+			}
+		}
+		if r.Short {
+			if last {
+				break // a crash right after making it: Open starts it again
+			}
+			if err := rp.move(path, name, "shorter than its header"); err != nil {
+				return nil, err
+			}
+			prevSeq, prevLen = seq, -1
+			continue
+		}
+		good, why := r.Valid, ""
+		for {
+			b, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if walDamaged(data, r, last) {
+					why = err.Error()
+				}
+				break // else a crash's torn tail: Open cuts it
+			}
+			if err := rp.check(b); err != nil {
+				why, cut = err.Error(), true
+				break
+			}
+			good = r.Valid
+		}
+		size := int64(len(data))
+		switch {
+		case why == "":
+		case good < headerLen(r):
+			// Not even the header is whole: the file goes.
+			if err := rp.move(path, name, why); err != nil {
+				return nil, err
+			}
+			prevSeq, prevLen = seq, -1
+			continue
+		default:
+			if err := rp.keepCopy(data, name); err != nil {
+				return nil, err
+			}
+			if err := truncateSync(path, good); err != nil {
+				return nil, err
+			}
+			rp.act("%s: %s: cut from %d to %d bytes (the whole file is in %s)", name, why, size, good, filepath.Join(rp.rep.LostFound, name))
+			size = good
+		}
+		prevSeq, prevLen = seq, size
+	}
+	if err := syncDir(filepath.Join(dir, walDir)); err != nil {
+		return nil, err
+	}
+	return rp.rep, nil
+}
+
+// headerLen is the length of the header r read: version 2 or 1.
+func headerLen(r *WALReader) int64 {
+	if r.Prev >= 0 {
+		return int64(walHeader)
+	}
+	return int64(len(walMagicV1))
+}
+
+// walRepair is RepairWAL's state: the streams defined so far (as recovery
+// would define them) and where removed bytes go.
+type walRepair struct {
+	dir     string
+	rep     *RepairReport
+	streams map[string]uint32
+	defined int
+}
+
+func (rp *walRepair) act(format string, args ...any) {
+	rp.rep.Actions = append(rp.rep.Actions, fmt.Sprintf(format, args...))
+}
+
+// check is Store.apply without the head: the batch's stream definitions
+// must continue the table, and its entries use defined streams.
+func (rp *walRepair) check(b *Batch) error {
+	for _, d := range b.Streams {
+		if old, ok := rp.streams[d.Labels]; ok {
+			if old != d.ID {
+				return fmt.Errorf("stream %s defined twice", d.Labels)
+			}
+			continue
+		}
+		if int(d.ID) != rp.defined {
+			return fmt.Errorf("stream id %d out of sequence (a definition before it was lost)", d.ID)
+		}
+		rp.streams[d.Labels] = d.ID
+		rp.defined++
+	}
+	for _, e := range b.Entries {
+		if int(e.Stream) >= rp.defined {
+			return fmt.Errorf("entry of stream %d, whose definition was lost", e.Stream)
+		}
+	}
+	return nil
+}
+
+// lostFound makes (once) the directory this repair moves things to.
+func (rp *walRepair) lostFound() (string, error) {
+	if rp.rep.LostFound == "" {
+		rel := filepath.Join(lostFoundDir, time.Now().UTC().Format("20060102T150405.000000000Z"))
+		if err := os.MkdirAll(filepath.Join(rp.dir, rel, walDir), 0o755); err != nil {
+			return "", err
+		}
+		rp.rep.LostFound = rel
+	}
+	return filepath.Join(rp.dir, rp.rep.LostFound), nil
+}
+
+// move puts the WAL file at path into lost+found.
+func (rp *walRepair) move(path, name, why string) error {
+	lf, err := rp.lostFound()
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(path, filepath.Join(lf, name)); err != nil {
+		return err
+	}
+	rp.act("%s: %s: moved to %s", name, why, filepath.Join(rp.rep.LostFound, name))
+	return nil
+}
+
+// keepCopy writes data, a WAL file before it is cut, into lost+found.
+func (rp *walRepair) keepCopy(data []byte, name string) error {
+	lf, err := rp.lostFound()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(lf, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, walFileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// rewriteWALHeader sets the predecessor length in the version 2 header of
+// the WAL file at path.
+func rewriteWALHeader(path string, prev int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(walHeaderFor(prev), 0); err != nil {
+		return err
+	}
+	return f.Sync()
+}
