@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -38,7 +39,10 @@ type mModel struct {
 	lines, bytes float64
 	push         map[string]float64 // hay_push_duration_seconds_count{format}
 	query        map[string]float64 // hay_query_duration_seconds_count{endpoint}
-	fsync        float64
+	fsync        float64            // at most (one per push)
+	burstPushes  float64            // pushes of fsync made concurrently: they may share
+	fsyncMin     float64            // fsyncs the bursts must have made at least
+	burstQueries float64            // queries made concurrently
 	rejected     map[string]float64 // hay_rejected_total{reason}
 }
 
@@ -150,7 +154,10 @@ func (e *oEnv) compare(t *testing.T, before, after scrape, elapsed time.Duration
 	}
 	check("hay_ingested_lines_total{}", e.m.lines)
 	check("hay_ingested_bytes_total{}", e.m.bytes)
-	check("hay_wal_fsync_duration_seconds_count{}", e.m.fsync)
+	// Sequential pushes fsync once each; a burst's pushes may share.
+	if got, seq := delta("hay_wal_fsync_duration_seconds_count{}"), e.m.fsync-e.m.burstPushes; got < seq+e.m.fsyncMin || got > e.m.fsync {
+		t.Errorf("%s: hay_wal_fsync_duration_seconds_count moved by %v, want %v to %v", e.name, got, seq+e.m.fsyncMin, e.m.fsync)
+	}
 	// Every labelled series, in the model or on the page.
 	vecs := []struct {
 		name, label string
@@ -186,7 +193,9 @@ func (e *oEnv) compare(t *testing.T, before, after scrape, elapsed time.Duration
 				d += delta(s)
 			}
 		}
-		if d < 0 || d > elapsed.Seconds() {
+		// Requests of a burst run at once: their latencies add up to
+		// as much as the wall time each.
+		if d < 0 || d > elapsed.Seconds()*(1+e.m.burstPushes+e.m.burstQueries) {
 			t.Errorf("%s: %s moved by %v in a round of %v", e.name, k, d, elapsed)
 		}
 	}
@@ -553,9 +562,9 @@ func TestMetricsOracle(t *testing.T) {
 		case 12:
 			reject(e, "bad tenant", "json", "bad_tenant", 400, pushJSON(one(app, base, "x")), append(slices.Clone(e.auth), "X-Scope-OrgID", []string{"..", "a/b", "a b", strings.Repeat("x", 65)}[r.IntN(4)])...)
 		case 13:
-			if e.auth == nil {
+			if e.auth == nil || r.IntN(3) == 0 {
 				// A push of nothing: accepted, timed, nothing stored.
-				code, resp := do(e, "empty push", "POST", "/loki/api/v1/push", []byte(`{"streams":[{"stream":{"app":"x"},"values":[]}]}`))
+				code, resp := do(e, "empty push", "POST", "/loki/api/v1/push", []byte(`{"streams":[{"stream":{"app":"x"},"values":[]}]}`), h...)
 				want("empty push", code, resp, 204)
 				e.m.push["json"]++
 				return
@@ -603,6 +612,16 @@ func TestMetricsOracle(t *testing.T) {
 			code, resp := do(e, "query without credentials", "GET", qq.path, nil)
 			want("query without credentials", code, resp, 401)
 			e.m.rejected["unauthorized"]++
+			return
+		case e.auth != nil && r.IntN(8) == 0:
+			code, resp := do(e, "query of a forbidden tenant", "GET", qq.path, nil, "Authorization", "Bearer bound", "X-Scope-OrgID", "t-2")
+			want("query of a forbidden tenant", code, resp, 403)
+			e.m.rejected["forbidden_tenant"]++
+			return
+		case r.IntN(10) == 0:
+			code, resp := do(e, "query of a bad tenant", "GET", qq.path, nil, append(slices.Clone(e.auth), "X-Scope-OrgID", "a/b")...)
+			want("query of a bad tenant", code, resp, 400)
+			e.m.rejected["bad_tenant"]++
 			return
 		case e.auth != nil && r.IntN(6) == 0:
 			// Over the concurrency cap: answered 429, still timed.
@@ -662,6 +681,100 @@ func TestMetricsOracle(t *testing.T) {
 		e.unsynced[tenant] = 0
 	}
 
+	// burst runs pushes and queries at once, with scrapes racing them:
+	// counts stay exact, pushes share fsyncs (at least one, at most one
+	// each), and no scrape sees a counter go down (checked after).
+	burst := func(e *oEnv) {
+		t.Helper()
+		type job struct {
+			body   []byte
+			n, nb  int
+			tenant string
+		}
+		var jobs []job
+		for range 2 + r.IntN(7) {
+			st := g.streams(min(e.srv.cfg.MaxLine, 60))
+			for len(st[0].entries) == 0 {
+				st = g.streams(min(e.srv.cfg.MaxLine, 60))
+			}
+			n, nb := count(st)
+			jobs = append(jobs, job{pushJSON(st), n, nb, e.tenants[r.IntN(len(e.tenants))]})
+		}
+		nq := r.IntN(4)
+		errs := make(chan string, len(jobs)+nq+2)
+		scrapes := make(chan string, 4)
+		done := make(chan struct{})
+		go func() { // scrapes while the burst runs
+			defer close(scrapes)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				code, body := e.do("GET", "/metrics", nil)
+				if code != 200 {
+					errs <- fmt.Sprintf("/metrics during the burst: %d", code)
+					return
+				}
+				if _, err := metricstest.Parse(body); err != nil {
+					errs <- fmt.Sprintf("/metrics during the burst: %v", err)
+					return
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Go(func() {
+				if code, resp := e.do("POST", "/loki/api/v1/push", j.body, append(slices.Clone(e.auth), "X-Scope-OrgID", j.tenant)...); code != 204 {
+					errs <- fmt.Sprintf("burst push: %d %s", code, resp)
+				}
+			})
+		}
+		for range nq {
+			// Under the cap of A (2) only when there are at most 2 at once:
+			// a label query answers 200 or, over the cap, 429.
+			wg.Go(func() {
+				code, resp := e.do("GET", "/loki/api/v1/labels", nil, e.auth...)
+				switch code {
+				case 200:
+				case 429:
+					errs <- "429"
+				default:
+					errs <- fmt.Sprintf("burst query: %d %s", code, resp)
+				}
+			})
+		}
+		wg.Wait()
+		close(done)
+		for range scrapes {
+		}
+		close(errs)
+		for msg := range errs {
+			if msg == "429" {
+				e.m.rejected["too_many_queries"]++
+				continue
+			}
+			t.Fatalf("%s: %s", e.name, msg)
+		}
+		trace = append(trace, fmt.Sprintf("%s burst of %d pushes and %d queries", e.name, len(jobs), nq))
+		e.m.query["labels"] += float64(nq)
+		tenants := map[string]bool{}
+		for _, j := range jobs {
+			e.m.push["json"]++
+			e.m.lines += float64(j.n)
+			e.m.bytes += float64(j.nb)
+			e.unsynced[j.tenant] += j.n
+			tenants[j.tenant] = true
+		}
+		// Each tenant's writer commits its own groups: at least one fsync
+		// per tenant, at most one per push.
+		e.m.fsyncMin += float64(len(tenants))
+		e.m.fsync += float64(len(jobs))
+		e.m.burstPushes += float64(len(jobs))
+		e.m.burstQueries += float64(nq)
+	}
+
 	start := time.Now()
 	rounds := 0
 	for time.Since(start) < 2*time.Second && rounds < 40 {
@@ -688,7 +801,11 @@ func TestMetricsOracle(t *testing.T) {
 			case k < 9:
 				doQuery(e)
 			default:
-				flush(e)
+				if r.IntN(2) == 0 {
+					burst(e)
+				} else {
+					flush(e)
+				}
 			}
 		}
 		elapsed := time.Since(t0)
