@@ -556,9 +556,28 @@ func TestMetricsOracle(t *testing.T) {
 		case 9:
 			reject(e, "bad snappy", "protobuf", "bad_snappy", 400, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, h...)
 		case 10:
-			reject(e, "gzip bomb", "json", "decompressed_too_large", 413, gzipBytes([]byte(strings.Repeat(" ", int(e.srv.cfg.MaxDecompressed)+1))), append(h, "Content-Encoding", "gzip")...)
+			md := int(e.srv.cfg.MaxDecompressed)
+			switch r.IntN(4) {
+			case 0:
+				reject(e, "gzip bomb", "json", "decompressed_too_large", 413, gzipBytes([]byte(strings.Repeat(" ", md+1))), append(h, "Content-Encoding", "gzip")...)
+			case 1:
+				reject(e, "snappy bomb", "protobuf", "decompressed_too_large", 413, snappy.Encode(nil, make([]byte, md+1)), h...)
+			case 2:
+				reject(e, "gzipped snappy bomb", "protobuf", "decompressed_too_large", 413, gzipBytes(snappy.Encode(nil, make([]byte, md+1))), append(h, "Content-Encoding", "gzip")...)
+			default:
+				// Exactly the limit decompressed: within it, so the body
+				// is read, and found to be no JSON.
+				reject(e, "gzip at the limit", "json", "malformed", 400, gzipBytes([]byte(strings.Repeat(" ", md))), append(h, "Content-Encoding", "gzip")...)
+			}
 		case 11:
-			reject(e, "body too large", "jsonl", "body_too_large", 413, []byte(strings.Repeat(" ", int(e.srv.cfg.MaxBody)+1)), h...)
+			if r.IntN(2) == 0 {
+				reject(e, "body too large", "jsonl", "body_too_large", 413, []byte(strings.Repeat(" ", int(e.srv.cfg.MaxBody)+1)), h...)
+				return
+			}
+			// Exactly --max-body of blank JSON lines: a push of nothing.
+			code, resp := do(e, "body at the limit", "POST", "/api/v1/push/jsonl", []byte(strings.Repeat(" \n", int(e.srv.cfg.MaxBody)/2)), h...)
+			want("body at the limit", code, resp, 204)
+			e.m.push["jsonl"]++
 		case 12:
 			reject(e, "bad tenant", "json", "bad_tenant", 400, pushJSON(one(app, base, "x")), append(slices.Clone(e.auth), "X-Scope-OrgID", []string{"..", "a/b", "a b", strings.Repeat("x", 65)}[r.IntN(4)])...)
 		case 13:
