@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -106,6 +107,11 @@ func (e *oEnv) scrape(t *testing.T) scrape {
 		}
 		for _, s := range f.Samples {
 			sc.series[seriesKey(s)] = s.Value
+			// Counters and counts: never negative or NaN; counts whole.
+			isCount := f.Type == "histogram" && !strings.HasSuffix(s.Name, "_sum") || f.Type == "summary" && strings.HasSuffix(s.Name, "_count")
+			if (f.Type == "counter" || isCount) && !(s.Value >= 0) || isCount && s.Value != math.Trunc(s.Value) {
+				t.Errorf("%s: %s = %v", e.name, seriesKey(s), s.Value)
+			}
 			sc.types[s.Name] = f.Type
 			// Each label value is in the body as written escaped.
 			for _, l := range s.Labels {
