@@ -222,12 +222,8 @@ func (e *oEnv) compare(t *testing.T, before, after scrape, elapsed time.Duration
 	e.m = newMModel()
 }
 
-// oGen generates the random operations.
-type oGen struct {
-	r *rand.Rand
-	// maxLine of the server the line is for.
-	maxLine int
-}
+// oGen generates the random pushes.
+type oGen struct{ r *rand.Rand }
 
 // line is a random line of n bytes at most, valid UTF-8, with characters
 // JSON and the exposition must escape.
