@@ -416,7 +416,7 @@ func TestMetricsOracle(t *testing.T) {
 		e.unsynced = map[string]int{}
 	}
 
-	// req sends one request; the trace is printed on failure.
+	// do sends one request and records it in the trace printed on failure.
 	var trace []string
 	do := func(e *oEnv, what, method, path string, body []byte, hdr ...string) (int, string) {
 		t.Helper()
@@ -438,8 +438,8 @@ func TestMetricsOracle(t *testing.T) {
 		return append(h, more...)
 	}
 
-	// push sends streams in a random format; ok says the server must
-	// store them (the model is updated for a stored push).
+	// push sends streams in a random format; the server must store them
+	// (every entry within the limits, long lines cut on a truncating server).
 	push := func(e *oEnv, tenant string, streams []oStream) {
 		t.Helper()
 		var body []byte
