@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -113,6 +115,11 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 		if enc == nil {
 			s.queryErr(w, err)
 			return
+		}
+		// Lines are out, so no 504 can be sent: the error goes as the
+		// last line, and a timeout is still counted as one.
+		if errors.Is(err, context.DeadlineExceeded) {
+			s.met.rejected.WithLabelValues("query_timeout").Inc()
 		}
 		enc.Encode(map[string]string{"error": err.Error()})
 		return
