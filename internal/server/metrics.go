@@ -35,10 +35,8 @@ func newMetrics(s *Server) *metrics {
 		rejected: r.NewCounterVec("hay_rejected_total", "Rejected requests and truncated lines by reason.", "reason"),
 	}
 	r.NewGaugeFunc("hay_segments", "Segment files of all open tenants.", func() float64 {
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		n := 0
-		for _, t := range s.tenants {
+		for _, t := range s.openTenants() {
 			n += t.w.Stats().Segments
 		}
 		return float64(n)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,12 +261,24 @@ func (s *Server) StopTails() {
 
 // failed returns the first failure of an open tenant's store, if any.
 func (s *Server) failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name, t := range s.tenants {
+	for _, t := range s.openTenants() {
 		if err := t.w.Err(); err != nil {
-			return fmt.Errorf("tenant %s: %w", name, err)
+			return fmt.Errorf("tenant %s: %w", t.name, err)
 		}
 	}
 	return nil
+}
+
+// openTenants lists the open tenants' stores. Callers that then wait on
+// a store (its lock may be held through a flush) do so without s.mu, so
+// that no other tenant's request waits with them.
+func (s *Server) openTenants() []*tenantStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*tenantStore, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *tenantStore) int { return strings.Compare(a.name, b.name) })
+	return out
 }
