@@ -54,9 +54,15 @@ type Server struct {
 	met *metrics
 	sem chan struct{} // query slots
 
-	mu      sync.Mutex
-	tenants map[string]*tenantStore
-	closed  bool
+	mu           sync.Mutex
+	tenants      map[string]*tenantStore
+	closed       bool
+	tailsStopped bool // StopTails ran: a tenant opened now has its tails ended
+
+	// tails counts running live-tail handlers: Close waits for them to
+	// send what they hold and their shutdown message (a WebSocket is
+	// hijacked, so http.Server.Shutdown does not wait for it).
+	tails sync.WaitGroup
 
 	handler http.Handler
 }
@@ -190,6 +196,11 @@ func (s *Server) openTenant(name string, create bool) (*tenantStore, error) {
 		}
 	}
 	ts := &tenantStore{name: name, hub: newHub()}
+	if s.tailsStopped {
+		// A tail that was in flight when StopTails ran (say in a slow
+		// auth check) must end at once, not hold the shutdown.
+		ts.hub.close()
+	}
 	w, err := store.OpenWriter(dir, store.WriterOptions{
 		Options:  s.cfg.Store,
 		OnCommit: ts.hub.publish,
@@ -235,13 +246,24 @@ func (s *Server) OpenExisting() error {
 // in flight.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	s.closed = true
+	s.closed, s.tailsStopped = true, true
 	ts := s.tenants
 	s.tenants = map[string]*tenantStore{}
 	s.mu.Unlock()
+	for _, t := range ts {
+		t.hub.close()
+	}
+	// The tails send what they hold and their shutdown message; a client
+	// that does not read gets the tail's own write timeout.
+	done := make(chan struct{})
+	go func() { s.tails.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		s.log.Warn("live tails still running at shutdown; closing anyway")
+	}
 	var first error
 	for name, t := range ts {
-		t.hub.close()
 		if err := t.w.Close(); err != nil && first == nil {
 			first = fmt.Errorf("tenant %s: %w", name, err)
 		}
@@ -254,6 +276,7 @@ func (s *Server) Close() error {
 func (s *Server) StopTails() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tailsStopped = true
 	for _, t := range s.tenants {
 		t.hub.close()
 	}

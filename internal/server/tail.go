@@ -132,7 +132,8 @@ func (f *tailFilter) match(e *store.LabeledEntry) (string, bool) {
 	return e.Labels, true
 }
 
-// tailSetup resolves the tenant and subscribes; the caller unsubscribes.
+// tailSetup resolves the tenant and subscribes; the caller unsubscribes
+// and calls s.tails.Done.
 func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fold bool) (*tenantStore, *sub, *tailFilter, bool) {
 	tenant, ok := s.tenant(w, r)
 	if !ok {
@@ -150,6 +151,16 @@ func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fol
 		s.queryErr(w, err)
 		return nil, nil, nil, false
 	}
+	// Counted for Close, which waits for running tails; under s.mu so
+	// that no tail starts once Close waits.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.queryErr(w, &httpError{http.StatusServiceUnavailable, "shutting_down", "server is shutting down"})
+		return nil, nil, nil, false
+	}
+	s.tails.Add(1)
+	s.mu.Unlock()
 	return ts, ts.hub.subscribe(), &tailFilter{sel: sel, cache: map[string][]query.Label{}}, true
 }
 
@@ -306,6 +317,7 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer s.tails.Done()
 	defer ts.hub.unsubscribe(sb)
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -458,6 +470,7 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer s.tails.Done()
 	defer ts.hub.unsubscribe(sb)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
