@@ -186,15 +186,9 @@ type gsTail struct {
 	done         chan struct{}
 }
 
-// openWSTail opens /loki/api/v1/tail on tenant and reads it on a
-// goroutine until it ends.
-func openWSTail(t *testing.T, base, tenant string, start int64) *gsTail {
-	t.Helper()
-	return openWSTailQ(t, base, tenant, start, "0")
-}
-
-// openWSTailQ is openWSTail with delay_for (seconds).
-func openWSTailQ(t *testing.T, base, tenant string, start int64, delay string) *gsTail {
+// openWSTail opens /loki/api/v1/tail on tenant with delay_for (seconds)
+// and reads it on a goroutine until it ends.
+func openWSTail(t *testing.T, base, tenant string, start int64, delay string) *gsTail {
 	t.Helper()
 	tl := &gsTail{kind: "ws", tenant: tenant, done: make(chan struct{})}
 	u := "ws" + strings.TrimPrefix(base, "http") + "/loki/api/v1/tail?" + url.Values{
@@ -402,7 +396,10 @@ func TestServeGracefulStop(t *testing.T) {
 		start := time.Now().UnixNano()
 		var tails []*gsTail
 		for _, gt := range tenants {
-			tails = append(tails, openWSTail(t, srv.url, gt.name, start), openSSETail(t, srv.url, gt.name))
+			// delay_for holds entries back: at the stop the tail must
+			// still send them before its close.
+			delay := strconv.Itoa(rng.IntN(3))
+			tails = append(tails, openWSTail(t, srv.url, gt.name, start, delay), openSSETail(t, srv.url, gt.name))
 		}
 		since := map[string]int{}
 		for _, gt := range tenants {
