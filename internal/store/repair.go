@@ -81,18 +81,15 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		}
 		r := NewWALReader(data)
 		last := i == len(seqs)-1
-		if r.Prev >= 0 {
-			pl := int64(-1)
+		if checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart) != nil {
+			fixed := int64(0) // the predecessor is gone
 			if prevSeq+1 == seq {
-				pl = prevLen
+				fixed = max(prevLen, 0)
 			}
-			if checkWALLink(seq, r.Prev, pl, m.WALStart) != nil {
-				fixed := max(pl, 0)
-				if err := rewriteWALHeader(path, fixed); err != nil {
-					return nil, err
-				}
-				rp.act("%s: its header said the WAL file before it held %d bytes, now %d: rewritten (those bytes are lost)", name, r.Prev, fixed)
+			if err := rewriteWALHeader(path, fixed); err != nil {
+				return nil, err
 			}
+			rp.act("%s: its header said the WAL file before it held %d bytes, now %d: rewritten (those bytes are lost)", name, r.Prev, fixed)
 		}
 		if r.Short {
 			if last {

@@ -197,11 +197,7 @@ replay:
 			name := filepath.Join(walDir, filepath.Base(walPath(dir, seq)))
 			s.Damaged = append(s.Damaged, fmt.Errorf("%s: %w (damaged: its entries from there on and those of later WAL files are not read)", name, err))
 		}
-		pl := int64(-1)
-		if prevSeq+1 == seq {
-			pl = prevLen
-		}
-		if err := checkWALLink(seq, r.Prev, pl, m.WALStart); err != nil {
+		if err := checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart); err != nil {
 			seq-- // the predecessor is what is damaged
 			damaged(err)
 			break replay

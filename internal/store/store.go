@@ -187,11 +187,7 @@ func (s *Store) recover() error {
 		// else would have us drop acknowledged entries, those after it
 		// and those of every later file: refuse to open instead, naming
 		// the file.
-		pl := int64(-1)
-		if prevSeq+1 == seq {
-			pl = prevLen
-		}
-		if err := checkWALLink(seq, r.Prev, pl, m.WALStart); err != nil {
+		if err := checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart); err != nil {
 			return fmt.Errorf("%s: %w", walPath(s.dir, seq-1), errWALDamaged(err.Error()))
 		}
 		if !last && r.Short {

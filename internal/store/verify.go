@@ -134,12 +134,8 @@ func verifyWAL(dir string, m *Manifest) ([]Problem, error) {
 		last := i == len(seqs)-1
 		// Each header records its predecessor's length: a predecessor
 		// cut at a record boundary, or deleted, shows only here.
-		pl := int64(-1)
-		if prevSeq+1 == seq {
-			pl = prevLen
-		}
 		if !(prevSeq+1 == seq && unreadable) {
-			if err := checkWALLink(seq, r.Prev, pl, m.WALStart); err != nil {
+			if err := checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart); err != nil {
 				ps = append(ps, Problem{File: filepath.Join(walDir, filepath.Base(walPath(dir, seq-1))), Block: -1, Err: err, Damage: true})
 			}
 		}

@@ -312,14 +312,20 @@ func walHeaderFor(prev int64) []byte {
 	return h
 }
 
-// checkWALLink checks a WAL file's record of its predecessor (prev, from
-// its header; -1: none recorded) against that predecessor as found:
-// prevLen bytes long, or -1 when it is not there. A predecessor below
-// start (the manifest's WALStart) is covered by segments and may be gone.
-// The error names what is wrong with the predecessor, file seq-1.
-func checkWALLink(seq uint64, prev, prevLen int64, start uint64) error {
+// checkWALLink checks WAL file seq's record of its predecessor (prev,
+// from its header; -1: none recorded) against that predecessor as found.
+// lastSeq and lastLen are the file read before seq and its length
+// (lastLen -1: none); unless lastSeq is seq-1, the predecessor is not
+// there. A predecessor below start (the manifest's WALStart) is covered
+// by segments and may be gone. The error names what is wrong with the
+// predecessor, file seq-1.
+func checkWALLink(seq uint64, prev int64, lastSeq uint64, lastLen int64, start uint64) error {
 	if prev < 0 || seq == 0 || seq-1 < start {
 		return nil
+	}
+	prevLen := int64(-1)
+	if lastSeq+1 == seq {
+		prevLen = lastLen
 	}
 	switch {
 	case prevLen < 0 && prev == 0:
