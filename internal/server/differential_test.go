@@ -1143,17 +1143,7 @@ func (d *dtRun) metricQuery() {
 			if n == 0 {
 				continue
 			}
-			var v float64
-			switch fn {
-			case "count_over_time":
-				v = float64(n)
-			case "rate":
-				v = float64(n) / (float64(rng) / 1e9)
-			case "bytes_over_time":
-				v = float64(b)
-			case "bytes_rate":
-				v = float64(b) / (float64(rng) / 1e9)
-			}
+			v := oracleWindowValue(fn, n, b, rng)
 			if out[gk] == nil {
 				out[gk] = map[int64]*pt{}
 			}
@@ -1944,4 +1934,20 @@ func dtScenario(t *testing.T, seed uint64) int {
 	t.Logf("%d entries (%d in tenant other, %d in third), %d queries (%d with non-empty expected answers), %d HTTP requests compared",
 		len(d.data[DefaultTenant])+len(d.data["other"])+len(d.data["third"]), len(d.data["other"]), len(d.data["third"]), d.nQuery, d.nonEmpt, d.nReq)
 	return d.nReq
+}
+
+// oracleWindowValue is a range function's value over a window of rng
+// nanoseconds holding n entries of b line bytes.
+func oracleWindowValue(fn string, n, b, rng int64) float64 {
+	switch fn {
+	case "count_over_time":
+		return float64(n)
+	case "rate":
+		return float64(n) / (float64(rng) / 1e9)
+	case "bytes_over_time":
+		return float64(b)
+	case "bytes_rate":
+		return float64(b) / (float64(rng) / 1e9)
+	}
+	return 0
 }

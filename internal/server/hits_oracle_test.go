@@ -527,17 +527,7 @@ func hoMetric(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEnt
 			if n == 0 {
 				continue
 			}
-			var v float64
-			switch fn {
-			case "count_over_time":
-				v = float64(n)
-			case "rate":
-				v = float64(n) / (float64(rng) / 1e9)
-			case "bytes_over_time":
-				v = float64(b)
-			case "bytes_rate":
-				v = float64(b) / (float64(rng) / 1e9)
-			}
+			v := oracleWindowValue(fn, n, b, rng)
 			if groups[gk] == nil {
 				groups[gk] = map[int64]*acc{}
 			}
