@@ -169,6 +169,7 @@ func allDigits(s string) bool {
 func parseDurationParam(name, v string) (time.Duration, error) {
 	bad := badRequest("bad_param", "%s=%q: want a positive duration (30s, 5m) or seconds", name, v)
 	if whole, frac, _ := strings.Cut(v, "."); (whole != "" || frac != "") && allDigits(whole) && allDigits(frac) {
+		whole = strings.TrimLeft(whole, "0") // "0015" is 15 s
 		if len(whole) > 10 {
 			return 0, bad
 		}
