@@ -59,8 +59,8 @@ func RepairWAL(dir string) (*RepairReport, error) {
 	rp := &walRepair{dir: dir, rep: &RepairReport{}, streams: map[string]uint32{}}
 	for _, d := range m.Streams {
 		rp.streams[d.Labels] = d.ID
+		rp.defs = append(rp.defs, d)
 	}
-	rp.defined = len(m.Streams)
 	prevSeq, prevLen := uint64(0), int64(-1) // the file before, as left (-1: none)
 	cut := false                             // everything from here goes
 	for i, seq := range seqs {
@@ -82,10 +82,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		r := NewWALReader(data)
 		last := i == len(seqs)-1
 		if checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart) != nil {
-			fixed := int64(0) // the predecessor is gone
-			if prevSeq+1 == seq {
-				fixed = max(prevLen, 0)
-			}
+			fixed := max(lenBefore(seq, prevSeq, prevLen), 0) // 0: it is gone
 			if err := rewriteWALHeader(path, fixed); err != nil {
 				return nil, err
 			}
@@ -113,7 +110,8 @@ func RepairWAL(dir string) (*RepairReport, error) {
 				}
 				break // else a crash's torn tail: Open cuts it
 			}
-			if err := rp.check(b); err != nil {
+			if err := applyStreamDefs(rp.streams, &rp.defs, b); err != nil {
+				// A stream definition was lost with the damage.
 				why, cut = err.Error(), true
 				break
 			}
@@ -161,35 +159,11 @@ type walRepair struct {
 	dir     string
 	rep     *RepairReport
 	streams map[string]uint32
-	defined int
+	defs    []StreamDef
 }
 
 func (rp *walRepair) act(format string, args ...any) {
 	rp.rep.Actions = append(rp.rep.Actions, fmt.Sprintf(format, args...))
-}
-
-// check is Store.apply without the head: the batch's stream definitions
-// must continue the table, and its entries use defined streams.
-func (rp *walRepair) check(b *Batch) error {
-	for _, d := range b.Streams {
-		if old, ok := rp.streams[d.Labels]; ok {
-			if old != d.ID {
-				return fmt.Errorf("stream %s defined twice", d.Labels)
-			}
-			continue
-		}
-		if int(d.ID) != rp.defined {
-			return fmt.Errorf("stream id %d out of sequence (a definition before it was lost)", d.ID)
-		}
-		rp.streams[d.Labels] = d.ID
-		rp.defined++
-	}
-	for _, e := range b.Entries {
-		if int(e.Stream) >= rp.defined {
-			return fmt.Errorf("entry of stream %d, whose definition was lost", e.Stream)
-		}
-	}
-	return nil
 }
 
 // lostFound makes (once) the directory this repair moves things to.

@@ -241,35 +241,45 @@ func (s *Store) recover() error {
 	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {
 		return err
 	}
-	prev := int64(0)
-	if prevSeq+1 == next && prevLen >= 0 {
-		prev = prevLen
-	}
-	return s.startWAL(next, prev)
+	return s.startWAL(next, max(lenBefore(next, prevSeq, prevLen), 0))
 }
 
 // apply adds a batch read from the WAL to the in-memory state.
 func (s *Store) apply(b *Batch) error {
+	if err := applyStreamDefs(s.streams, &s.streamDef, b); err != nil {
+		return err
+	}
+	for _, e := range b.Entries {
+		s.head.add(e)
+	}
+	for _, src := range b.Sources {
+		s.sources[src.Key] = src
+	}
+	return nil
+}
+
+// applyStreamDefs adds b's stream definitions to a stream table (labels
+// to id, and the definitions in id order) as recovery replays them, and
+// checks that b's entries use defined streams. RepairWAL runs it too, to
+// find the records recovery would refuse.
+func applyStreamDefs(streams map[string]uint32, defs *[]StreamDef, b *Batch) error {
 	for _, d := range b.Streams {
-		if old, ok := s.streams[d.Labels]; ok {
+		if old, ok := streams[d.Labels]; ok {
 			if old != d.ID {
 				return fmt.Errorf("stream %s defined twice", d.Labels)
 			}
 			continue // already in the manifest
 		}
-		if int(d.ID) != len(s.streamDef) {
+		if int(d.ID) != len(*defs) {
 			return fmt.Errorf("stream id %d out of sequence", d.ID)
 		}
-		s.defineStream(d)
+		streams[d.Labels] = d.ID
+		*defs = append(*defs, d)
 	}
 	for _, e := range b.Entries {
-		if int(e.Stream) >= len(s.streamDef) {
+		if int(e.Stream) >= len(*defs) {
 			return fmt.Errorf("entry of undefined stream %d", e.Stream)
 		}
-		s.head.add(e)
-	}
-	for _, src := range b.Sources {
-		s.sources[src.Key] = src
 	}
 	return nil
 }
@@ -364,7 +374,6 @@ func readDirNames(dir string) ([]string, error) {
 	return names, nil
 }
 
-// startWAL creates WAL file seq and makes it current.
 // startWAL makes WAL file seq, whose predecessor (file seq-1) is prev
 // bytes long (0: none), and makes it the current one.
 func (s *Store) startWAL(seq uint64, prev int64) error {

@@ -323,10 +323,7 @@ func checkWALLink(seq uint64, prev int64, lastSeq uint64, lastLen int64, start u
 	if prev < 0 || seq == 0 || seq-1 < start {
 		return nil
 	}
-	prevLen := int64(-1)
-	if lastSeq+1 == seq {
-		prevLen = lastLen
-	}
+	prevLen := lenBefore(seq, lastSeq, lastLen)
 	switch {
 	case prevLen < 0 && prev == 0:
 		return nil
@@ -351,21 +348,12 @@ func (r *WALReader) Next() (*Batch, error) {
 		r.err = io.EOF
 		return nil, r.err
 	}
-	if len(rest) < recHeader {
-		return nil, r.fail("short record header")
+	payload, why := checkRecord(rest)
+	if why == whyBadLength {
+		why = fmt.Sprintf("%s %d", why, binary.LittleEndian.Uint32(rest[0:4]))
 	}
-	n := binary.LittleEndian.Uint32(rest[0:4])
-	if n == 0 || n > maxRecord {
-		return nil, r.fail(fmt.Sprintf("bad record length %d", n))
-	}
-	if uint64(len(rest)-recHeader) < uint64(n) {
-		return nil, r.fail("record past end of file")
-	}
-	payload := rest[recHeader : recHeader+int(n)]
-	crc := crc32.Update(0, castagnoli, rest[0:4])
-	crc = crc32.Update(crc, castagnoli, payload)
-	if crc != binary.LittleEndian.Uint32(rest[4:8]) {
-		return nil, r.fail("checksum mismatch")
+	if why != "" {
+		return nil, r.fail(why)
 	}
 	b, err := decodeBatch(payload)
 	if err != nil {
@@ -373,9 +361,34 @@ func (r *WALReader) Next() (*Batch, error) {
 		// by a different (buggy or newer) writer: stop here as well.
 		return nil, r.fail("bad payload: " + err.Error())
 	}
-	r.off += recHeader + int(n)
+	r.off += recHeader + len(payload)
 	r.Valid = int64(r.off)
 	return b, nil
+}
+
+const whyBadLength = "bad record length"
+
+// checkRecord checks the record at the start of rest, its length and
+// CRC-32C, and returns its payload, or why it is not a whole record (a
+// constant string: walDamaged calls it at every offset of a file).
+func checkRecord(rest []byte) (payload []byte, why string) {
+	if len(rest) < recHeader {
+		return nil, "short record header"
+	}
+	n := binary.LittleEndian.Uint32(rest[0:4])
+	if n == 0 || n > maxRecord {
+		return nil, whyBadLength
+	}
+	if uint64(len(rest)-recHeader) < uint64(n) {
+		return nil, "record past end of file"
+	}
+	payload = rest[recHeader : recHeader+int(n)]
+	crc := crc32.Update(0, castagnoli, rest[0:4])
+	crc = crc32.Update(crc, castagnoli, payload)
+	if crc != binary.LittleEndian.Uint32(rest[4:8]) {
+		return nil, "checksum mismatch"
+	}
+	return payload, ""
 }
 
 func (r *WALReader) fail(why string) error {
@@ -423,6 +436,16 @@ func (w *walWriter) sync() error {
 	return nil
 }
 
+// lenBefore is the length of WAL file seq-1 as found, given the file read
+// before seq and its length (lastLen -1: none): -1 when seq-1 is not
+// there.
+func lenBefore(seq, lastSeq uint64, lastLen int64) int64 {
+	if lastSeq+1 == seq {
+		return lastLen
+	}
+	return -1
+}
+
 // walDamaged reports whether the WAL file data, whose reader r stopped at
 // a bad record, is damaged rather than cut by a crash. A crash (or a
 // writer still appending, seen by a reader) leaves a partial record only
@@ -436,13 +459,7 @@ func walDamaged(data []byte, r *WALReader, last bool) bool {
 		return true
 	}
 	for off := r.off + 1; off+recHeader <= len(data); off++ {
-		n := binary.LittleEndian.Uint32(data[off:])
-		if n == 0 || n > maxRecord || uint64(len(data)-off-recHeader) < uint64(n) {
-			continue
-		}
-		crc := crc32.Update(0, castagnoli, data[off:off+4])
-		crc = crc32.Update(crc, castagnoli, data[off+recHeader:off+recHeader+int(n)])
-		if crc == binary.LittleEndian.Uint32(data[off+4:]) {
+		if _, why := checkRecord(data[off:]); why == "" {
 			return true
 		}
 	}
