@@ -266,6 +266,15 @@ func pipelineError(labels string) error {
 	return badRequest("pipeline_error", "pipeline error: '%s' for series: '%s'. Use a label filter to intentionally skip this error. (e.g | __error__!=\"%s\"). To skip all potential errors you can match empty errors.(e.g __error__=\"\"). The label filter can also be specified after unwrap. (e.g | unwrap latency | __error__=\"\" )", e, labels, e)
 }
 
+// minusRange is t-rng saturated at the earliest time: near it, t-rng
+// would wrap to the far future.
+func minusRange(t, rng int64) int64 {
+	if t < math.MinInt64+rng {
+		return math.MinInt64
+	}
+	return t - rng
+}
+
 func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64, steps []int64) ([]*series, error) {
 	if !isLogQuery(e.log) {
 		return nil, badRequest("bad_query", "%s wants a log query {...}, got %q", e.fn, e.log)
@@ -275,10 +284,7 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		return nil, err
 	}
 	rng := int64(e.rng)
-	sel.start, sel.end = start-rng+1, end
-	if start < math.MinInt64+rng { // start-rng+1 would wrap to the far future
-		sel.start = math.MinInt64
-	}
+	sel.start, sel.end = minusRange(start, rng)+1, end
 	type acc struct {
 		labels string
 		times  []int64
@@ -326,12 +332,8 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		labs, _ := ingest.ParseLabels(a.labels)
 		se := &series{labels: labs}
 		for _, t := range steps {
-			// Entries in (t-rng, t] (t-rng saturated: near the start of
-			// int64 time it would wrap to the far future).
-			from := t - rng
-			if t < math.MinInt64+rng {
-				from = math.MinInt64
-			}
+			// Entries in (t-rng, t].
+			from := minusRange(t, rng)
 			lo := sort.Search(len(times), func(i int) bool { return times[i] > from })
 			hi := sort.Search(len(times), func(i int) bool { return times[i] > t })
 			n := hi - lo

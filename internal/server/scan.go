@@ -53,14 +53,18 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 	infos := streamInfos(v)
 	// ords[p][b] is the store-order position of block b's first entry
 	// in part p: compaction keeps every entry's position, so ties
-	// ordered by it do not depend on where blocks are cut.
-	ords := make([][]int64, len(v.Parts))
-	var ord int64
-	for pi, p := range v.Parts {
-		ords[pi] = make([]int64, p.NumBlocks())
-		for bi := range ords[pi] {
-			ords[pi][bi] = ord
-			ord += int64(p.BlockMeta(bi).Entries)
+	// ordered by it do not depend on where blocks are cut. Only the
+	// ordered scan (topK) orders ties.
+	var ords [][]int64
+	if opt.byTime != 0 {
+		ords = make([][]int64, len(v.Parts))
+		var ord int64
+		for pi, p := range v.Parts {
+			ords[pi] = make([]int64, p.NumBlocks())
+			for bi := range ords[pi] {
+				ords[pi][bi] = ord
+				ord += int64(p.BlockMeta(bi).Entries)
+			}
 		}
 	}
 	type task struct {
@@ -204,7 +208,10 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		stop := false
 		for j, k := range t.hits {
 			id := b.Streams[k]
-			h = hit{Time: b.Times[k], Stream: id, Labels: infos[id].text, Line: b.Line(int(k)), Ord: ords[t.ref.Part][t.ref.Block] + int64(k)}
+			h = hit{Time: b.Times[k], Stream: id, Labels: infos[id].text, Line: b.Line(int(k))}
+			if ords != nil {
+				h.Ord = ords[t.ref.Part][t.ref.Block] + int64(k)
+			}
 			if extract {
 				h.Labels = t.labels[j]
 			}
