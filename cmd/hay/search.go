@@ -202,16 +202,7 @@ func searchCommand(args []string) error {
 	}
 
 	// Segments wholly outside --since/--until are not even opened.
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	if q.SinceSet {
-		lo = q.Since
-	}
-	if q.UntilSet {
-		hi = q.Until - 1
-		if q.Until == math.MinInt64 {
-			lo, hi = math.MinInt64+1, math.MinInt64 // nothing: open no segment
-		}
-	}
+	lo, hi := q.Bounds()
 	snap, err := store.OpenSnapshotRange(*data, lo, hi)
 	if err != nil {
 		return err

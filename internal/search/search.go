@@ -117,6 +117,23 @@ const (
 	Newest              // the exact reverse of Oldest (see Order in the package doc)
 )
 
+// Bounds is the inclusive range of times q admits, from Since, Until and
+// their Set flags; first > last when it admits none (an Until at the
+// earliest time).
+func (q *Query) Bounds() (first, last int64) {
+	first, last = q.Since, math.MaxInt64
+	if q.Since == 0 && !q.SinceSet {
+		first = math.MinInt64
+	}
+	if q.Until != 0 || q.UntilSet {
+		if q.Until == math.MinInt64 {
+			return math.MinInt64 + 1, math.MinInt64
+		}
+		last = q.Until - 1
+	}
+	return first, last
+}
+
 // Query says what to search for and how to deliver it.
 type Query struct {
 	// Pattern is a literal (grep -F); empty matches every entry. Fold
@@ -416,17 +433,8 @@ func (e *exec) report() {
 func newExec(parts []store.Part, q Query) (*exec, error) {
 	// last is the latest time that matches: no bound means every time,
 	// math.MaxInt64 included.
-	last := int64(math.MaxInt64)
-	if q.Until != 0 || q.UntilSet {
-		last = q.Until - 1
-	}
-	if q.Since == 0 && !q.SinceSet {
-		q.Since = math.MinInt64
-	}
-	if (q.Until != 0 || q.UntilSet) && q.Until == math.MinInt64 {
-		// Before the earliest time: an empty range (Since > last).
-		q.Since, last = math.MinInt64+1, math.MinInt64
-	}
+	var last int64
+	q.Since, last = q.Bounds()
 	if q.Before < 0 || q.After < 0 || q.Limit < 0 {
 		return nil, errors.New("search: negative context or limit")
 	}

@@ -36,7 +36,7 @@ type Auth struct {
 	creds []credential
 
 	mu       sync.Mutex
-	accepted map[[32]byte]bool // bcrypt checks passed, by acceptKey
+	accepted map[[32]byte]bool // bcrypt checks passed, by SHA-256 of kind, user, secret and hash
 }
 
 type credential struct {
