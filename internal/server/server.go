@@ -177,6 +177,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// errShuttingDown answers a request that needs a store once Close began.
+var errShuttingDown = &httpError{http.StatusServiceUnavailable, "shutting_down", "server is shutting down"}
+
 // openTenant returns the tenant's store, opening it on first use. Without
 // create, a tenant that has no directory yet returns nil, nil: it has no
 // data, and a query must not create directories.
@@ -184,7 +187,7 @@ func (s *Server) openTenant(name string, create bool) (*tenantStore, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, &httpError{http.StatusServiceUnavailable, "shutting_down", "server is shutting down"}
+		return nil, errShuttingDown
 	}
 	if ts, ok := s.tenants[name]; ok {
 		return ts, nil

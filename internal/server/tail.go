@@ -156,7 +156,7 @@ func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fol
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.queryErr(w, &httpError{http.StatusServiceUnavailable, "shutting_down", "server is shutting down"})
+		s.queryErr(w, errShuttingDown)
 		return nil, nil, nil, false
 	}
 	s.tails.Add(1)
