@@ -59,14 +59,7 @@ import (
 // HAY_CONC_SEED replays a run's choices (timing still varies);
 // HAY_CONC_SECONDS sets how long the pushers run (default 6).
 func TestConcurrentReaders(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_CONC_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("HAY_CONC_SEED=%q", v)
-		}
-		seed = n
-	}
+	seed := envSeed(t, "HAY_CONC_SEED")
 	secs := 6.0
 	if v := os.Getenv("HAY_CONC_SECONDS"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)

@@ -84,14 +84,7 @@ import (
 // HAY_CORRUPT_CASES=N sets the number of cases, HAY_CORRUPT_KEEP=DIR keeps
 // every failing case's damaged store under DIR.
 func TestCorruptStore(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_CORRUPT_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("HAY_CORRUPT_SEED: %v", err)
-		}
-		seed = n
-	}
+	seed := envSeed(t, "HAY_CORRUPT_SEED")
 	cases := envInt(t, "HAY_CORRUPT_CASES", 100)
 	only := -1
 	if v := os.Getenv("HAY_CORRUPT_CASE"); v != "" {

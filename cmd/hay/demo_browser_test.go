@@ -55,6 +55,21 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
+// envSeed is a random seed for a randomized test, or the one the
+// environment variable name gives, to replay a failure.
+func envSeed(t *testing.T, name string) uint64 {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want an unsigned integer", name, v)
+	}
+	return n
+}
+
 // pageRequest returns the URL (relative to the server) of the page's
 // request to the API endpoint ep ("search", "hits", "facets"), from the
 // Performance API's resource entries.

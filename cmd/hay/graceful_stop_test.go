@@ -30,14 +30,7 @@ import (
 // (the moments still depend on timing).
 func gsSeed(t *testing.T) uint64 {
 	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_STOP_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("HAY_STOP_SEED=%q", v)
-		}
-		seed = n
-	}
+	seed := envSeed(t, "HAY_STOP_SEED")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("seed %d: HAY_STOP_SEED=%d replays the choices", seed, seed)

@@ -560,13 +560,7 @@ type diffFile struct {
 }
 
 func TestIngestDiff(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_INGEST_DIFF_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("HAY_INGEST_DIFF_SEED=%q: %v", v, err)
-		}
-	}
+	seed := envSeed(t, "HAY_INGEST_DIFF_SEED")
 	t.Logf("seed %d (rerun with HAY_INGEST_DIFF_SEED=%d)", seed, seed)
 	g := &diffGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: time.Now()}
 	dir := t.TempDir()

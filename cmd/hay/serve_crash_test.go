@@ -142,14 +142,7 @@ type crashState struct {
 // run's choices (the kill moments still depend on timing);
 // HAY_CRASH_ROUNDS sets the number of kills (default 12).
 func TestServeCrashCompact(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_CRASH_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("HAY_CRASH_SEED=%q", v)
-		}
-		seed = n
-	}
+	seed := envSeed(t, "HAY_CRASH_SEED")
 	rounds := 12
 	if v := os.Getenv("HAY_CRASH_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)

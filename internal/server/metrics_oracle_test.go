@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -371,13 +370,7 @@ func truncated(line string, maxLine int) string {
 }
 
 func TestMetricsOracle(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_METRICS_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("HAY_METRICS_SEED=%q: %v", v, err)
-		}
-	}
+	seed := envSeed(t, "HAY_METRICS_SEED")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("reproduce with HAY_METRICS_SEED=%d", seed)

@@ -513,13 +513,7 @@ func pgPace(w *pgWatch) func(int) {
 // server without compaction, one more tenant is paged while a push before
 // each request flushes the head (entries outside the window).
 func TestPagingWhileMerging(t *testing.T) {
-	seed := rand.Uint64()
-	if v := os.Getenv("HAY_PAGING_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("HAY_PAGING_SEED=%q: %v", v, err)
-		}
-	}
+	seed := envSeed(t, "HAY_PAGING_SEED")
 	t.Logf("seed %d (rerun with HAY_PAGING_SEED=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 0x70a61e))
 	fail := func(format string, args ...any) {

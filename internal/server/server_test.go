@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +247,19 @@ func wantStatus(t *testing.T, what string, code int, body string, want int) {
 	if code != want {
 		t.Fatalf("%s: status %d, want %d: %s", what, code, want, body)
 	}
+}
+
+// envSeed is a random seed for a randomized test, or the one the
+// environment variable name gives, to replay a failure.
+func envSeed(t *testing.T, name string) uint64 {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want an unsigned integer", name, v)
+	}
+	return n
 }
