@@ -95,7 +95,18 @@ func rxLines(r *rand.Rand, n int) [][]byte {
 		case 2:
 			s += "\r"
 		case 3:
-			s = s[:min(len(s), r.IntN(4))]
+			s = s[:min(len(s), r.IntN(6))]
+		}
+		if i%2000 == 1000 {
+			// An entry longer than 64 KiB of text (indexed: its grams
+			// repeat), rolled through the writer's chunks: the words
+			// around each 64 KiB boundary must be found.
+			var long strings.Builder
+			for long.Len() < 150<<10 {
+				long.WriteString(rxVariant(r, rxWords[r.IntN(len(rxWords))]))
+				long.WriteString(seps[r.IntN(len(seps))])
+			}
+			s = long.String()
 		}
 		if i%500 == 250 {
 			// An entry of random bytes around the words: more distinct
@@ -632,6 +643,18 @@ func TestRegexIndexOracle(t *testing.T) {
 			}
 			for range n {
 				queries = append(queries, rxGenQuery(t, r, c.lines))
+			}
+			// Needles across the writer's 64 KiB chunks of a long entry
+			// (which start 3 bytes in: the first gram's first 3 bytes
+			// come before them).
+			for _, l := range c.lines {
+				for b := 3 + 1<<16; len(l) > 150<<10 && b+8 < len(l); b += 1 << 16 {
+					for _, d := range []int{-3, -1, 0, 1, 3} {
+						p := l[b+d-4 : b+d+4]
+						f := rxFilter{op: query.FilterContains, vals: []string{string(p)}}
+						queries = append(queries, rxQuery{src: fmt.Sprintf("pattern %q", p), pattern: p, filters: []rxFilter{f}})
+					}
+				}
 			}
 			var pruning, matching int
 			for _, q := range queries {
