@@ -167,8 +167,8 @@ func diskfullCheckStore(t *testing.T, what, dir string, want []byte, whole bool)
 // segment or the manifest as often as the WAL. (With larger heads a WAL
 // file fills up with records first; see /work/notes/enospc-findings.md.)
 func TestDiskFullIngest(t *testing.T) {
-	input, want := genInput(t, 4<<20)
 	mnt := diskfullMount(t, 24<<20)
+	input, want := genInput(t, 4<<20)
 	free := []int64{0, 200 << 10, 1100 << 10, 1900 << 10, 2100 << 10, 2200 << 10, 2300 << 10, 2600 << 10, 3000 << 10, 3400 << 10}
 	failed := 0
 	for i, f := range free {
@@ -202,8 +202,8 @@ func TestDiskFullIngest(t *testing.T) {
 // answers as before, hay verify finds no damage, and no temp file stays
 // in segments/. After the space is freed hay compact finishes.
 func TestDiskFullCompact(t *testing.T) {
-	input, want := genInput(t, 4<<20)
 	mnt := diskfullMount(t, 24<<20)
+	input, want := genInput(t, 4<<20)
 	base := filepath.Join(mnt, "base")
 	if stderr, code := diskfullRun(t, "ingest", "--data", base, "--head-bytes", "1000000", input); code != 0 {
 		t.Fatalf("ingest: exit %d\n%s", code, stderr)
