@@ -193,6 +193,10 @@ func (w *Writer) commit(group []*appendReq) error {
 		if w.opt.OnSync != nil {
 			w.opt.OnSync(time.Since(t))
 		}
+		if err == nil {
+			// An fsync into a removed directory succeeds too.
+			err = w.s.CheckDir()
+		}
 	}
 	if err != nil {
 		w.mu.Lock()

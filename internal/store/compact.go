@@ -496,12 +496,20 @@ func mergeSegments(ctx context.Context, dir string, opt segment.Options, run []S
 	return out, nil
 }
 
+// sourceError is a segment Compact could not read (as opposed to a
+// failure to write the new one).
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
 // copySegment adds every entry of segment sm to w, using b as scratch.
+// A failure to read sm is a *sourceError.
 func copySegment(ctx context.Context, dir string, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
 	rel := filepath.Join(segDir, sm.Name)
 	r, err := segment.Open(filepath.Join(dir, rel))
 	if err != nil {
-		return fmt.Errorf("compact %s: %w", rel, err)
+		return &sourceError{fmt.Errorf("compact %s: %w", rel, err)}
 	}
 	defer r.Close()
 	var entries, raw int64
@@ -510,19 +518,19 @@ func copySegment(ctx context.Context, dir string, w *segment.Writer, sm SegmentM
 			return err
 		}
 		if err := r.ReadBlock(i, b); err != nil {
-			return fmt.Errorf("compact %s: %w", rel, err)
+			return &sourceError{fmt.Errorf("compact %s: %w", rel, err)}
 		}
 		for k := range b.Len() {
 			if err := w.Add(b.Entry(k)); err != nil {
-				return fmt.Errorf("compact %s: %w", rel, err)
+				return err // names the file written and the cause
 			}
 		}
 		entries += int64(b.Len())
 		raw += int64(len(b.Data))
 	}
 	if entries != sm.Entries || raw != sm.RawBytes {
-		return fmt.Errorf("compact %s: %d entries of %d bytes, the manifest says %d of %d",
-			rel, entries, raw, sm.Entries, sm.RawBytes)
+		return &sourceError{fmt.Errorf("compact %s: %d entries of %d bytes, the manifest says %d of %d",
+			rel, entries, raw, sm.Entries, sm.RawBytes)}
 	}
 	return nil
 }
@@ -554,7 +562,10 @@ func (c writerSteps) swap(runs [][]SegmentMeta, out []SegmentMeta) (bool, error)
 
 func (c writerSteps) unreadable(runs [][]SegmentMeta, errs []error) {
 	for k, err := range errs {
-		if err != nil {
+		// Only a segment that could not be read is left out; a failed
+		// write (a full disk) is retried at the next call.
+		var se *sourceError
+		if errors.As(err, &se) {
 			for _, sm := range runs[k] {
 				c.w.compactSkip[sm.Name] = true
 			}
@@ -577,6 +588,7 @@ func (w *Writer) compactPlan(opt CompactOptions, pl *compactPlan) ([][]SegmentMe
 		return nil, 0, ErrWriterClosed
 	}
 	if err := w.s.wait(); err != nil {
+		w.failed = err // /ready and the next push say so at once
 		return nil, 0, err
 	}
 	// Segments that failed to read before join no run: they stay as they
@@ -603,6 +615,7 @@ func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) (swapped b
 		return false, ErrWriterClosed
 	}
 	if err := w.s.wait(); err != nil {
+		w.failed = err
 		return false, err
 	}
 	swapped, err = swapManifest(w.s, runs, out)

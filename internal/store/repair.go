@@ -197,7 +197,8 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(lf, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, walFileMode)
+	path := filepath.Join(lf, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, walFileMode)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,12 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		// No half copy that looks like one: the file is not cut yet.
+		os.Remove(path)
+		return fmt.Errorf("copy %s to lost+found before cutting it: %w (it needs %d bytes free; nothing was changed, run the repair again once there is room)", name, err, len(data))
+	}
+	return nil
 }
 
 // rewriteWALHeader sets the predecessor length in the version 2 header of

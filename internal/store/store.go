@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,10 +55,11 @@ type Options struct {
 // Store is a data directory open for writing. It is not safe for
 // concurrent use; readers use OpenSnapshot, which needs no lock.
 type Store struct {
-	dir  string
-	opt  Options
-	lock *os.File
-	man  *Manifest // last written manifest
+	dir     string
+	dirInfo os.FileInfo // dir when opened, for CheckDir
+	opt     Options
+	lock    *os.File
+	man     *Manifest // last written manifest
 
 	streams   map[string]uint32 // labels -> id
 	streamDef []StreamDef       // all, in id order
@@ -101,7 +103,13 @@ func Open(dir string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	dirInfo, err := os.Stat(dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	s := &Store{
+		dirInfo:  dirInfo,
 		dir:      dir,
 		opt:      opt,
 		lock:     lock,
@@ -401,6 +409,25 @@ func (s *Store) startWAL(seq uint64, prev int64) error {
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
 
+// CheckDir fails when the data directory was removed or replaced while
+// the store is open: the WAL file it appends to then has no name (or not
+// the one a restart reads), and whatever is written to it is lost at the
+// next restart, so it must not be acknowledged.
+func (s *Store) CheckDir() error {
+	fi, err := s.wal.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat wal: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 0 {
+		return fmt.Errorf("%s: removed while in use: the data directory %s was deleted or moved", walPath(s.dir, s.wal.seq), s.dir)
+	}
+	di, err := os.Stat(s.dir)
+	if err != nil || !os.SameFile(di, s.dirInfo) {
+		return fmt.Errorf("data directory %s was removed or replaced while in use", s.dir)
+	}
+	return nil
+}
+
 // Stream returns the id of the stream with canonical labels, defining a
 // new one if needed. A new definition is written to the WAL with the next
 // Append, so it is durable exactly when its first entries are.
@@ -439,9 +466,23 @@ func (s *Store) Append(b *Batch) error {
 		return nil
 	}
 	b.Streams = s.pending
+	size := s.wal.size
 	_, err := s.wal.write(b)
 	b.Streams = nil
 	if err != nil {
+		// Part of the record may be in the file (ENOSPC mid-write): cut
+		// it off, which needs no free space; the batch is refused and
+		// the next one may find room. If the cut fails too, accept
+		// nothing more: above all Close must not start another WAL file
+		// after this one, where the partial record would no longer be
+		// the last file's torn tail, which Open cuts, but damage Open
+		// refuses.
+		if terr := s.wal.truncate(size); terr != nil {
+			if s.err == nil {
+				s.err = fmt.Errorf("store: %w; nothing more is written until the data directory is opened again (what was stored before stays)", errors.Join(err, terr))
+			}
+			return s.err
+		}
 		return err
 	}
 	s.pending = nil
@@ -597,6 +638,13 @@ func (s *Store) wait() error {
 	}
 	j := s.job
 	<-j.done
+	if j.err != nil {
+		// Keep the job: its blocks are in no segment, yet acknowledged
+		// (they are in the WAL, and the next Open recovers them), so a
+		// Writer's views must go on showing them. s.err makes every
+		// later wait return before reaching it again.
+		return s.fail(j.err)
+	}
 	s.job = nil
 	if j.man != nil {
 		s.man = j.man
@@ -604,9 +652,6 @@ func (s *Store) wait() error {
 	if !s.shared {
 		// The flushed head's blocks take the next head's entries.
 		s.head.recycle(j.blocks)
-	}
-	if j.err != nil {
-		return s.fail(j.err)
 	}
 	return nil
 }

@@ -425,6 +425,19 @@ func (w *walWriter) write(b *Batch) (int, error) {
 	return n, nil
 }
 
+// truncate cuts the file back to size after a failed write.
+func (w *walWriter) truncate(size int64) error {
+	if err := w.f.Truncate(size); err != nil {
+		return fmt.Errorf("cut a partial wal record: %w", err)
+	}
+	if _, err := w.f.Seek(size, io.SeekStart); err != nil {
+		return err
+	}
+	w.unsynced -= w.size - size
+	w.size = size
+	return nil
+}
+
 func (w *walWriter) sync() error {
 	if w.unsynced == 0 {
 		return nil
