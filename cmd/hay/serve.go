@@ -73,7 +73,9 @@ func runServe(args []string) error {
 	fs.Var(byteSizeFlag{&maxLine}, "max-line", "largest line")
 	linePolicy := fs.String("line-policy", "reject", "a line over --max-line: reject (the push, naming the entry) or truncate (with a marker)")
 	queryTimeout := fs.Duration("query-timeout", 30*time.Second, "a query running longer gets 504")
-	maxQueries := fs.Int("max-concurrent-queries", 2*runtime.GOMAXPROCS(0), "queries at once; more get 429 with Retry-After")
+	maxQueries := fs.Int("max-concurrent-queries", 2*runtime.GOMAXPROCS(0), "queries run at once; more wait in a queue (--query-queue-wait)")
+	queueWait := fs.Duration("query-queue-wait", 5*time.Second, "how long a query waits for a slot before it gets 429 with Retry-After (0: 429 at once)")
+	maxQueued := fs.Int("max-queued-queries", 100, "queries waiting for a slot at once; more get 429 at once")
 	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
@@ -104,6 +106,8 @@ func runServe(args []string) error {
 		TruncateLines:        *linePolicy == "truncate",
 		QueryTimeout:         *queryTimeout,
 		MaxConcurrentQueries: *maxQueries,
+		QueryQueueWait:       queueWaitConfig(*queueWait),
+		MaxQueuedQueries:     *maxQueued,
 		RejectOlderThan:      *older,
 		RejectNewerThan:      *newer,
 		MaxLabels:            *maxLabels,
@@ -183,4 +187,13 @@ func serveUntil(ctx context.Context, srv *server.Server, ln net.Listener, logger
 		return fmt.Errorf("shutdown: %w", serr)
 	}
 	return nil
+}
+
+// queueWaitConfig maps --query-queue-wait to server.Config, where 0 means
+// the default and a negative wait means none.
+func queueWaitConfig(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

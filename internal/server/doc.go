@@ -16,7 +16,7 @@
 //
 //	GET  /ready, /health                      200 when serving (/ready: 503 once a tenant's store has failed)
 //	GET  /metrics                             Prometheus metrics
-//	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); gzip Content-Encoding for both
+//	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); Content-Encoding gzip, deflate or snappy for both
 //	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"..."} (ts optional: now)
 //	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
@@ -63,8 +63,10 @@
 // --max-line (400 naming the entry, or cut to the limit with the marker
 // "…[truncated]" under --line-policy=truncate), timestamps outside
 // [now - --reject-older-than, now + --reject-newer-than] (400), more than
-// --max-labels labels (400), a query over --query-timeout (504), more than
-// --max-concurrent-queries queries at once (429 with Retry-After: 1).
+// --max-labels labels (400), a query over --query-timeout (504). At most
+// --max-concurrent-queries queries run at once; more wait for a slot, as
+// Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
+// 1), and beyond --max-queued-queries waiting they get 429 at once.
 //
 // # Tenants and auth
 //

@@ -124,7 +124,7 @@ func TestTruncateLines(t *testing.T) {
 }
 
 func TestQueryCapAndTimeout(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.MaxConcurrentQueries = 2 })
+	e := newEnv(t, func(c *Config) { c.MaxConcurrentQueries = 2; c.QueryQueueWait = 50 * time.Millisecond })
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base, "a"))
 	e.srv.sem <- struct{}{}
 	e.srv.sem <- struct{}{}
@@ -223,4 +223,50 @@ func httpNewRequest(user, pass string) (string, error) {
 	}
 	req.SetBasicAuth(user, pass)
 	return req.Header.Get("Authorization"), nil
+}
+
+// TestQueryQueue: a query over the concurrency cap waits for a slot (as
+// Loki queues a dashboard's burst) and runs when one frees; past the
+// queue's length it is answered 429 at once, without waiting.
+func TestQueryQueue(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.MaxConcurrentQueries = 1
+		c.QueryQueueWait = 10 * time.Second
+		c.MaxQueuedQueries = 1
+	})
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base, "a"))
+	req := fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="x"}`), base-1, base+10)
+	e.srv.sem <- struct{}{} // the one slot is busy
+	done := make(chan int)
+	go func() {
+		code, _ := e.get(req)
+		done <- code
+	}()
+	// Wait until that query is queued, then a second one finds the queue
+	// full.
+	for deadline := time.Now().Add(5 * time.Second); e.srv.queued.Load() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first query never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t0 := time.Now()
+	if code, body := e.get(req); code != 429 || !strings.Contains(body, "too many concurrent queries") {
+		t.Errorf("queue full: %d %s, want 429", code, body)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("queue full: answered after %s, want at once", d)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("queued query answered %d while the slot was still busy", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	<-e.srv.sem // the slot frees: the queued query runs
+	if code := <-done; code != 200 {
+		t.Errorf("queued query: %d, want 200", code)
+	}
+	if n := e.srv.queued.Load(); n != 0 {
+		t.Errorf("%d queries still counted as queued", n)
+	}
 }

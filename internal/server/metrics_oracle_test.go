@@ -393,6 +393,7 @@ func TestMetricsOracle(t *testing.T) {
 		c.RejectOlderThan = time.Hour
 		c.RejectNewerThan = time.Minute
 		c.MaxConcurrentQueries = 2
+		c.QueryQueueWait = -1 // over the cap: 429 at once
 	}), auth: []string{"Authorization", "Bearer s3cret"}, tenants: []string{DefaultTenant, "team-a", "t-2"}}
 	b := &oEnv{name: "B", testEnv: newEnv(t, func(c *Config) {
 		c.MaxBody = 8192

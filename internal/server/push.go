@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,32 +70,67 @@ func (s *Server) readBody(r *http.Request, snappyBlock bool) ([]byte, error) {
 		if err != nil {
 			return nil, badRequest("bad_gzip", "gzip body: %v; nothing was stored", err)
 		}
-		out, err := io.ReadAll(io.LimitReader(zr, s.cfg.MaxDecompressed+1))
-		if err != nil {
-			return nil, badRequest("bad_gzip", "gzip body: %v; nothing was stored", err)
+		if raw, err = s.readDecompressed(zr, "gzip"); err != nil {
+			return nil, err
 		}
-		if int64(len(out)) > s.cfg.MaxDecompressed {
-			return nil, &httpError{http.StatusRequestEntityTooLarge, "decompressed_too_large", fmt.Sprintf("decompressed body exceeds the limit of %d bytes; nothing was stored", s.cfg.MaxDecompressed)}
+	case "deflate":
+		// HTTP's deflate is a zlib stream (RFC 9110), but some clients
+		// send bare deflate data, which Loki accepts too.
+		var zr io.Reader
+		if z, err := zlib.NewReader(bytes.NewReader(raw)); err == nil {
+			zr = z
+		} else {
+			zr = flate.NewReader(bytes.NewReader(raw))
 		}
-		raw = out
+		if raw, err = s.readDecompressed(zr, "deflate"); err != nil {
+			return nil, err
+		}
+	case "snappy":
+		// Grafana Alloy's loki.write and Vector's loki sink label their
+		// snappy-compressed protobuf pushes so; the body is then the
+		// snappy block the protobuf format has anyway. A JSON body with
+		// this header is a snappy block too.
+		if !snappyBlock {
+			return s.decodeSnappy(raw)
+		}
 	default:
-		return nil, &httpError{http.StatusUnsupportedMediaType, "bad_encoding", fmt.Sprintf("unsupported Content-Encoding %q (gzip or none); nothing was stored", enc)}
+		return nil, &httpError{http.StatusUnsupportedMediaType, "bad_encoding", fmt.Sprintf("unsupported Content-Encoding %q (gzip, deflate, snappy or none); nothing was stored", enc)}
 	}
 	if snappyBlock {
-		n, err := snappy.DecodedLen(raw)
-		if err != nil {
-			return nil, badRequest("bad_snappy", "snappy body: %v; nothing was stored", err)
-		}
-		if int64(n) > s.cfg.MaxDecompressed {
-			return nil, &httpError{http.StatusRequestEntityTooLarge, "decompressed_too_large", fmt.Sprintf("decompressed body (%d bytes) exceeds the limit of %d bytes; nothing was stored", n, s.cfg.MaxDecompressed)}
-		}
-		out, err := snappy.Decode(nil, raw)
-		if err != nil {
-			return nil, badRequest("bad_snappy", "snappy body: %v; nothing was stored", err)
-		}
-		raw = out
+		return s.decodeSnappy(raw)
 	}
 	return raw, nil
+}
+
+// readDecompressed reads a decompressing reader to its end, within
+// MaxDecompressed bytes.
+func (s *Server) readDecompressed(zr io.Reader, name string) ([]byte, error) {
+	out, err := io.ReadAll(io.LimitReader(zr, s.cfg.MaxDecompressed+1))
+	if err != nil {
+		return nil, badRequest("bad_"+name, "%s body: %v; nothing was stored", name, err)
+	}
+	if int64(len(out)) > s.cfg.MaxDecompressed {
+		return nil, &httpError{http.StatusRequestEntityTooLarge, "decompressed_too_large", fmt.Sprintf("decompressed body exceeds the limit of %d bytes; nothing was stored", s.cfg.MaxDecompressed)}
+	}
+	return out, nil
+}
+
+// decodeSnappy decodes a snappy block (not the framed stream format)
+// within MaxDecompressed bytes; the size is read from the block's header
+// before anything is allocated.
+func (s *Server) decodeSnappy(raw []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(raw)
+	if err != nil {
+		return nil, badRequest("bad_snappy", "snappy body: %v; nothing was stored", err)
+	}
+	if int64(n) > s.cfg.MaxDecompressed {
+		return nil, &httpError{http.StatusRequestEntityTooLarge, "decompressed_too_large", fmt.Sprintf("decompressed body (%d bytes) exceeds the limit of %d bytes; nothing was stored", n, s.cfg.MaxDecompressed)}
+	}
+	out, err := snappy.Decode(nil, raw)
+	if err != nil {
+		return nil, badRequest("bad_snappy", "snappy body: %v; nothing was stored", err)
+	}
+	return out, nil
 }
 
 // decodePushJSON decodes Loki's JSON push body:

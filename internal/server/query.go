@@ -20,22 +20,20 @@ import (
 	"haystack/internal/store"
 )
 
-// query wraps a read endpoint: the concurrent query cap (429 with
-// Retry-After when full), the query timeout, the tenant's store (nil when
-// the tenant has no data yet) and the latency metric.
+// query wraps a read endpoint: the concurrent query cap (a bounded wait
+// for a slot, then 429 with Retry-After), the query timeout, the tenant's
+// store (nil when the tenant has no data yet) and the latency metric.
 func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *tenantStore)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		defer func() { s.met.queryDur.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
-		select {
-		case s.sem <- struct{}{}:
-			defer func() { <-s.sem }()
-		default:
+		if !s.acquireSlot(r.Context()) {
 			s.met.rejected.WithLabelValues("too_many_queries").Inc()
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d); retry shortly", s.cfg.MaxConcurrentQueries))
+			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d, waited %s); retry shortly", s.cfg.MaxConcurrentQueries, max(s.cfg.QueryQueueWait, 0)))
 			return
 		}
+		defer func() { <-s.sem }()
 		if r.Method == http.MethodPost {
 			// Loki accepts its query endpoints as POST forms too: read the
 			// form (bounded) into the query string the handlers read.
@@ -59,6 +57,35 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 		defer cancel()
 		h(w, r.WithContext(ctx), ts)
 	})
+}
+
+// acquireSlot takes one of the MaxConcurrentQueries slots, waiting up to
+// QueryQueueWait in a queue of at most MaxQueuedQueries (or until the
+// client goes away). It reports whether it got one; the caller then
+// gives it back with <-s.sem.
+func (s *Server) acquireSlot(ctx context.Context) bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+	}
+	if s.cfg.QueryQueueWait < 0 {
+		return false
+	}
+	if s.queued.Add(1) > int64(s.cfg.MaxQueuedQueries) {
+		s.queued.Add(-1)
+		return false
+	}
+	defer s.queued.Add(-1)
+	t := time.NewTimer(s.cfg.QueryQueueWait)
+	defer t.Stop()
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // queryErr answers a failed query: 400 for bad input, 504 for the timeout.

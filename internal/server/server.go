@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"haystack/internal/server/web"
@@ -27,7 +28,16 @@ type Config struct {
 	MaxLine                  int  // bytes of one line (256 KiB)
 	TruncateLines            bool // cut long lines with a marker instead of rejecting the push
 	QueryTimeout             time.Duration
-	MaxConcurrentQueries     int // 429 beyond it (2 × GOMAXPROCS)
+	MaxConcurrentQueries     int // run at once (8); more wait in a queue
+	// QueryQueueWait is how long a query waits for one of the
+	// MaxConcurrentQueries slots before it is answered 429 (5 s); a
+	// negative value answers 429 at once. Grafana sends a dashboard's
+	// panels all at once and shows any 429 as a failed panel, while Loki
+	// queues them: a burst must wait, not fail.
+	QueryQueueWait time.Duration
+	// MaxQueuedQueries bounds the queries waiting at once (100, Loki's
+	// per-tenant default); more are answered 429 at once.
+	MaxQueuedQueries int
 	// Pushed entries older than RejectOlderThan or newer than now +
 	// RejectNewerThan are rejected; 0 disables each check.
 	RejectOlderThan, RejectNewerThan time.Duration
@@ -53,6 +63,8 @@ type Server struct {
 	log *slog.Logger
 	met *metrics
 	sem chan struct{} // query slots
+	// queued counts the queries waiting for a slot (MaxQueuedQueries).
+	queued atomic.Int64
 
 	mu           sync.Mutex
 	tenants      map[string]*tenantStore
@@ -97,6 +109,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConcurrentQueries <= 0 {
 		cfg.MaxConcurrentQueries = 8
+	}
+	if cfg.QueryQueueWait == 0 {
+		cfg.QueryQueueWait = 5 * time.Second
+	}
+	if cfg.MaxQueuedQueries <= 0 {
+		cfg.MaxQueuedQueries = 100
 	}
 	if cfg.MaxLabels <= 0 {
 		cfg.MaxLabels = 15
