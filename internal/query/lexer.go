@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -74,8 +75,23 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // next returns the next token or a *ParseError.
 func (l *lexer) next() (token, error) {
 	s := l.src
-	for l.pos < len(s) && (s[l.pos] == ' ' || s[l.pos] == '\t' || s[l.pos] == '\n' || s[l.pos] == '\r') {
-		l.pos++
+	for l.pos < len(s) {
+		switch s[l.pos] {
+		case ' ', '\t', '\n', '\r':
+			l.pos++
+			continue
+		case '#':
+			// A comment runs to the end of the line, as in Loki: Grafana
+			// sends the editor's text as typed, comments included. Inside
+			// a string '#' is text (quoted and the raw string scan past it).
+			if nl := strings.IndexByte(s[l.pos:], '\n'); nl >= 0 {
+				l.pos += nl + 1
+			} else {
+				l.pos = len(s)
+			}
+			continue
+		}
+		break
 	}
 	start := l.pos
 	if start >= len(s) {

@@ -54,7 +54,7 @@ func TestParseErrors(t *testing.T) {
 		{`{app="x"} |= "a" or 5`, 20, `expected a string after or, got number 5`},
 		{`{app="x"} foo`, 10, `expected |, |=, !=, |~ or !~, got identifier "foo"`},
 		{`{app="x"} ! "a"`, 10, `unexpected "!": expected != or !~`},
-		{`{app="x"} # x`, 10, `unexpected character '#'`},
+		{`{app="x"} @ x`, 10, `unexpected character '@'`},
 		{"{app=\"x\"} \xff", 10, `unexpected byte 0xff`},
 		{`{app="x"} | a=~"[z-a]"`, 15, `invalid character class range`},
 		{deep, 12 + 64, `nested too deeply`},
