@@ -52,7 +52,8 @@ func (m *Matcher) String() string {
 	return m.Name + m.Type.String() + strconv.Quote(m.Value)
 }
 
-// Stage is one pipeline stage: *LineFilter, *ParserStage or *LabelFilter.
+// Stage is one pipeline stage: *LineFilter, *ParserStage, *LabelFilter or
+// *DropStage.
 type Stage interface {
 	String() string
 	stage()
@@ -173,6 +174,52 @@ type LabelFilter struct {
 func (*LabelFilter) stage() {}
 
 func (f *LabelFilter) String() string { return "| " + f.Expr.String() }
+
+// DropStage is `| drop a, b="v", ...` or, with Keep, `| keep ...`. drop
+// removes the labels it names from the entry's label set; keep removes
+// every label it does not name, except __error__ and __error_details__
+// (only drop removes those). A bare name selects the label whatever its
+// value; a matcher selects it only when its value matches. Neither
+// filters lines.
+type DropStage struct {
+	Keep   bool
+	Labels []*DropLabel // at least one
+	Pos    int          // byte offset of the keyword
+}
+
+func (*DropStage) stage() {}
+
+func (d *DropStage) String() string {
+	var b strings.Builder
+	if d.Keep {
+		b.WriteString("| keep")
+	} else {
+		b.WriteString("| drop")
+	}
+	for i, l := range d.Labels {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(' ')
+		b.WriteString(l.String())
+	}
+	return b.String()
+}
+
+// DropLabel is one operand of drop or keep: with Any, the label named
+// Name whatever its value; otherwise the label when Matcher matches its
+// value (a label the entry does not have is never selected).
+type DropLabel struct {
+	Matcher
+	Any bool
+}
+
+func (l *DropLabel) String() string {
+	if l.Any {
+		return l.Name
+	}
+	return l.Matcher.String()
+}
 
 // LabelExpr is a label filter expression: *LabelBinary, *LabelMatch or
 // *LabelCompare.

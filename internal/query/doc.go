@@ -1,21 +1,24 @@
 // Package query parses the log-query part of LogQL and compiles it into a
 // plan the search engine runs: stream matchers, line filters ordered
-// cheapest first, parser and label-filter stages, and the literals every
+// cheapest first, parser, label-filter, drop and keep stages, and the literals every
 // matching line must contain (for the skip index and the needle kernel).
 //
 // # Grammar
 //
 // In EBNF (Go spec style; whitespace separates tokens and is otherwise
-// ignored):
+// ignored, and so is a comment: '#' outside a string up to the end of the
+// line, as in Loki):
 //
 //	Query        = Selector { Stage } .
 //	Selector     = "{" Matcher { "," Matcher } "}" .
 //	Matcher      = Ident MatchOp String .
 //	MatchOp      = "=" | "!=" | "=~" | "!~" .
-//	Stage        = LineFilter | "|" ( Parser | LabelExpr ) .
+//	Stage        = LineFilter | "|" ( Parser | Drop | LabelExpr ) .
 //	LineFilter   = FilterOp String { "or" String } .
 //	FilterOp     = "|=" | "!=" | "|~" | "!~" .
 //	Parser       = "json" | "logfmt" { "--strict" | "--keep-empty" } .
+//	Drop         = ( "drop" | "keep" ) DropLabel { "," DropLabel } .
+//	DropLabel    = Ident [ MatchOp String ] .
 //	LabelExpr    = LabelTerm { [ "and" | "or" | "," ] LabelTerm } .
 //	LabelTerm    = "(" LabelExpr ")" | Ident MatchOp String
 //	             | Ident ( "==" | "=" | "!=" | ">" | ">=" | "<" | "<=" ) Value .
@@ -30,8 +33,9 @@
 // "==" with a string means "=". In a label expression, "," and plain
 // juxtaposition mean "and"; "and" and "or" have equal precedence and fold
 // left to right as Loki documents (a or b and c is (a or b) and c);
-// parentheses group. The words json and logfmt name parsers only when no
-// operator follows them.
+// parentheses group. The words json, logfmt, drop and keep name stages
+// only when no operator follows them (`| drop="x"` filters on a label
+// named drop).
 //
 // # Semantics (Loki's, as documented)
 //
@@ -54,6 +58,18 @@
 //     already has, and __error__ or __error_details__ (which only the
 //     pipeline sets), gets the suffix "_extracted"; the first value of a
 //     repeated name wins.
+//   - drop removes labels from the entry's label set: a bare name whatever
+//     its value, a matcher (`drop level="debug"`, `drop app=~"api.*"`)
+//     only when the label's value matches; a label the entry does not
+//     have is never selected. keep removes every label no operand selects,
+//     except __error__ and __error_details__ (Loki: only drop removes
+//     those). Both apply to stream and extracted labels and never filter
+//     lines. Later stages see the result: after `drop __error__` the
+//     entry carries no error (a number predicate filters it again, and a
+//     metric query does not fail with a pipeline error), a later parser
+//     may set a new one, and a dropped extracted name may be extracted
+//     again; a key named like a dropped stream label still gets the
+//     _extracted suffix.
 //   - String label predicates are Prometheus matchers on the current labels
 //     (missing = ""). Number, duration and bytes predicates convert the
 //     value: a missing label drops the line, a failed conversion keeps it
@@ -71,7 +87,9 @@
 // AND/OR tree of literals every match contains (RequiredLiterals, after
 // the idea of Google's codesearch), checked with the needle kernel before
 // the regex runs. The whole query's Plan.Required is the AND of its
-// positive filters' requirements.
+// positive filters' requirements. Drop and keep stages change labels
+// only, so they add nothing to Required: dropping labels never changes
+// which lines can match.
 //
 // # Measured
 //
@@ -87,7 +105,6 @@
 // # Out of scope
 //
 // Metric queries, `|>`/`!>` pattern filters, ip(), the regexp, pattern,
-// unpack, line_format, label_format, drop, keep, decolorize and unwrap
-// stages, and parameters of json and logfmt (`| json a="b.c"`) are refused
+// unpack, line_format, label_format, decolorize and unwrap stages, and parameters of json and logfmt (`| json a="b.c"`) are refused
 // with a ParseError. Time ranges belong to the executor.
 package query

@@ -10,8 +10,10 @@ import (
 )
 
 // FuzzParse: no input panics; errors are *ParseError inside the input;
-// accepted queries compile, print back to themselves, and their plans run
-// with Required a necessary condition of the line filters.
+// accepted queries compile, print back to themselves, parse the same with
+// a comment after them, and their plans run with Required a necessary
+// condition of the line filters; drop and keep stages change neither
+// Required nor the filters, and LabelSet gives sorted, distinct names.
 func FuzzParse(f *testing.F) {
 	for _, c := range loghubCases {
 		f.Add(c.q)
@@ -46,12 +48,41 @@ func FuzzParse(f *testing.F) {
 		if q2.String() != q.String() {
 			t.Fatalf("round trip %q -> %q", q.String(), q2.String())
 		}
+		if c, err := Parse(s + " # comment \" ` #"); err != nil || c.String() != q.String() {
+			t.Fatalf("%q with a comment after it: %v %v", s, c, err)
+		}
+		var noDrop Query
+		noDrop.Selector = q.Selector
+		for _, st := range q.Stages {
+			if _, ok := st.(*DropStage); !ok {
+				noDrop.Stages = append(noDrop.Stages, st)
+			}
+		}
+		if len(noDrop.Stages) != len(q.Stages) {
+			p2, err := Compile(&noDrop)
+			if err != nil {
+				t.Fatalf("Compile without drop/keep: %v", err)
+			}
+			if p2.Required.String() != p.Required.String() || len(p2.Filters) != len(p.Filters) {
+				t.Fatalf("%q: drop/keep changed the plan: Required %v, %d filters; without %v, %d", s, p.Required, len(p.Filters), p2.Required, len(p2.Filters))
+			}
+		}
+		stream := []Label{{"app", "x"}, {"level", "error"}}
 		for _, l := range append(lines, []byte(s)) {
 			if p.MatchLine(l) && !p.Required.Eval(l) {
 				t.Fatalf("line %q passes the filters of %q but not Required %v", l, s, p.Required)
 			}
-			p.MatchEntry([]Label{{"app", "x"}}, l)
+			match := p.MatchEntry(stream, l)
 			p.Labels(nil, l)
+			set, changed, ok := p.LabelSet(stream, l)
+			if ok != match || (!changed && set != nil) {
+				t.Fatalf("%q on %q: LabelSet ok=%v changed=%v set=%q, MatchEntry %v", s, l, ok, changed, set, match)
+			}
+			for i := 1; i < len(set); i++ {
+				if set[i-1].Name >= set[i].Name {
+					t.Fatalf("%q on %q: LabelSet not sorted or repeats a name: %q", s, l, set)
+				}
+			}
 		}
 	})
 }

@@ -16,18 +16,24 @@ const (
 	ErrLabelFilter = "LabelFilterErr"
 )
 
+// pipeStage is one stage after the line filters: exactly one field is set.
 type pipeStage struct {
 	parser *ParserStage
 	filter labelEval
+	drop   *dropEval
 }
 
 // labelSet is the label state of one entry while the pipeline runs.
 type labelSet struct {
-	base       []Label // stream labels
+	stream     []Label // the stream's labels (the _extracted rule tests these)
+	base       []Label // stream labels still present: stream until a drop, then a copy
 	ext        []Label // extracted, first value of a name wins
 	err        string  // __error__
 	errDetails string  // __error_details__
+	dropped    bool    // a drop or keep removed a stream label
 }
+
+func newLabelSet(stream []Label) *labelSet { return &labelSet{stream: stream, base: stream} }
 
 func (ls *labelSet) get(name string) (string, bool) {
 	switch name {
@@ -56,7 +62,8 @@ func (ls *labelSet) setErr(kind, details string) {
 }
 
 // add records an extracted label: the name is sanitized, suffixed with
-// _extracted when a stream label has it or it is __error__ or
+// _extracted when a stream label has it (even one a drop removed) or it
+// is __error__ or
 // __error_details__ (which only the pipeline sets), and ignored when
 // already extracted.
 func (ls *labelSet) add(key []byte, value string) {
@@ -68,7 +75,7 @@ func (ls *labelSet) add(key []byte, value string) {
 		// The pipeline's own labels: a key of the line cannot set them.
 		name += "_extracted"
 	}
-	for _, l := range ls.base {
+	for _, l := range ls.stream {
 		if l.Name == name {
 			name += "_extracted"
 			break
@@ -356,6 +363,97 @@ func parseLogfmt(line []byte, strict, keepEmpty bool, add func([]byte, string)) 
 	}
 }
 
+// ---- drop and keep ----
+
+// dropEval is a compiled drop or keep stage.
+type dropEval struct {
+	keep   bool
+	labels []dropLabel
+}
+
+type dropLabel struct {
+	name string
+	any  bool
+	m    evalMatch
+}
+
+// selects reports whether some operand of d names the label name=value.
+func (d *dropEval) selects(name, value string) bool {
+	for i := range d.labels {
+		l := &d.labels[i]
+		if l.name == name && (l.any || l.m.matches(value)) {
+			return true
+		}
+	}
+	return false
+}
+
+// removes reports whether d takes the label name=value out of the set.
+func (d *dropEval) removes(name, value string) bool {
+	if d.keep {
+		// keep leaves the pipeline's error labels to drop (Loki's rule).
+		return name != "__error__" && name != "__error_details__" && !d.selects(name, value)
+	}
+	return d.selects(name, value)
+}
+
+// apply removes the labels d selects (drop) or does not select (keep).
+func (d *dropEval) apply(ls *labelSet) {
+	for i, l := range ls.base {
+		if !d.removes(l.Name, l.Value) {
+			continue
+		}
+		// Copy on the first removal: ls.base is the caller's stream
+		// labels until then.
+		kept := append([]Label(nil), ls.base[:i]...)
+		for _, l := range ls.base[i+1:] {
+			if !d.removes(l.Name, l.Value) {
+				kept = append(kept, l)
+			}
+		}
+		ls.base, ls.dropped = kept, true
+		break
+	}
+	ext := ls.ext[:0]
+	for _, l := range ls.ext {
+		if !d.removes(l.Name, l.Value) {
+			ext = append(ext, l)
+		}
+	}
+	clear(ls.ext[len(ext):])
+	ls.ext = ext
+	// A label the entry does not have is never removed: an unset error
+	// stays unset whatever the matcher.
+	if ls.err != "" && d.removes("__error__", ls.err) {
+		ls.err = ""
+	}
+	if ls.errDetails != "" && d.removes("__error_details__", ls.errDetails) {
+		ls.errDetails = ""
+	}
+}
+
+func compileDrop(st *DropStage) (*dropEval, error) {
+	if len(st.Labels) == 0 {
+		return nil, errAt(st.Pos, "drop or keep without a label")
+	}
+	d := &dropEval{keep: st.Keep}
+	for _, l := range st.Labels {
+		dl := dropLabel{name: l.Name, any: l.Any, m: evalMatch{m: l.Matcher}}
+		if !l.Any && (l.Type == MatchRegexp || l.Type == MatchNotRegexp) {
+			if err := checkRegex(l.Value, l.Pos, false); err != nil {
+				return nil, err
+			}
+			re, err := compileAnchored(l.Value, l.Pos)
+			if err != nil {
+				return nil, err
+			}
+			dl.m.re = re
+		}
+		d.labels = append(d.labels, dl)
+	}
+	return d, nil
+}
+
 // ---- label filter evaluation ----
 
 type labelEval interface {
@@ -381,6 +479,11 @@ type evalMatch struct {
 
 func (e *evalMatch) eval(ls *labelSet) bool {
 	v, _ := ls.get(e.m.Name)
+	return e.matches(v)
+}
+
+// matches applies the matcher to a value.
+func (e *evalMatch) matches(v string) bool {
 	switch e.m.Type {
 	case MatchEqual:
 		return v == e.m.Value

@@ -47,6 +47,27 @@ var structuredCases = []struct {
 	{`{app="structured"} | logfmt | level="error" | json`, []int{9, 11, 14, 17}},
 	{`{app="structured"} | json | msg="cache \"miss\""`, []int{6}},
 	{`{app="structured"} != "json" | logfmt | level="info" status="200"`, []int{12, 16}},
+	// drop and keep change the labels later stages see, never the lines.
+	{`{app="structured"} | json | drop __error__ | __error__=""`, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	{`{app="structured"} | json | drop __error__="LogfmtParserErr" | __error__=""`, []int{1, 2, 3, 4, 5, 6, 7, 8, 10}},
+	{`{app="structured"} | json | drop __error__=~"JSON.*" | __error_details__!=""`, []int{9, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	// Without __error__ the numeric predicate filters again: a missing
+	// status drops the line, "n/a" fails conversion and keeps it (line 6).
+	{`{app="structured"} | json | drop __error__, __error_details__ | status >= 500`, []int{1, 4, 6, 7, 10}},
+	{`{app="structured"} | json | drop level | level=""`, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	{`{app="structured"} | json | drop level="error" | level=""`, []int{1, 4, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	{`{app="structured"} | json | drop level!~"(?i)error" | level!=""`, []int{1, 4, 7, 10}},
+	{`{app="structured"} | json | keep level | status=""`, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	{`{app="structured"} | json | keep status=~"5.." | status!=""`, []int{1, 4, 7}},
+	// keep leaves __error__ alone.
+	{`{app="structured"} | json | keep level | __error__!=""`, []int{9, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	// Stream labels go too; an extracted app is still app_extracted.
+	{`{app="structured"} | drop app | app="structured"`, nil},
+	{`{app="structured"} | keep source | app=""`, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+	{`{app="structured"} | json | drop app | app_extracted="payments"`, []int{7}},
+	// A later parser runs on the line, not on the dropped labels.
+	{`{app="structured"} | logfmt | drop level | logfmt | level="error"`, []int{9, 11, 14, 17}},
+	{"{app=\"structured\"} # all of it\n | json # parse\n | level=\"error\" # errors", []int{1, 4, 10}},
 }
 
 func TestStructuredQueries(t *testing.T) {

@@ -60,7 +60,7 @@ func errAt(pos int, msg string) *ParseError { return &ParseError{Pos: pos, Msg: 
 // clear message.
 var unsupportedStages = map[string]bool{
 	"regexp": true, "pattern": true, "unpack": true, "line_format": true,
-	"label_format": true, "drop": true, "keep": true, "decolorize": true,
+	"label_format": true, "decolorize": true,
 	"unwrap": true, "ip": true,
 }
 
@@ -296,14 +296,16 @@ func (p *parser) stage() (Stage, error) {
 				return &ParserStage{Kind: ParserJSON, Pos: pos}, nil
 			case name == "logfmt":
 				return p.logfmtFlags(pos)
+			case name == "drop", name == "keep":
+				return p.dropStage(name == "keep", pos)
 			case unsupportedStages[name]:
-				return nil, errAt(pos, "the "+name+" stage is not supported: expected json, logfmt or a label filter")
+				return nil, errAt(pos, "the "+name+" stage is not supported: expected json, logfmt, drop, keep or a label filter")
 			}
 		}
 		*p = save
 	}
 	if p.tok.kind != tIdent && p.tok.kind != tLParen {
-		return nil, errAt(p.tok.pos, "expected json, logfmt or a label filter after | at byte "+strconv.Itoa(pipe)+", got "+p.tok.describe())
+		return nil, errAt(p.tok.pos, "expected json, logfmt, drop, keep or a label filter after | at byte "+strconv.Itoa(pipe)+", got "+p.tok.describe())
 	}
 	pos := p.tok.pos
 	e, err := p.labelExpr()
@@ -340,6 +342,44 @@ func (p *parser) logfmtFlags(pos int) (Stage, error) {
 		return nil, errAt(p.tok.pos, "logfmt extraction parameters are not supported: expected | after logfmt, got "+p.tok.describe())
 	}
 	return st, nil
+}
+
+// dropStage = ( "drop" | "keep" ) dropLabel { "," dropLabel } ,
+// dropLabel = Ident [ MatchOp String ] ; the keyword has been read.
+func (p *parser) dropStage(keep bool, pos int) (Stage, error) {
+	kw := "drop"
+	if keep {
+		kw = "keep"
+	}
+	st := &DropStage{Keep: keep, Pos: pos}
+	for {
+		if p.tok.kind != tIdent {
+			return nil, p.expected("a label name after " + kw)
+		}
+		save := *p
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		switch k := p.tok.kind; {
+		case k == tEq || k == tNeq || k == tRe || k == tNre:
+			*p = save
+			m, err := p.matcher("in " + kw)
+			if err != nil {
+				return nil, err
+			}
+			st.Labels = append(st.Labels, &DropLabel{Matcher: *m})
+		case isLabelOp(k):
+			return nil, errAt(p.tok.pos, kw+" takes label names and the matchers =, !=, =~ and !~, got "+p.tok.describe())
+		default:
+			st.Labels = append(st.Labels, &DropLabel{Matcher: Matcher{Name: save.tok.text, Pos: save.tok.pos}, Any: true})
+		}
+		if p.tok.kind != tComma {
+			return st, nil
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // lineFilter = op string { "or" string } .

@@ -49,7 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{`{app="x"} | (a="b"`, 18, `expected ")" or and/or in label filter, got end of query`},
 		{`{app="x"} | and="b"`, 12, `expected a label name in label filter, got identifier "and"`},
 		{`{app="x"} | a="b" or`, 20, `expected a label name or ( in label filter, got end of query`},
-		{`{app="x"} | |= "a"`, 12, `expected json, logfmt or a label filter after | at byte 10, got "|="`},
+		{`{app="x"} | |= "a"`, 12, `expected json, logfmt, drop, keep or a label filter after | at byte 10, got "|="`},
 		{`{app="x"} |= "a" or`, 19, `expected a string after or, got end of query`},
 		{`{app="x"} |= "a" or 5`, 20, `expected a string after or, got number 5`},
 		{`{app="x"} foo`, 10, `expected |, |=, !=, |~ or !~, got identifier "foo"`},

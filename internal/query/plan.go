@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"sort"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -34,7 +36,7 @@ type Plan struct {
 	// requirements. Negative filters and label filters contribute nothing.
 	Required *Expr
 
-	stages []pipeStage // parsers and label filters, in query order
+	stages []pipeStage // parsers, label filters, drop and keep, in query order
 }
 
 // StreamMatcher is a compiled selector matcher.
@@ -149,6 +151,14 @@ func Compile(q *Query) (*Plan, error) {
 				return nil, err
 			}
 			p.stages = append(p.stages, pipeStage{filter: e})
+		case *DropStage:
+			// Dropping labels never changes which lines can match: it adds
+			// nothing to Required and no line filter.
+			d, err := compileDrop(st)
+			if err != nil {
+				return nil, err
+			}
+			p.stages = append(p.stages, pipeStage{drop: d})
 		default:
 			return nil, fmt.Errorf("query: unknown stage %T", st)
 		}
@@ -454,39 +464,86 @@ func (p *Plan) MatchEntry(stream []Label, line []byte) bool {
 	if len(p.stages) == 0 {
 		return true
 	}
-	ls := &labelSet{base: stream}
+	_, ok := p.run(stream, line)
+	return ok
+}
+
+// run runs the stages after the line filters on an entry: its final label
+// state, and whether it passed.
+func (p *Plan) run(stream []Label, line []byte) (*labelSet, bool) {
+	ls := newLabelSet(stream)
 	for _, st := range p.stages {
-		if st.parser != nil {
+		switch {
+		case st.parser != nil:
 			ls.parse(st.parser, line)
-			continue
-		}
-		if !st.filter.eval(ls) {
-			return false
+		case st.drop != nil:
+			st.drop.apply(ls)
+		case !st.filter.eval(ls):
+			return nil, false
 		}
 	}
-	return true
+	return ls, true
 }
 
 // Labels runs the pipeline on an entry and returns the resulting extracted
-// labels (including __error__ and __error_details__ when set), and whether
-// the entry passed.
+// labels (including __error__ and __error_details__ when set and not
+// dropped), and whether the entry passed. Stream labels a drop or keep
+// removed are not reported: LabelSet gives the whole set.
 func (p *Plan) Labels(stream []Label, line []byte) ([]Label, bool) {
 	if !p.MatchLine(line) {
 		return nil, false
 	}
-	ls := &labelSet{base: stream}
-	for _, st := range p.stages {
-		if st.parser != nil {
-			ls.parse(st.parser, line)
-			continue
-		}
-		if !st.filter.eval(ls) {
-			return nil, false
-		}
+	ls, ok := p.run(stream, line)
+	if !ok {
+		return nil, false
 	}
 	out := append([]Label(nil), ls.ext...)
+	return ls.appendErr(out), true
+}
+
+// appendErr appends __error__ and __error_details__ when set.
+func (ls *labelSet) appendErr(out []Label) []Label {
 	if ls.err != "" {
-		out = append(out, Label{"__error__", ls.err}, Label{"__error_details__", ls.errDetails})
+		out = append(out, Label{"__error__", ls.err})
 	}
-	return out, true
+	if ls.errDetails != "" {
+		out = append(out, Label{"__error_details__", ls.errDetails})
+	}
+	return out
+}
+
+// LabelSet runs the pipeline on an entry and returns whether it passed
+// and, when the pipeline changed the entry's labels, its whole label set
+// sorted by name: the stream labels no drop or keep removed, the extracted
+// labels with a non-empty value (an empty value is no label, as in
+// Prometheus), and __error__ and __error_details__ when set. changed is
+// false, and set nil, when that set equals the stream's labels, so a
+// caller can reuse the stream's text.
+func (p *Plan) LabelSet(stream []Label, line []byte) (set []Label, changed, ok bool) {
+	if !p.MatchLine(line) {
+		return nil, false, false
+	}
+	ls, ok := p.run(stream, line)
+	if !ok {
+		return nil, false, false
+	}
+	changed = ls.dropped || ls.err != "" || ls.errDetails != ""
+	for _, l := range ls.ext {
+		if l.Value != "" {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return nil, false, true
+	}
+	set = append(make([]Label, 0, len(ls.base)+len(ls.ext)+2), ls.base...)
+	for _, l := range ls.ext {
+		if l.Value != "" {
+			set = append(set, l)
+		}
+	}
+	set = ls.appendErr(set)
+	slices.SortFunc(set, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	return set, true, true
 }
