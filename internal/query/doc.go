@@ -1,7 +1,8 @@
 // Package query parses the log-query part of LogQL and compiles it into a
 // plan the search engine runs: stream matchers, line filters ordered
-// cheapest first, parser, label-filter, drop and keep stages, and the literals every
-// matching line must contain (for the skip index and the needle kernel).
+// cheapest first, parser, label-filter, drop and keep stages, and the
+// literals every matching line must contain (for the skip index and the
+// needle kernel).
 //
 // # Grammar
 //
