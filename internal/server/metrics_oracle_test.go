@@ -491,6 +491,10 @@ func TestMetricsOracle(t *testing.T) {
 		if format == "protobuf" && !slices.Contains(hdr, "Content-Type") {
 			hdr = append(hdr, "Content-Type", "application/x-protobuf")
 		}
+		if format == "json" && !slices.Contains(hdr, "Content-Type") {
+			// (Without one, a body that is not JSON is read as protobuf.)
+			hdr = append(hdr, "Content-Type", "application/json")
+		}
 		got, resp := do(e, "reject "+what, "POST", path, body, hdr...)
 		want("reject "+what, got, resp, code)
 		if !strings.Contains(resp, `"error"`) {

@@ -402,16 +402,7 @@ func (s *Server) handlePush(format string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		f := format
-		if f == "loki" {
-			ct := strings.ToLower(r.Header.Get("Content-Type"))
-			if strings.HasPrefix(ct, "application/x-protobuf") {
-				f = "protobuf"
-			} else {
-				f = "json"
-			}
-		}
-		err := s.push(r, tenant, f)
+		f, err := s.push(r, tenant, format)
 		s.met.pushDur.WithLabelValues(f).Observe(time.Since(start).Seconds())
 		if err != nil {
 			var he *httpError
@@ -428,11 +419,53 @@ func (s *Server) handlePush(format string) http.HandlerFunc {
 	}
 }
 
-func (s *Server) push(r *http.Request, tenant, format string) error {
-	body, err := s.readBody(r, format == "protobuf")
-	if err != nil {
-		return err
+// push stores a push body of the given format ("loki": JSON or protobuf
+// as its Content-Type says) and returns the format it was read as.
+func (s *Server) push(r *http.Request, tenant, format string) (string, error) {
+	var body []byte
+	var err error
+	if format == "loki" {
+		format, body, err = s.readLokiBody(r)
+	} else {
+		body, err = s.readBody(r, false)
 	}
+	if err != nil {
+		return format, err
+	}
+	return format, s.store(r, tenant, format, body)
+}
+
+// readLokiBody reads a Loki push body: JSON when the Content-Type says
+// so, protobuf (a snappy block) when it says x-protobuf; without either,
+// JSON when the body starts with '{', else protobuf, as Loki reads
+// anything that is not JSON as protobuf and clients send protobuf with
+// no Content-Type or application/octet-stream.
+func (s *Server) readLokiBody(r *http.Request) (format string, body []byte, err error) {
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	switch {
+	case strings.HasPrefix(ct, "application/x-protobuf"):
+		body, err = s.readBody(r, true)
+		return "protobuf", body, err
+	case strings.Contains(ct, "json"):
+		body, err = s.readBody(r, false)
+		return "json", body, err
+	}
+	if body, err = s.readBody(r, false); err != nil {
+		return "json", nil, err
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return "json", body, nil
+	}
+	if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Content-Encoding")), "snappy") {
+		// (With Content-Encoding: snappy, readBody has decoded it.)
+		body, err = s.decodeSnappy(body)
+	}
+	return "protobuf", body, err
+}
+
+// store decodes, validates and appends a push body.
+func (s *Server) store(r *http.Request, tenant, format string, body []byte) error {
+	var err error
 	var streams []pushStream
 	switch format {
 	case "protobuf":

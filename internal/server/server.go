@@ -187,7 +187,12 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	// "message" too: Grafana shows a JSON error body's message field and
+	// otherwise the raw JSON text.
+	json.NewEncoder(w).Encode(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{msg, msg})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/snappy"
+)
+
+// TestPushEncodings sends the same entries in every body form Loki's
+// shippers use (Content-Type and Content-Encoding as Alloy, Vector,
+// Promtail, Fluent Bit and hand-written clients set them) and checks
+// each one is stored exactly once, and that broken or unknown forms are
+// refused with nothing stored.
+func TestPushEncodings(t *testing.T) {
+	deflate := func(b []byte, zlibWrap bool) []byte {
+		var out bytes.Buffer
+		if zlibWrap {
+			zw := zlib.NewWriter(&out)
+			zw.Write(b)
+			zw.Close()
+		} else {
+			zw, _ := flate.NewWriter(&out, flate.DefaultCompression)
+			zw.Write(b)
+			zw.Close()
+		}
+		return out.Bytes()
+	}
+	gz := func(b []byte) []byte {
+		var out bytes.Buffer
+		zw := gzip.NewWriter(&out)
+		zw.Write(b)
+		zw.Close()
+		return out.Bytes()
+	}
+	cases := []struct {
+		name     string
+		body     func(app string) []byte
+		hdr      []string
+		wantCode int
+	}{
+		{"protobuf", func(app string) []byte { return protoOf(app) }, []string{"Content-Type", "application/x-protobuf"}, 204},
+		{"protobuf, Content-Encoding snappy (Alloy, Vector)", func(app string) []byte { return protoOf(app) },
+			[]string{"Content-Type", "application/x-protobuf", "Content-Encoding", "snappy"}, 204},
+		{"protobuf, no Content-Type", func(app string) []byte { return protoOf(app) }, []string{"Content-Type", ""}, 204},
+		{"protobuf, octet-stream", func(app string) []byte { return protoOf(app) }, []string{"Content-Type", "application/octet-stream"}, 204},
+		{"protobuf, no Content-Type, Content-Encoding snappy", func(app string) []byte { return protoOf(app) },
+			[]string{"Content-Type", "", "Content-Encoding", "snappy"}, 204},
+		{"protobuf, gzip", func(app string) []byte { return gz(protoOf(app)) },
+			[]string{"Content-Type", "application/x-protobuf", "Content-Encoding", "gzip"}, 204},
+		{"json", func(app string) []byte { return jsonOf(app) }, []string{"Content-Type", "application/json"}, 204},
+		{"json, no Content-Type", func(app string) []byte { return jsonOf(app) }, []string{"Content-Type", ""}, 204},
+		{"json, leading space, octet-stream", func(app string) []byte { return append([]byte(" \n"), jsonOf(app)...) },
+			[]string{"Content-Type", "application/octet-stream"}, 204},
+		{"json, Content-Encoding snappy", func(app string) []byte { return snappy.Encode(nil, jsonOf(app)) },
+			[]string{"Content-Type", "application/json", "Content-Encoding", "snappy"}, 204},
+		{"json, deflate (zlib)", func(app string) []byte { return deflate(jsonOf(app), true) },
+			[]string{"Content-Type", "application/json", "Content-Encoding", "deflate"}, 204},
+		{"json, deflate (raw)", func(app string) []byte { return deflate(jsonOf(app), false) },
+			[]string{"Content-Type", "application/json", "Content-Encoding", "Deflate"}, 204},
+		{"json, gzip", func(app string) []byte { return gz(jsonOf(app)) },
+			[]string{"Content-Type", "application/json", "Content-Encoding", "gzip"}, 204},
+		// Refused, nothing stored.
+		{"json, Content-Encoding br", func(app string) []byte { return jsonOf(app) },
+			[]string{"Content-Type", "application/json", "Content-Encoding", "br"}, 415},
+		{"json sent as deflate but plain", func(app string) []byte { return jsonOf(app) },
+			[]string{"Content-Type", "application/json", "Content-Encoding", "deflate"}, 400},
+		{"protobuf, not snappy", func(app string) []byte { return EncodePushProto(streamsOf(app)) },
+			[]string{"Content-Type", "application/x-protobuf"}, 400},
+		{"garbage, no Content-Type", func(string) []byte { return []byte("\xff\xff\xff\xff\xff") }, []string{"Content-Type", ""}, 400},
+	}
+	e := newEnv(t, nil)
+	for i, c := range cases {
+		app := fmt.Sprintf("enc%d", i)
+		code, body := e.do("POST", "/loki/api/v1/push", c.body(app), c.hdr...)
+		if code != c.wantCode {
+			t.Errorf("%s: %d %s, want %d", c.name, code, strings.TrimSpace(body), c.wantCode)
+		}
+		want := 0
+		if c.wantCode == 204 {
+			want = 2
+		}
+		_, res := e.get(fmt.Sprintf("/api/v1/search?query=%s&end=%d", q(`{app="`+app+`"}`), base+10))
+		if got := strings.Count(res, `"line":"`+app+` line`); got != want {
+			t.Errorf("%s: stored %d entries, want %d: %s", c.name, got, want, res)
+		}
+	}
+}
+
+func streamsOf(app string) []PushStream {
+	return []PushStream{{Labels: `{app="` + app + `"}`, Entries: []PushEntry{{Time: base - 2e9, Line: app + " line 1"}, {Time: base - 1e9, Line: app + " line 2"}}}}
+}
+
+func protoOf(app string) []byte { return protoBody(streamsOf(app)) }
+
+func jsonOf(app string) []byte {
+	return []byte(fmt.Sprintf(`{"streams":[{"stream":{"app":%q},"values":[["%d","%s line 1"],["%d","%s line 2"]]}]}`, app, base-2e9, app, base-1e9, app))
+}
