@@ -60,7 +60,7 @@ func lokiStats(lines, bytes int64, took time.Duration) any {
 }
 
 // isLogQuery tells a log query ({...} ...) from a metric expression.
-func isLogQuery(q string) bool { return strings.HasPrefix(strings.TrimSpace(q), "{") }
+func isLogQuery(q string) bool { return strings.HasPrefix(skipSpaceAndComments(q), "{") }
 
 // lokiQueryRange serves /loki/api/v1/query_range. Entries with
 // start <= ts < end are read, as Loki documents; end defaults to now and

@@ -61,9 +61,24 @@ func (p *mparser) rest(n int) string {
 	return r
 }
 
+// ws skips whitespace and comments ('#' to the end of the line, as in
+// LogQL; see skipSpaceAndComments).
 func (p *mparser) ws() {
-	for p.pos < len(p.s) && unicode.IsSpace(rune(p.s[p.pos])) {
-		p.pos++
+	p.pos = len(p.s) - len(skipSpaceAndComments(p.s[p.pos:]))
+}
+
+// skipSpaceAndComments is s without its leading whitespace and # comments.
+func skipSpaceAndComments(s string) string {
+	for {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		if !strings.HasPrefix(s, "#") {
+			return s
+		}
+		nl := strings.IndexByte(s, '\n')
+		if nl < 0 {
+			return ""
+		}
+		s = s[nl+1:]
 	}
 }
 
@@ -211,7 +226,9 @@ func (p *mparser) term() (*mexpr, error) {
 		p.ws()
 		// The log query runs to the first '[' outside a string.
 		qs := p.pos
+		comment := false
 		for p.pos < len(p.s) && p.s[p.pos] != '[' {
+			comment = comment || p.s[p.pos] == '#'
 			p.skipString()
 			p.pos++
 		}
@@ -252,7 +269,11 @@ func (p *mparser) term() (*mexpr, error) {
 				p.pos++
 			}
 			p.pos = min(p.pos, len(p.s)) // past the end after an open string
-			logq += " " + strings.TrimSpace(p.s[rs:p.pos])
+			sep := " "
+			if comment {
+				sep = "\n" // end the comment the first part ends with
+			}
+			logq += sep + strings.TrimSpace(p.s[rs:p.pos])
 		}
 		if !p.eat(')') {
 			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
@@ -267,12 +288,22 @@ func (p *mparser) term() (*mexpr, error) {
 
 // skipString moves from the opening quote of a string ("..." with
 // backslash escapes, or `...`) to its closing quote, or to the end of the
-// input if it is not closed; elsewhere it does nothing.
+// input if it is not closed; from the '#' of a comment to the newline
+// that ends it, or to the end of the input; elsewhere it does nothing.
+// So a bracket or a quote inside a comment does not end a log query.
 func (p *mparser) skipString() {
 	if p.pos >= len(p.s) {
 		return
 	}
 	q := p.s[p.pos]
+	if q == '#' {
+		if nl := strings.IndexByte(p.s[p.pos:], '\n'); nl >= 0 {
+			p.pos += nl
+		} else {
+			p.pos = len(p.s)
+		}
+		return
+	}
 	if q != '"' && q != '`' {
 		return
 	}

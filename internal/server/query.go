@@ -295,8 +295,8 @@ func queryLabels(text string) []query.Label {
 	return out
 }
 
-// hasStages reports whether a plan has parser or label-filter stages, the
-// only ones that add labels to a result.
+// hasStages reports whether a plan has parser, label-filter, drop or keep
+// stages, the only ones that change a result's labels.
 func hasStages(p *query.Plan) bool {
 	for _, st := range p.Query.Stages {
 		if _, ok := st.(*query.LineFilter); !ok {
@@ -398,8 +398,8 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 		si := info(m.Stream)
 		h = hit{Time: m.Time, Stream: m.Stream, Labels: si.text, Line: m.Line}
 		if extract {
-			if ext, ok := sel.plan.Labels(si.labels, m.Line); ok && len(ext) > 0 {
-				h.Labels = mergeLabels(si.labels, ext)
+			if set, changed, ok := sel.plan.LabelSet(si.labels, m.Line); ok && changed {
+				h.Labels = labelText(set)
 			}
 		}
 		if !fn(&h) {
@@ -419,6 +419,16 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 		err = firstErr
 	}
 	return err
+}
+
+// labelText is a pipeline's label set (query.Plan.LabelSet: sorted, no
+// empty values) in canonical form.
+func labelText(set []query.Label) string {
+	all := make(ingest.Labels, len(set))
+	for i, l := range set {
+		all[i] = ingest.Label(l)
+	}
+	return all.String()
 }
 
 // mergeLabels is a stream's labels with a pipeline's extracted ones, in

@@ -113,13 +113,13 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				if int(id) >= len(infos) {
 					return false
 				}
-				ext, ok := sel.plan.Labels(infos[id].labels, b.Line(k))
+				set, changed, ok := sel.plan.LabelSet(infos[id].labels, b.Line(k))
 				if !ok {
 					return false
 				}
 				l := infos[id].text
-				if len(ext) > 0 {
-					l = mergeLabels(infos[id].labels, ext)
+				if changed {
+					l = labelText(set)
 				}
 				t.labels = append(t.labels, l)
 				return true

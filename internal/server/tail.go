@@ -122,12 +122,12 @@ func (f *tailFilter) match(e *store.LabeledEntry) (string, bool) {
 	if !f.sel.plan.MatchStream(labs) {
 		return "", false
 	}
-	ext, ok := f.sel.plan.Labels(labs, e.Line)
+	set, changed, ok := f.sel.plan.LabelSet(labs, e.Line)
 	if !ok {
 		return "", false
 	}
-	if len(ext) > 0 {
-		return mergeLabels(labs, ext), true
+	if changed {
+		return labelText(set), true
 	}
 	return e.Labels, true
 }
