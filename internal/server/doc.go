@@ -48,6 +48,16 @@
 // (or since it arrived, for a time in the future), as Loki's
 // "let slow loggers catch up", and each message is sorted by time.
 //
+// LogQL log queries are internal/query's: a stream selector, line
+// filters, json and logfmt, label filters, drop and keep, and # comments
+// to the end of a line (in metric queries too). Grafana Explore's
+// logs-volume query ends its log query in `| drop __error__`, Logs
+// Drilldown appends `| json | logfmt | drop __error__, __error_details__`.
+// A metric query fails with Loki's pipeline error when a series still
+// carries __error__ at the end of the pipeline (a line a parser or a
+// label filter could not handle); dropping __error__, or a label filter
+// on it, avoids that, as in Loki.
+//
 // Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
 // log query, sum/count/min/max/avg [by|without (...)] over those, and
 // constant arithmetic such as Grafana's health check vector(1)+vector(1).
