@@ -79,6 +79,7 @@ func runServe(args []string) error {
 	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
+	maxLabelValue := fs.Int("max-label-value-bytes", 2048, "longest label value a push may have (names: 1 KiB)")
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
 	mergeBytes := int64(store.DefaultMergeBytes)
 	fs.Var(byteSizeFlag{&mergeBytes}, "merge-bytes", "the background compaction merges consecutive segments into one of up to this many raw bytes (0: rewrite each alone; see hay compact)")
@@ -108,6 +109,7 @@ func runServe(args []string) error {
 		MaxConcurrentQueries: *maxQueries,
 		QueryQueueWait:       queueWaitConfig(*queueWait),
 		MaxQueuedQueries:     *maxQueued,
+		MaxLabelValueBytes:   *maxLabelValue,
 		RejectOlderThan:      *older,
 		RejectNewerThan:      *newer,
 		MaxLabels:            *maxLabels,

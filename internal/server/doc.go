@@ -7,10 +7,16 @@
 //
 // A push is answered 204 only after its entries are in the tenant's
 // write-ahead log and the log is fsynced (store.Writer: concurrent pushes
-// share one fsync). Every push is decoded and validated whole before
-// anything is stored, so a 4xx means nothing of it was stored; a 5xx
-// means the store failed (a write or fsync error), its entries may or may
-// not be there, and the tenant's store refuses writes until a restart.
+// share one fsync). Every push is decoded whole before anything is
+// stored: a body that cannot be read (413, 415, malformed 400) stores
+// nothing. Then, as in Loki, each stream and entry is checked against the
+// limits below: the valid ones are stored and the invalid ones refused,
+// and the answer is then a 400 that names the first few refused and says
+// how many entries were stored ("nothing was stored" when none). Shippers
+// drop a batch answered 400, so refusing all of it for one entry past a
+// limit would lose the valid ones too. A 5xx means the store failed (a
+// write or fsync error), its entries may or may not be there, and the
+// tenant's store refuses writes until a restart.
 //
 // # Endpoints
 //
@@ -73,7 +79,9 @@
 // --max-line (400 naming the entry, or cut to the limit with the marker
 // "…[truncated]" under --line-policy=truncate), timestamps outside
 // [now - --reject-older-than, now + --reject-newer-than] (400), more than
-// --max-labels labels (400), a query over --query-timeout (504). At most
+// --max-labels labels or a label name over 1 KiB or value over
+// --max-label-value-bytes (2 KiB), as Loki (400), a query over
+// --query-timeout (504). At most
 // --max-concurrent-queries queries run at once; more wait for a slot, as
 // Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
 // 1), and beyond --max-queued-queries waiting they get 429 at once.

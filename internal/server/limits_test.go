@@ -3,8 +3,10 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,16 +85,36 @@ func TestLimits(t *testing.T) {
 			t.Errorf("%s: got %d %s, want %d containing %q", c.name, code, body, c.code, c.msg)
 		}
 	}
-	// A request with one bad stream stores none of the good ones.
-	mixed := []byte(fmt.Sprintf(`{"streams":[{"stream":{"app":"y"},"values":[["%d","fine"]]},{"stream":{"app":"y"},"values":[["%d","%s"]]}]}`, base, base, strings.Repeat("q", 200)))
-	if code, body := e.do("POST", "/loki/api/v1/push", mixed); code != 400 || !strings.Contains(body, "stream 1") {
+	// As in Loki, a request with bad entries stores the good ones and
+	// names the bad: "line too long" above stored "short", and here
+	// stream 0 and stream 2's second entry are stored.
+	mixed := []byte(fmt.Sprintf(`{"streams":[{"stream":{"app":"y"},"values":[["%d","fine"]]},{"stream":{"app":"y"},"values":[["%d","%s"]]},`+
+		`{"stream":{"app":"z"},"values":[["%d","too old"],["%d","fine too"]]},{"stream":{"app":"%s"},"values":[["%d","long label"]]}]}`,
+		base, base, strings.Repeat("q", 200), base-2*int64(time.Hour), base, strings.Repeat("v", 2049), base))
+	if code, body := e.do("POST", "/loki/api/v1/push", mixed); code != 400 || !strings.Contains(body, "stream 1 {app=") ||
+		!strings.Contains(body, "entry 0: line of 200 bytes") || !strings.Contains(body, "stream 2 {app=") ||
+		!strings.Contains(body, "entry 0: timestamp") || !strings.Contains(body, "stream 3: label app: value of 2049 bytes exceeds the limit of 2048") ||
+		!strings.Contains(body, "3 entries refused, the other 2 stored") {
 		t.Errorf("mixed: %d %s", code, body)
 	}
-	if n := e.storedCount(DefaultTenant); n != 1 {
-		t.Errorf("%d entries stored after rejected pushes, want 1", n)
+	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"`+strings.Repeat("n", 1025)+`":"x"}`, base, "x")); code != 400 ||
+		!strings.Contains(body, "of 1025 bytes exceeds the limit of 1024; nothing was stored") {
+		t.Errorf("long label name: %d %s", code, body)
 	}
-	_, body := e.get("/metrics")
-	for _, r := range []string{"body_too_large", "decompressed_too_large", "line_too_long", "malformed", "too_old", "too_new", "too_many_labels"} {
+	_, body := e.get(fmt.Sprintf("/api/v1/search?direction=forward&end=%d", base+10))
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+		var m struct{ Line string }
+		if err := json.Unmarshal([]byte(l), &m); err == nil && m.Line != "" {
+			got = append(got, m.Line)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"fine", "fine too", "kept", "short"}; !slices.Equal(got, want) {
+		t.Errorf("stored %q, want %q", got, want)
+	}
+	_, body = e.get("/metrics")
+	for _, r := range []string{"label_too_long", "body_too_large", "decompressed_too_large", "line_too_long", "malformed", "too_old", "too_new", "too_many_labels"} {
 		if !strings.Contains(body, `hay_rejected_total{reason="`+r+`"}`) {
 			t.Errorf("/metrics lacks rejected reason %s", r)
 		}

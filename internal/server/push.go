@@ -302,34 +302,81 @@ func parseJSONLTime(raw json.RawMessage) (int64, error) {
 // truncMarker ends a line cut to --max-line under --line-policy=truncate.
 const truncMarker = "…[truncated]"
 
-// validate checks every stream and entry against the limits and turns the
-// push into store entries. Any violation rejects the whole request, so a
-// 4xx always means nothing was stored.
-func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int64, int, error) {
+// pushRejects collects what validate refused: how many entries, the
+// reason of the first (the rejection metric's label) and the first few
+// messages, for the answer.
+type pushRejects struct {
+	entries int
+	reason  string
+	msgs    []string
+}
+
+func (rj *pushRejects) add(n int, reason, format string, args ...any) {
+	if rj.entries == 0 {
+		rj.reason = reason
+	}
+	rj.entries += n
+	if len(rj.msgs) < 3 {
+		rj.msgs = append(rj.msgs, fmt.Sprintf(format, args...))
+	}
+}
+
+// err is the 400 that answers a push with refused entries: as Loki, the
+// valid entries of the push are stored and the invalid ones named.
+func (rj *pushRejects) err(stored int) error {
+	if rj.entries == 0 {
+		return nil
+	}
+	msg := strings.Join(rj.msgs, "; ")
+	if rj.entries > len(rj.msgs) {
+		msg += "; …"
+	}
+	if stored == 0 {
+		return badRequest(rj.reason, "%s; nothing was stored", msg)
+	}
+	return badRequest(rj.reason, "%s; %d entries refused, the other %d stored", msg, rj.entries, stored)
+}
+
+// validate checks every stream and entry of a push against the limits.
+// An invalid stream (labels) or entry is left out and recorded in the
+// returned pushRejects; the others are returned to be stored, as Loki
+// does: shippers drop a batch answered 400, so refusing all of it for one
+// bad entry would lose the good ones too.
+func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int64, int, *pushRejects) {
 	now := s.cfg.Now().UnixNano()
 	var out []store.LabeledEntry
 	var bytesIn int64
+	rj := new(pushRejects)
 	cuts := 0 // lines cut under --line-policy=truncate, counted once stored
 	for i, st := range streams {
 		labs, err := s.streamLabels(st)
 		if err != nil {
-			return nil, 0, 0, badRequest("bad_labels", "stream %d: %v; nothing was stored", i, err)
+			rj.add(len(st.entries), "bad_labels", "stream %d: %v", i, err)
+			continue
 		}
 		if len(labs) > s.cfg.MaxLabels {
-			return nil, 0, 0, badRequest("too_many_labels", "stream %d %s: %d labels, more than the limit of %d; nothing was stored", i, labs, len(labs), s.cfg.MaxLabels)
+			rj.add(len(st.entries), "too_many_labels", "stream %d %s: %d labels, more than the limit of %d", i, labs, len(labs), s.cfg.MaxLabels)
+			continue
+		}
+		if msg := s.longLabel(labs); msg != "" {
+			rj.add(len(st.entries), "label_too_long", "stream %d: %s", i, msg)
+			continue
 		}
 		key := labs.String()
 		for j, e := range st.entries {
 			if s.cfg.RejectOlderThan > 0 && e.ts < now-int64(s.cfg.RejectOlderThan) {
-				return nil, 0, 0, badRequest("too_old", "stream %d %s, entry %d: timestamp %s is older than %s; nothing was stored", i, key, j, time.Unix(0, e.ts).UTC().Format(time.RFC3339Nano), s.cfg.RejectOlderThan)
+				rj.add(1, "too_old", "stream %d %s, entry %d: timestamp %s is older than %s", i, key, j, time.Unix(0, e.ts).UTC().Format(time.RFC3339Nano), s.cfg.RejectOlderThan)
+				continue
 			}
 			if s.cfg.RejectNewerThan > 0 && e.ts > now+int64(s.cfg.RejectNewerThan) {
-				return nil, 0, 0, badRequest("too_new", "stream %d %s, entry %d: timestamp %s is more than %s in the future; nothing was stored", i, key, j, time.Unix(0, e.ts).UTC().Format(time.RFC3339Nano), s.cfg.RejectNewerThan)
+				rj.add(1, "too_new", "stream %d %s, entry %d: timestamp %s is more than %s in the future", i, key, j, time.Unix(0, e.ts).UTC().Format(time.RFC3339Nano), s.cfg.RejectNewerThan)
+				continue
 			}
 			line := e.line
 			if len(line) > s.cfg.MaxLine {
 				if !s.cfg.TruncateLines {
-					return nil, 0, 0, badRequest("line_too_long", "stream %d %s, entry %d: line of %d bytes exceeds the limit of %d; nothing was stored", i, key, j, len(line), s.cfg.MaxLine)
+					rj.add(1, "line_too_long", "stream %d %s, entry %d: line of %d bytes exceeds the limit of %d", i, key, j, len(line), s.cfg.MaxLine)
+					continue
 				}
 				cut := max(0, s.cfg.MaxLine-len(truncMarker))
 				for cut > 0 && !utf8.RuneStart(line[cut]) {
@@ -342,7 +389,24 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int64, in
 			out = append(out, store.LabeledEntry{Labels: key, Time: e.ts, Line: line})
 		}
 	}
-	return out, bytesIn, cuts, nil
+	return out, bytesIn, cuts, rj
+}
+
+// longLabel describes a label whose name or value is over the limits, as
+// Loki bounds them (1 KiB and 2 KiB by default): a stream's labels are
+// kept in every WAL record that defines it and in every segment's
+// stream table, and one push of a huge label could otherwise exhaust
+// memory or the WAL's record size.
+func (s *Server) longLabel(labs ingest.Labels) string {
+	for _, l := range labs {
+		if len(l.Name) > s.cfg.MaxLabelNameBytes {
+			return fmt.Sprintf("label name %.40q… of %d bytes exceeds the limit of %d", l.Name, len(l.Name), s.cfg.MaxLabelNameBytes)
+		}
+		if len(l.Value) > s.cfg.MaxLabelValueBytes {
+			return fmt.Sprintf("label %s: value of %d bytes exceeds the limit of %d", l.Name, len(l.Value), s.cfg.MaxLabelValueBytes)
+		}
+	}
+	return ""
 }
 
 func (s *Server) streamLabels(st pushStream) (ingest.Labels, error) {
@@ -478,12 +542,9 @@ func (s *Server) store(r *http.Request, tenant, format string, body []byte) erro
 	if err != nil {
 		return badRequest("malformed", "malformed %s push: %v; nothing was stored", format, err)
 	}
-	entries, nbytes, cuts, err := s.validate(streams)
-	if err != nil {
-		return err
-	}
+	entries, nbytes, cuts, rejects := s.validate(streams)
 	if len(entries) == 0 {
-		return nil
+		return rejects.err(0)
 	}
 	ts, err := s.openTenant(tenant, true)
 	if err != nil {
@@ -494,10 +555,10 @@ func (s *Server) store(r *http.Request, tenant, format string, body []byte) erro
 	}
 	s.met.lines.Add(float64(len(entries)))
 	s.met.bytes.Add(float64(nbytes))
-	// Cut lines count only once stored: a push refused whole (a later
-	// entry too old, a failed write) stored nothing, so cut nothing.
+	// Cut lines count only once stored: a failed write stored nothing,
+	// so cut nothing.
 	if cuts > 0 {
 		s.met.rejected.WithLabelValues("line_truncated").Add(float64(cuts))
 	}
-	return nil
+	return rejects.err(len(entries))
 }

@@ -42,10 +42,13 @@ type Config struct {
 	// RejectNewerThan are rejected; 0 disables each check.
 	RejectOlderThan, RejectNewerThan time.Duration
 	MaxLabels                        int // labels a stream may have (15)
-	Auth                             *Auth
-	Store                            store.Options
-	Logger                           *slog.Logger
-	Now                              func() time.Time
+	// MaxLabelNameBytes and MaxLabelValueBytes bound one label's name
+	// (1024) and value (2048), Loki's defaults.
+	MaxLabelNameBytes, MaxLabelValueBytes int
+	Auth                                  *Auth
+	Store                                 store.Options
+	Logger                                *slog.Logger
+	Now                                   func() time.Time
 	// MaxQueryLimit caps the limit parameter of log queries (5000).
 	MaxQueryLimit int
 	// CompactInterval, when positive, has each tenant's store compact
@@ -118,6 +121,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxLabels <= 0 {
 		cfg.MaxLabels = 15
+	}
+	if cfg.MaxLabelNameBytes <= 0 {
+		cfg.MaxLabelNameBytes = 1024
+	}
+	if cfg.MaxLabelValueBytes <= 0 {
+		cfg.MaxLabelValueBytes = 2048
 	}
 	if cfg.MaxQueryLimit <= 0 {
 		cfg.MaxQueryLimit = 5000

@@ -230,8 +230,14 @@ func (w *Writer) appendLocked(entries []LabeledEntry) error {
 	var b Batch
 	size := 0
 	for i, e := range entries {
+		defs := len(w.s.pending)
 		b.Entries = append(b.Entries, Entry{Time: e.Time, Stream: w.s.Stream(e.Labels), Line: e.Line})
 		size += len(e.Line) + 16
+		if len(w.s.pending) > defs {
+			// A new stream's definition rides in the same record: many
+			// new streams with long labels must split records too.
+			size += len(e.Labels) + 16
+		}
 		if size >= maxGroupRecord || i == len(entries)-1 {
 			if err := w.s.Append(&b); err != nil {
 				return err
