@@ -315,7 +315,8 @@ func rxGenQuery(t testing.TB, r *rand.Rand, lines [][]byte) rxQuery {
 		stage := []string{
 			` | json | level="error"`, ` | logfmt | level=~"(?i)ERROR|warn"`, ` | json | msg=~"(?i).*k.*"`,
 			` | logfmt | msg!~".*s.*"`, ` | json | __error__!=""`, ` | json`,
-		}[r.IntN(6)]
+			` | logfmt | drop msg | level="error"`, ` | json | keep level | level=~"(?i)error"`,
+		}[r.IntN(8)]
 		b.WriteString(stage)
 		sp, err := query.Parse(sel.src + stage)
 		if err != nil {
@@ -515,6 +516,17 @@ func (c rxCorpus) check(t testing.TB, q rxQuery) (pruned int64, matches int) {
 	if n != int64(len(want)) {
 		t.Errorf("%s: counted %d, the oracle %d", q.src, n, len(want))
 	}
+	// Newest first with a limit: the oracle's last matches, reversed.
+	sq.Count, sq.Order, sq.Limit = false, Newest, 3
+	last, _ := collectOut(t, c.snap, sq)
+	var wl []out
+	for i := len(want) - 1; i >= 0 && len(wl) < 3; i-- {
+		wl = append(wl, want[i])
+	}
+	if fmt.Sprint(last) != fmt.Sprint(wl) {
+		t.Errorf("%s: newest 3 with the index %v, the oracle %v", q.src, last, wl)
+	}
+	sq.Order, sq.Limit = Oldest, 0
 	// The histogram, in ten buckets over the whole corpus.
 	sq.Count = false
 	width := (c.times[len(c.times)-1] + 10) / 10
