@@ -880,6 +880,7 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 // cost most of this test's time.
 func (c *dcorpus) hay(t *testing.T, args ...string) ([]byte, int) {
 	t.Helper()
+	args = vEquals(args)
 	if c.stdout == nil {
 		var err error
 		if c.stdout, err = os.Create(filepath.Join(c.dir, "stdout")); err != nil {
@@ -1517,4 +1518,21 @@ func (c *dcorpus) runPhase(t *testing.T, es []dentry, qs []*dquery, phase string
 	} else {
 		c.grepChecks(t, es, c.queries/2, phase, st)
 	}
+}
+
+// vEquals writes "-v P" as "-v=P" where P starts with '-': hay search
+// refuses a -v whose value is one of its flags (a grep user's -v -i), and
+// the generated literals to drop include such words on purpose.
+func vEquals(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] == "--" {
+			break
+		}
+		if out[i] == "-v" && strings.HasPrefix(out[i+1], "-") {
+			out[i] = "-v=" + out[i+1]
+			out = slices.Delete(out, i+1, i+2)
+		}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one `hay` subcommand.
@@ -39,6 +40,10 @@ var errUsage = errors.New("usage")
 // flag.ErrHelp (main exits 0 for it, the usage already printed), any
 // other flag error as errUsage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	args, err := permuteFlags(fs, args, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -46,6 +51,55 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
+}
+
+// permuteFlags moves flags that follow positional arguments in front of
+// them, as GNU tools accept them (`hay ingest app.log --stream app=api`,
+// `hay search timeout -c`): Go's flag package stops at the first
+// positional argument, and would take the later flags for file names or
+// patterns (after ingesting the files before them under the wrong
+// labels). A flag keeps its value when it takes one; "--" still ends the
+// flags, and the positional arguments go after a "--" of their own, so
+// one that starts with '-' stays positional.
+//
+// The value of a flag named in strict must not be one of fs's flags:
+// `hay search -v -i error`, where -v takes the literal to drop, is almost
+// always grep's -v switch typed before another flag, and silently
+// dropping "-i" inverts the answer. `-v=-i` still says it on purpose.
+func permuteFlags(fs *flag.FlagSet, args []string, strict map[string]bool) ([]string, error) {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil || hasValue || isBoolFlag(f) || i+1 == len(args) {
+			continue
+		}
+		v := args[i+1]
+		if vn, _, _ := strings.Cut(strings.TrimLeft(v, "-"), "="); strict[name] && len(v) > 1 && v[0] == '-' && fs.Lookup(vn) != nil {
+			return nil, fmt.Errorf("%s takes a value, and got the flag %s: put %s before it, or write %s=%s if %q is meant as its value", a, v, v, a, v, v)
+		}
+		flags = append(flags, v)
+		i++
+	}
+	if len(pos) == 0 {
+		return flags, nil
+	}
+	return append(append(flags, "--"), pos...), nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 func usage(w io.Writer) {

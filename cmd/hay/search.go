@@ -65,7 +65,9 @@ What to match (one of):
                      does, and -E regexes fold as (?i) (Unicode too).
   A PATTERN or a value of -e, -E or -v that holds newlines is one pattern
   per line, as in grep (an empty line matches every entry); a PATTERN of
-  several lines is then read as -e's are.
+  several lines is then read as -e's are. Flags may also follow PATTERN,
+  as in GNU grep (-- ends them). Unlike grep's, -v takes a value: -v -i
+  is refused (write -i -v P, or -v=-i to drop entries holding "-i").
 
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
@@ -121,6 +123,11 @@ func searchCommand(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
+	// Flags after PATTERN first (grep -A3 too), then grep's -A3 forms.
+	args, perr := permuteFlags(fs, args, map[string]bool{"v": true})
+	if perr != nil {
+		return fmt.Errorf("%w: %v", errUsage, perr)
+	}
 	if err := parseFlags(fs, grepNumArgs(fs, args)); err != nil {
 		return err
 	}
