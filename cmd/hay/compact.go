@@ -68,7 +68,7 @@ func runCompact(args []string) error {
 		mergeBytes = -1 // store.CompactOptions: negative means no merging
 	}
 	if err := store.CheckStore(*data); err != nil {
-		return err // Open would make a store there
+		return tenantLayoutHint(*data, err) // Open would make a store there
 	}
 	st, err := store.Open(*data, store.Options{FsyncInterval: -1})
 	if err != nil {

@@ -89,6 +89,11 @@ func runIngest(args []string) error {
 	if *fsyncInterval == 0 {
 		opt.FsyncInterval = -1
 	}
+	if err := store.CheckStore(*data); err != nil && len(tenantStores(*data)) > 0 {
+		// Not a store: Open would make one in hay serve's directory of
+		// tenant stores, which serve then refuses.
+		return tenantLayoutHint(*data, err)
+	}
 	st, err := store.Open(*data, opt)
 	if err != nil {
 		return err

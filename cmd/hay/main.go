@@ -10,8 +10,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"haystack/internal/store"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -180,3 +182,32 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // errNoMatch makes a command exit 1 silently, as grep does when nothing matched.
 var errNoMatch = errors.New("no match")
+
+// tenantLayoutHint adds, to an error saying dir holds no store, where the
+// stores are when dir is hay serve's (or the demo's) data directory: one
+// store per tenant in dir/<tenant>. Without it, `hay search --data
+// hay-demo` said there was no store at all.
+func tenantLayoutHint(dir string, err error) error {
+	if !errors.Is(err, store.ErrNoStore) {
+		return err
+	}
+	if tenants := tenantStores(dir); len(tenants) > 0 {
+		return fmt.Errorf("%w; %s is hay serve's data directory, with one store per tenant (%s): give one, e.g. --data %s", err, dir, strings.Join(tenants, ", "), filepath.Join(dir, tenants[0]))
+	}
+	return err
+}
+
+// tenantStores lists the subdirectories of dir that are stores.
+func tenantStores(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && store.CheckStore(filepath.Join(dir, e.Name())) == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

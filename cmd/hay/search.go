@@ -212,7 +212,7 @@ func searchCommand(args []string) error {
 	lo, hi := q.Bounds()
 	snap, err := store.OpenSnapshotRange(*data, lo, hi)
 	if err != nil {
-		return err
+		return tenantLayoutHint(*data, err)
 	}
 	// Unmapping the segments one at a time costs TLB shootdowns on every
 	// CPU whose threads touched them (~0.15 ms for 8 segments, measured

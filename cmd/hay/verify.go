@@ -53,7 +53,7 @@ func runVerify(args []string) error {
 	}
 	ps, err := store.Verify(*data)
 	if err != nil {
-		return err
+		return tenantLayoutHint(*data, err)
 	}
 	damaged := 0
 	for _, p := range ps {
