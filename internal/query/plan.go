@@ -37,6 +37,14 @@ type Plan struct {
 	Required *Expr
 
 	stages []pipeStage // parsers, label filters, drop and keep, in query order
+
+	// Shortcuts for pipelines that cannot drop a line (no label filter)
+	// and those that only drop and keep (their result depends on the
+	// stream's labels alone: nothing sets __error__ or extracts). Grafana's
+	// logs-volume query `... | drop __error__` is the common case: without
+	// them it costs a label set per entry.
+	noLabelFilter bool
+	dropOnly      bool
 }
 
 // StreamMatcher is a compiled selector matcher.
@@ -161,6 +169,15 @@ func Compile(q *Query) (*Plan, error) {
 			p.stages = append(p.stages, pipeStage{drop: d})
 		default:
 			return nil, fmt.Errorf("query: unknown stage %T", st)
+		}
+	}
+	p.noLabelFilter, p.dropOnly = true, len(p.stages) > 0
+	for _, st := range p.stages {
+		if st.filter != nil {
+			p.noLabelFilter = false
+		}
+		if st.drop == nil {
+			p.dropOnly = false
 		}
 	}
 	sort.SliceStable(p.Filters, func(i, j int) bool { return p.Filters[i].Cost < p.Filters[j].Cost })
@@ -461,8 +478,8 @@ func (p *Plan) MatchEntry(stream []Label, line []byte) bool {
 	if !p.MatchLine(line) {
 		return false
 	}
-	if len(p.stages) == 0 {
-		return true
+	if p.noLabelFilter {
+		return true // parsers, drop and keep never drop a line
 	}
 	_, ok := p.run(stream, line)
 	return ok
@@ -483,6 +500,35 @@ func (p *Plan) run(stream []Label, line []byte) (*labelSet, bool) {
 		}
 	}
 	return ls, true
+}
+
+// dropStream is LabelSet for a plan of drop and keep stages only: with no
+// parser or label filter nothing is extracted and __error__ is never set,
+// so a stream label survives when no stage removes it, and nothing is
+// allocated when none does.
+func (p *Plan) dropStream(stream []Label) ([]Label, bool) {
+	removed := func(l Label) bool {
+		for _, st := range p.stages {
+			if st.drop.removes(l.Name, l.Value) {
+				return true
+			}
+		}
+		return false
+	}
+	for i, l := range stream {
+		if !removed(l) {
+			continue
+		}
+		set := append(make([]Label, 0, len(stream)-1), stream[:i]...)
+		for _, l := range stream[i+1:] {
+			if !removed(l) {
+				set = append(set, l)
+			}
+		}
+		slices.SortFunc(set, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+		return set, true
+	}
+	return nil, false
 }
 
 // Labels runs the pipeline on an entry and returns the resulting extracted
@@ -522,6 +568,10 @@ func (ls *labelSet) appendErr(out []Label) []Label {
 func (p *Plan) LabelSet(stream []Label, line []byte) (set []Label, changed, ok bool) {
 	if !p.MatchLine(line) {
 		return nil, false, false
+	}
+	if p.dropOnly {
+		set, changed = p.dropStream(stream)
+		return set, changed, true
 	}
 	ls, ok := p.run(stream, line)
 	if !ok {
