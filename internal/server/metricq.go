@@ -21,7 +21,9 @@ import (
 //	RangeFn  = "count_over_time" | "rate" | "bytes_over_time" | "bytes_rate" .
 //
 // Arithmetic is supported between constants only (vector(1)+vector(1));
-// anything else is a 400 naming what is unsupported.
+// anything else is a 400 naming what is unsupported. A # comment runs to
+// the end of its line, as in LogQL, and counts as whitespace, also inside
+// the log query of a range function (a '[' or a quote in it is text).
 type mexpr struct {
 	kind string // "const", "range", "agg", "binop"
 	val  float64
