@@ -196,6 +196,7 @@ func TestDropStageLogQueries(t *testing.T) {
 		{`{app=~".+"} | drop level | level="info"`, ``},
 		// Comments, with a bracket and a quote in them.
 		{"{app=\"api\"} # the [api] \"service\n | drop level # all of it", `app=api:2`},
+		{"# api only\n{app=\"api\"} | drop level", `app=api:2`},
 	} {
 		code, body := rangeQuery(e, c.query)
 		if code != 200 {

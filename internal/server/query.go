@@ -248,10 +248,11 @@ type selection struct {
 	start, end int64
 }
 
-// parseSelection parses q: LogQL when it starts with '{', else plain text.
+// parseSelection parses q: LogQL when it starts with '{' (after any #
+// comment lines), else plain text.
 func parseSelection(q string, fold bool) (*selection, error) {
 	sel := &selection{start: math.MinInt64, end: math.MaxInt64}
-	if t := strings.TrimSpace(q); strings.HasPrefix(t, "{") {
+	if t := strings.TrimSpace(q); strings.HasPrefix(skipSpaceAndComments(t), "{") {
 		ast, err := query.Parse(t)
 		if err != nil {
 			return nil, badRequest("bad_query", "%v", err)
