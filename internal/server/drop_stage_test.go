@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"haystack/internal/query"
+	"haystack/internal/store"
 )
 
 // dropEnv pushes, all in the minute before base:
@@ -238,5 +241,26 @@ func TestDropStageComments(t *testing.T) {
 	}
 	if code, body := rangeQuery(e, `sum(count_over_time({app="api"}[1m]) # )`); code != 400 {
 		t.Errorf("comment hiding the closing ): %d %s; want 400", code, body)
+	}
+}
+
+// A live tail's entries carry the labels left after drop and keep too.
+func TestDropStageTail(t *testing.T) {
+	for _, c := range []struct{ query, line, want string }{
+		{`{app="api"} | logfmt | keep app, status`, `status=500 level=error`, `{app="api", status="500"}`},
+		{`{app="api"} | drop level`, `x`, `{app="api"}`},
+		{`{app="api"} | drop level="debug"`, `x`, `{app="api", level="info"}`},
+		{`{app="api"} | json | drop __error__, __error_details__`, `not json`, `{app="api", level="info"}`},
+		{`{app="api"} | json`, `not json`, `{__error__="JSONParserErr", __error_details__="invalid JSON", app="api", level="info"}`},
+	} {
+		sel, err := parseSelection(c.query, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &tailFilter{sel: sel, cache: map[string][]query.Label{}}
+		got, ok := f.match(&store.LabeledEntry{Labels: `{app="api", level="info"}`, Time: base, Line: []byte(c.line)})
+		if !ok || got != c.want {
+			t.Errorf("%s on %q: %q %v, want %q", c.query, c.line, got, ok, c.want)
+		}
 	}
 }
