@@ -280,6 +280,13 @@ func swapManifest(s *Store, runs [][]SegmentMeta, out []SegmentMeta) (swapped bo
 		return true, err // a simulated crash: leave the files to Open
 	}
 	if err := writeManifest(s.dir, &m); err != nil {
+		var kept *manifestKeptError
+		if errors.As(err, &kept) {
+			// The old manifest stands: nothing changed; compact
+			// removes the new segments, and the compaction is tried
+			// again later while the store goes on.
+			return false, fmt.Errorf("compact: %w; the store is unchanged", err)
+		}
 		return true, s.fail(err)
 	}
 	s.man = &m

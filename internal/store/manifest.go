@@ -107,30 +107,43 @@ func readManifest(dir string) (*Manifest, error) {
 	return m, nil
 }
 
-// writeManifest atomically replaces dir/MANIFEST with m.
+// manifestKeptError is a failure of writeManifest before MANIFEST was
+// replaced: the old manifest stands, unchanged, and the temp file is gone.
+type manifestKeptError struct{ err error }
+
+func (e *manifestKeptError) Error() string { return e.err.Error() }
+func (e *manifestKeptError) Unwrap() error { return e.err }
+
+// writeManifest atomically replaces dir/MANIFEST with m. A failure before
+// the rename (a full disk) is a *manifestKeptError; after it (the
+// directory fsync) whether the new manifest stands is unknown.
 func writeManifest(dir string, m *Manifest) error {
 	data, err := encodeManifest(m)
 	if err != nil {
 		return err
 	}
 	tmp := filepath.Join(dir, manifestName+".tmp")
+	kept := func(err error) error {
+		os.Remove(tmp)
+		return &manifestKeptError{err}
+	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return kept(err)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("write manifest: %w", err)
+		return kept(fmt.Errorf("write manifest: %w", err))
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("fsync manifest: %w", err)
+		return kept(fmt.Errorf("fsync manifest: %w", err))
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return kept(err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
-		return err
+		return kept(err) // rename(2) is atomic: the old one stands
 	}
 	return syncDir(dir)
 }

@@ -421,9 +421,14 @@ func (s *Store) CheckDir() error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 0 {
 		return fmt.Errorf("%s: removed while in use: the data directory %s was deleted or moved", walPath(s.dir, s.wal.seq), s.dir)
 	}
-	di, err := os.Stat(s.dir)
-	if err != nil || !os.SameFile(di, s.dirInfo) {
-		return fmt.Errorf("data directory %s was removed or replaced while in use", s.dir)
+	return sameDir(s.dir, s.dirInfo)
+}
+
+// sameDir fails unless dir is still the directory fi describes.
+func sameDir(dir string, fi os.FileInfo) error {
+	di, err := os.Stat(dir)
+	if err != nil || !os.SameFile(di, fi) {
+		return fmt.Errorf("data directory %s was removed or replaced while in use", dir)
 	}
 	return nil
 }
@@ -553,7 +558,8 @@ type flushJob struct {
 	blocks   []*headBlock
 	entries  int64
 	base     *Manifest // the manifest to extend; not modified
-	walStart uint64    // the WAL file started at the rotation
+	dirInfo  os.FileInfo
+	walStart uint64 // the WAL file started at the rotation
 	streams  []StreamDef
 	sources  []Source
 	done     chan struct{}
@@ -565,6 +571,11 @@ type flushJob struct {
 // head is exactly the WAL files below the new one, and hands the head to
 // a flush job with the stream table and source progress of that moment.
 func (s *Store) rotate() (*flushJob, error) {
+	// A flush writes by path: into a directory that replaced ours it
+	// would overwrite another store's segments and manifest.
+	if err := s.CheckDir(); err != nil {
+		return nil, err
+	}
 	if err := s.wal.sync(); err != nil {
 		return nil, err
 	}
@@ -578,6 +589,7 @@ func (s *Store) rotate() (*flushJob, error) {
 		blocks:   s.head.blocks,
 		entries:  s.head.entries,
 		base:     s.man,
+		dirInfo:  s.dirInfo,
 		walStart: s.wal.seq,
 		streams:  slices.Clone(s.streamDef),
 		done:     make(chan struct{}),
@@ -598,6 +610,10 @@ func (j *flushJob) run(dir string, opt segment.Options) {
 	defer close(j.done)
 	m := *j.base
 	m.Segments = slices.Clone(j.base.Segments)
+	if err := sameDir(dir, j.dirInfo); err != nil {
+		j.err = err
+		return
+	}
 	if j.entries > 0 {
 		sm, err := writeSegment(dir, opt, m.NextSeq, j.blocks)
 		if err != nil {
@@ -608,6 +624,10 @@ func (j *flushJob) run(dir string, opt segment.Options) {
 		m.NextSeq++
 	}
 	m.WALStart, m.Streams, m.Sources = j.walStart, j.streams, j.sources
+	if err := sameDir(dir, j.dirInfo); err != nil {
+		j.err = err
+		return
+	}
 	if err := writeManifest(dir, &m); err != nil {
 		j.err = err
 		return
