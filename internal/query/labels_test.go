@@ -65,6 +65,8 @@ var structuredCases = []struct {
 	{`{app="structured"} | drop app | app="structured"`, nil},
 	{`{app="structured"} | keep source | app=""`, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
 	{`{app="structured"} | json | drop app | app_extracted="payments"`, []int{7}},
+	{`{app="structured"} | drop app | json | app_extracted="payments"`, []int{7}},
+	{`{app="structured"} | drop app | json | app="payments"`, nil},
 	// A later parser runs on the line, not on the dropped labels.
 	{`{app="structured"} | logfmt | drop level | logfmt | level="error"`, []int{9, 11, 14, 17}},
 	{"{app=\"structured\"} # all of it\n | json # parse\n | level=\"error\" # errors", []int{1, 4, 10}},
