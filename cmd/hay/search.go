@@ -51,7 +51,11 @@ store (as grep: 2 means trouble, even when the undamaged parts matched),
 What to match (one of):
   PATTERN            a literal string, exactly as grep -F: for one ingested
                      file the output is that of LC_ALL=C grep -a -F on it
-                     (-i: ASCII case only, as grep in the C locale).
+                     (-i: ASCII case only, as grep in the C locale), with
+                     two differences made at ingest: a line's final \r is
+                     not stored (CRLF files come back with LF endings),
+                     and a line over 16 MiB is stored in 16 MiB pieces
+                     (ingest warns), each an entry of its own.
   --query LOGQL      a LogQL log query: a stream selector, then line filters
                      (|= != |~ !~, with "or"), | json, | logfmt and label
                      filters. Cannot be mixed with PATTERN, -e, -v, -E or -i

@@ -27,8 +27,9 @@
 //	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats
-//	GET  /loki/api/v1/tail                    WebSocket live tail: replays the newest limit (100) entries from start (an hour ago) on, then live; delay_for ≤ 5 s sorts late entries in
+//	GET  /loki/api/v1/tail                    WebSocket live tail: replays the newest limit (100) entries from start (an hour ago) on, then live; delay_for ≤ 5 s sorts late entries in; pings every second, as Loki, so idle proxies keep it
 //	GET  /loki/api/v1/status/buildinfo        this binary's version, VCS revision and Go version (no auth)
+//	GET  /prometheus/api/v1/rules             no rules (hay has no ruler; Grafana's alerting pages ask)
 //	GET  /api/v1/search, /api/v1/hits, /api/v1/facets, /api/v1/tail   see web/API.md
 //	GET  /, /static/...                       the web UI
 //
@@ -36,7 +37,8 @@
 // digits is Unix seconds, a longer one Unix nanoseconds, a decimal number
 // Unix seconds with a fraction (read exactly from its digits), or RFC
 // 3339. Loki's query_range reads start <= ts < end; the native API reads
-// start <= ts <= end (API.md).
+// start <= ts <= end (API.md). Without start, query_range and the label
+// and series endpoints start since (a duration, as Loki) before end.
 //
 // Where this differs from Loki on purpose: an entry pushed twice with the
 // same stream, time and line is stored twice (Loki drops a line equal to

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -74,7 +75,7 @@ func (s *Server) lokiQueryRange(w http.ResponseWriter, r *http.Request, ts *tena
 		s.queryErr(w, err)
 		return
 	}
-	start, err := parseTime("start", p.Get("start"), end-int64(time.Hour))
+	start, err := parseStart(p, end, time.Hour)
 	if err != nil {
 		s.queryErr(w, err)
 		return
@@ -437,8 +438,21 @@ func (s *Server) rangeParams(r *http.Request) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	start, err := parseTime("start", p.Get("start"), end-int64(6*time.Hour))
+	start, err := parseStart(p, end, 6*time.Hour)
 	return start, end, err
+}
+
+// parseStart reads start; without it, start is since (a duration,
+// Loki's parameter for this) or else def before end.
+func parseStart(p url.Values, end int64, def time.Duration) (int64, error) {
+	if v := p.Get("since"); v != "" {
+		d, err := parseDurationParam("since", v)
+		if err != nil {
+			return 0, err
+		}
+		def = d
+	}
+	return parseTime("start", p.Get("start"), minusRange(end, int64(def)))
 }
 
 // streamsIn lists the labels of the streams that have blocks overlapping

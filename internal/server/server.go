@@ -169,6 +169,12 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /metrics", s.met.handler())
 	mux.HandleFunc("GET /loki/api/v1/status/buildinfo", s.lokiBuildInfo)
+	// Grafana's alerting pages ask a Loki data source for its ruler's
+	// rules, and show an error banner when that fails. hay has no ruler:
+	// no rules (behind auth, as a ruler's list would be).
+	mux.Handle("GET /prometheus/api/v1/rules", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"status": "success", "data": map[string]any{"groups": []any{}}})
+	})))
 
 	mux.Handle("/loki/api/v1/push", s.auth(s.handlePush("loki")))
 	mux.Handle("/api/v1/push/jsonl", s.auth(s.handlePush("jsonl")))

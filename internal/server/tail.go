@@ -301,6 +301,34 @@ func (d *tailDelay) next() (time.Time, bool) {
 	return d.pending[0].due, true
 }
 
+// tailPingInterval is how often a tail pings its client, as Loki does
+// (every second): a tail whose query matches nothing for a while must
+// not look idle to the proxies between Grafana and hay (nginx's default
+// proxy_read_timeout is 60 s), which would cut it, and Grafana then
+// reconnects, replaying the last entries again.
+const tailPingInterval = time.Second
+
+// tailPing pings c until ctx ends. The pongs are read by CloseRead's
+// reader; a client that stops answering is left to the read side and
+// the write timeouts.
+func tailPing(ctx context.Context, c *websocket.Conn) {
+	t := time.NewTicker(tailPingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := c.Ping(pctx)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
 // lokiTail serves /loki/api/v1/tail over WebSocket: each message is
 // {"streams":[{"stream":{...},"values":[["<ns>","<line>"]]}],"dropped_entries":[...]}.
 // It first replays the newest stored entries (at most limit) from start
@@ -324,7 +352,9 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow()
-	ctx := c.CloseRead(r.Context())
+	ctx, stop := context.WithCancel(c.CloseRead(r.Context()))
+	defer stop()
+	go tailPing(ctx, c)
 
 	send := func(es []tailEntry, dropped int) error {
 		if len(es) == 0 && dropped == 0 {
