@@ -245,6 +245,9 @@ type analyzer struct {
 	// specials collects the non-ASCII fold partners (kelvin, longS) a match
 	// might use where the analysis wrote an ASCII fold literal.
 	specials map[rune]bool
+	// inline keeps those partners in the exact sets instead, as
+	// alternatives of their own (see IndexLiterals).
+	inline bool
 }
 
 // RequiredLiterals returns an expression every line matching the regular
@@ -265,6 +268,20 @@ func RequiredLiterals(re *syntax.Regexp) *Expr {
 		}
 	}
 	return or(append([]*Expr{e}, alts...)...)
+}
+
+// IndexLiterals is RequiredLiterals for the skip index. RequiredLiterals
+// admits the k and s partners as bare runes (KELVIN SIGN is 3 bytes, LONG
+// S 2), which keeps the scan to one folded needle plus the two runes, but
+// a rune shorter than the index's grams is in every block: any (?i)
+// regex with a k or an s pruned nothing. Here each partner is an
+// alternative inside the literal ((?i)"kernel" OR (?i)"\u212aernel"), as
+// long as the literal, so the index prunes on it; the variants multiply
+// (up to maxSet, past which the pieces between them are ANDed), which
+// costs the index a few lookups and the scan nothing.
+func IndexLiterals(re *syntax.Regexp) *Expr {
+	a := &analyzer{specials: map[rune]bool{}, inline: true}
+	return a.analyze(re.Simplify()).toExpr()
 }
 
 func (in info) toExpr() *Expr {
@@ -511,7 +528,7 @@ func (a *analyzer) classFromRunes(runes []rune) info {
 		r     rune
 		ascii string
 	}{{kelvin, "k"}, {longS, "s"}} {
-		if has[sp.r] && slices.Contains(set, str{Text: sp.ascii, Fold: true}) {
+		if !a.inline && has[sp.r] && slices.Contains(set, str{Text: sp.ascii, Fold: true}) {
 			a.specials[sp.r] = true
 			i := slices.Index(set, str{Text: string(sp.r)})
 			set = slices.Delete(set, i, i+1)

@@ -35,6 +35,10 @@ type Plan struct {
 	// the block-level kernel: the AND of the positive filters'
 	// requirements. Negative filters and label filters contribute nothing.
 	Required *Expr
+	// Index is Required for the skip index, which needs literals at least
+	// a gram long: it spells out the k/s fold partners of (?i) regexes
+	// (IndexLiterals). Required keeps the cheaper form for the scan.
+	Index *Expr
 
 	stages []pipeStage // parsers, label filters, drop and keep, in query order
 
@@ -109,6 +113,11 @@ type Alt struct {
 	confirm      *regexp.Regexp
 	confirmBytes []byte // lead bytes of the runes that need confirm
 
+	// index, when set, is what a match contains for the skip index
+	// (IndexLiterals), where Prefilter or the confirm path's requirement
+	// would admit every block.
+	index *Expr
+
 	searcher *needle.Searcher
 	pre      *evalNode
 }
@@ -139,7 +148,7 @@ func Compile(q *Query) (*Plan, error) {
 		}
 		p.Streams = append(p.Streams, sm)
 	}
-	var reqs []*Expr
+	var reqs, idx []*Expr
 	for _, st := range q.Stages {
 		switch st := st.(type) {
 		case *LineFilter:
@@ -150,6 +159,7 @@ func Compile(q *Query) (*Plan, error) {
 			p.Filters = append(p.Filters, f)
 			if !f.Negate {
 				reqs = append(reqs, f.required())
+				idx = append(idx, f.indexRequired())
 			}
 		case *ParserStage:
 			p.stages = append(p.stages, pipeStage{parser: st})
@@ -181,7 +191,7 @@ func Compile(q *Query) (*Plan, error) {
 		}
 	}
 	sort.SliceStable(p.Filters, func(i, j int) bool { return p.Filters[i].Cost < p.Filters[j].Cost })
-	p.Required = and(reqs...)
+	p.Required, p.Index = and(reqs...), and(idx...)
 	return p, nil
 }
 
@@ -262,6 +272,7 @@ func compileRegexAlt(v string) *Alt {
 			if lead != nil {
 				a.confirm = regexp.MustCompile("(?s)" + v)
 				a.confirmBytes = lead
+				a.index = IndexLiterals(re)
 			}
 		}
 		return a
@@ -269,6 +280,7 @@ func compileRegexAlt(v string) *Alt {
 	return &Alt{
 		Regexp:    regexp.MustCompile("(?s)" + v),
 		Prefilter: RequiredLiterals(re),
+		index:     IndexLiterals(re),
 	}
 }
 
@@ -316,23 +328,39 @@ func hasASCIILetter(s string) bool {
 func (f *Filter) required() *Expr {
 	xs := make([]*Expr, len(f.Alts))
 	for i, a := range f.Alts {
-		switch {
-		case a.Regexp != nil:
-			xs[i] = a.Prefilter
-		case a.confirm != nil:
-			alts := []*Expr{litExpr(a.Needle.Text, true)}
-			if bytes.IndexByte(a.confirmBytes, 0xE2) >= 0 {
-				alts = append(alts, litExpr(string(kelvin), false))
-			}
-			if bytes.IndexByte(a.confirmBytes, 0xC5) >= 0 {
-				alts = append(alts, litExpr(string(longS), false))
-			}
-			xs[i] = or(alts...)
-		default:
-			xs[i] = litExpr(a.Needle.Text, a.Needle.Fold)
+		xs[i] = a.required()
+	}
+	return or(xs...)
+}
+
+// indexRequired is required for the skip index: the alternatives' index
+// expressions where they have one.
+func (f *Filter) indexRequired() *Expr {
+	xs := make([]*Expr, len(f.Alts))
+	for i, a := range f.Alts {
+		if xs[i] = a.index; xs[i] == nil {
+			xs[i] = a.required()
 		}
 	}
 	return or(xs...)
+}
+
+// required is what a line the alternative matches contains.
+func (a *Alt) required() *Expr {
+	switch {
+	case a.Regexp != nil:
+		return a.Prefilter
+	case a.confirm != nil:
+		alts := []*Expr{litExpr(a.Needle.Text, true)}
+		if bytes.IndexByte(a.confirmBytes, 0xE2) >= 0 {
+			alts = append(alts, litExpr(string(kelvin), false))
+		}
+		if bytes.IndexByte(a.confirmBytes, 0xC5) >= 0 {
+			alts = append(alts, litExpr(string(longS), false))
+		}
+		return or(alts...)
+	}
+	return litExpr(a.Needle.Text, a.Needle.Fold)
 }
 
 // matches reports whether the alternative matches line.

@@ -573,10 +573,16 @@ func (e *exec) required() *query.Expr {
 // for MayMatch; nil when nothing is required.
 func Required(p *query.Plan, pattern []byte, fold bool) *query.Expr {
 	if p != nil {
-		if p.Required == nil || p.Required.Op == query.OpAll {
+		// Index, not Required: the same requirement with literals long
+		// enough for the index's grams (query.IndexLiterals).
+		r := p.Index
+		if r == nil {
+			r = p.Required
+		}
+		if r == nil || r.Op == query.OpAll {
 			return nil
 		}
-		return p.Required
+		return r
 	}
 	if len(pattern) == 0 {
 		return nil
