@@ -319,7 +319,7 @@ func (w *Writer) View() (*View, error) {
 	}
 	if s.job != nil {
 		// Its blocks are no longer appended to: share them.
-		v.Parts = append(v.Parts, &HeadPart{blocks: s.job.blocks})
+		v.Parts = append(v.Parts, newHeadPart(s.job.blocks))
 	}
 	if len(s.head.blocks) > 0 {
 		// The last block still grows: copy the block headers, so the
@@ -327,8 +327,11 @@ func (w *Writer) View() (*View, error) {
 		// lengths, and a full block's arrays are never written again.
 		blocks := make([]*headBlock, len(s.head.blocks))
 		for i, hb := range s.head.blocks {
-			c := *hb
+			c := headBlock{b: hb.b, meta: hb.meta}
 			c.meta.Streams = slices.Clone(hb.meta.Streams)
+			if hb.unsorted {
+				slices.Sort(c.meta.Streams)
+			}
 			blocks[i] = &c
 		}
 		v.Parts = append(v.Parts, &HeadPart{blocks: blocks})

@@ -242,7 +242,7 @@ replay:
 		return nil, fmt.Errorf("a flush moved the WAL start from %d to %d while the snapshot was read: %w", m.WALStart, m2.WALStart, errStoreMoved)
 	}
 	if len(h.blocks) > 0 {
-		s.Parts = append(s.Parts, &HeadPart{blocks: h.blocks})
+		s.Parts = append(s.Parts, newHeadPart(h.blocks))
 	}
 	return s, nil
 }

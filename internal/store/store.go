@@ -598,6 +598,9 @@ func (s *Store) rotate() (*flushJob, error) {
 		j.sources = append(j.sources, src)
 	}
 	sort.Slice(j.sources, func(a, b int) bool { return j.sources[a].Key < j.sources[b].Key })
+	for _, hb := range j.blocks {
+		hb.sortStreams() // before views share them with the flush
+	}
 	s.head.reset()
 	s.walDirty = false
 	return j, nil
