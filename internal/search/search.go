@@ -50,7 +50,14 @@
 // one current block per stream, so it holds at most max(2×workers, S)
 // decoded blocks. A block that holds several of the merged streams is
 // decoded once and shared by their runs (reference counted), since the
-// merge keeps the runs at about the same point in time.
+// merge keeps the runs at about the same point in time; it is also
+// matched once, for all its streams, its hits grouped by stream so that
+// each run takes its own without scanning the block (matching it once per
+// run cost O(streams × entries): 16 s for 10 lines of 20,000 streams).
+// While runs that will read the block have not come yet, it is kept
+// (decoded, or only its match results) within a budget, so that a
+// selective query, whose runs mostly let go of a block at once, does not
+// decode and match it again for each (see blockCache).
 //
 // # Order
 //
@@ -230,7 +237,7 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 	}
 	merging := !e.q.Count && len(e.present) > 1
 	if merging {
-		e.cache = &blockCache{m: map[blockKey]*cachedBlock{}}
+		e.cache = &blockCache{m: map[blockKey]*cachedBlock{}, budget: 2 * e.workers * segment.DefaultBlockSize}
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -261,22 +268,17 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 	// Each run needs its current block decoded to take part in the merge,
 	// so merging S streams holds max(2×workers, S) decoded blocks.
 	window := max(1, 2*e.workers/len(e.present))
-	var runs []*run
-	for _, s := range e.present {
-		var st []task
-		for _, t := range e.tasks {
-			if _, ok := slices.BinarySearch(parts[t.part].BlockMeta(t.block).Streams, s); ok {
-				t.stream = int64(s)
-				st = append(st, t)
-			}
+	byStream := e.streamTasks(withContext)
+	if p := e.q.Progress; p != nil {
+		total := 0
+		for _, st := range byStream {
+			total += len(st)
 		}
-		if withContext {
-			e.markGaps(st, int64(s))
-		}
-		if p := e.q.Progress; p != nil {
-			p.Total.Add(int64(len(st)))
-		}
-		runs = append(runs, e.start(ctx, &wg, st, window, int64(s)))
+		p.Total.Add(int64(total))
+	}
+	runs := make([]*run, len(e.present))
+	for i, s := range e.present {
+		runs[i] = e.start(ctx, &wg, byStream[i], window, int64(s))
 	}
 	return e.merge(ctx, runs, emit, onErr)
 }
@@ -824,6 +826,7 @@ type task struct {
 	part, block int
 	stream      int64 // -1: every selected stream
 	gap         bool  // blocks of the run's stream were skipped right before this one
+	users       int   // merging: the number of runs with a task for this block
 	done        chan struct{}
 	res         result
 }
@@ -890,6 +893,107 @@ func (e *exec) keepForContext(cands []candidate) {
 	}
 }
 
+// streamTasks splits e.tasks among the runs of a merge: element i lists
+// the blocks holding stream e.present[i], in iteration order, as tasks of
+// that stream, with their gaps (as markGaps sets them) when withContext.
+// It reads each block's stream list once: O(blocks + block-stream pairs),
+// where testing every stream against every task would be O(streams ×
+// blocks), minutes with tens of thousands of streams.
+func (e *exec) streamTasks(withContext bool) [][]task {
+	runOf := make([]int32, e.present[len(e.present)-1]+1) // stream id -> index in present, or -1
+	for i := range runOf {
+		runOf[i] = -1
+	}
+	for i, s := range e.present {
+		runOf[s] = int32(i)
+	}
+	run := func(s uint32) int32 {
+		if int(s) < len(runOf) {
+			return runOf[s]
+		}
+		return -1
+	}
+	// users: how many runs read a block, for the cache (cachedBlock).
+	users := func(m segment.BlockMeta) int {
+		n := 0
+		for _, s := range m.Streams {
+			if run(s) >= 0 {
+				n++
+			}
+		}
+		return n
+	}
+	out := make([][]task, len(e.present))
+	if !withContext {
+		for _, t := range e.tasks {
+			m := e.parts[t.part].BlockMeta(t.block)
+			t.users = users(m)
+			for _, s := range m.Streams {
+				if i := run(s); i >= 0 {
+					t.stream = int64(s)
+					out[i] = append(out[i], t)
+				}
+			}
+		}
+		return out
+	}
+	// markGaps for every stream in one walk over the store's blocks in
+	// ingestion order: skipped[i] says a block of stream e.present[i] in
+	// the time range was left out since that stream's last task.
+	n := len(e.tasks)
+	fwd := func(k int) task { // the k-th task in ingestion order
+		if e.rev {
+			return e.tasks[n-1-k]
+		}
+		return e.tasks[k]
+	}
+	skipped := make([]bool, len(e.present))
+	next := 0
+	for pi, p := range e.parts {
+		for bi := range p.NumBlocks() {
+			m := p.BlockMeta(bi)
+			isTask := next < n && fwd(next).part == pi && fwd(next).block == bi
+			if !isTask && e.outOfRange(m) {
+				continue
+			}
+			nu := 0
+			if isTask {
+				nu = users(m)
+			}
+			for _, s := range m.Streams {
+				i := run(s)
+				if i < 0 {
+					continue
+				}
+				if isTask {
+					t := fwd(next)
+					t.stream, t.gap, t.users = int64(s), skipped[i], nu
+					out[i] = append(out[i], t)
+				}
+				skipped[i] = !isTask
+			}
+			if isTask {
+				next++
+			}
+		}
+	}
+	if e.rev {
+		for _, ts := range out {
+			// Collected in ingestion order, each with the gap before it.
+			// Backwards, the gap before a task is the one ingestion order
+			// has after it, as markGaps does.
+			slices.Reverse(ts)
+			for k := len(ts) - 1; k > 0; k-- {
+				ts[k].gap = ts[k-1].gap
+			}
+			if len(ts) > 0 {
+				ts[0].gap = false
+			}
+		}
+	}
+	return out
+}
+
 // markGaps sets each task's gap: whether a block of the run's stream (all
 // selected streams when stream < 0) that the time range and selectors
 // keep was left out right before it, so that its context must not reach
@@ -949,8 +1053,9 @@ walk:
 
 type result struct {
 	blk     *segment.Block // nil when counting
-	cached  bool           // blk belongs to exec.cache
+	cached  bool           // blk belongs to exec.cache, and so do hits and ents
 	hits    []int32        // matching entries, ascending
+	ents    []int32        // cached, with context: the stream's entries in the time range, ascending
 	count   int64
 	buckets []int64 // histogram counts
 	err     error
@@ -973,37 +1078,27 @@ func (e *exec) worker(ctx context.Context) {
 }
 
 // scratch is a worker's reusable memory.
-type scratch struct{ a, b, c, x []int32 }
+type scratch struct{ a, b, c, x, ks, slot, next []int32 }
 
 func (e *exec) do(t *task, sc *scratch) {
 	p := e.parts[t.part]
 	m := p.BlockMeta(t.block)
+	if e.cache != nil && len(m.Streams) > 1 {
+		e.doShared(t, m, sc)
+		return
+	}
 	timeOK, allSel := e.whole(m)
 	if e.q.Count && e.hist == nil && len(e.drivers) == 0 && len(e.excl) == 0 && !e.confirm(nil) && timeOK && allSel && t.stream < 0 {
 		// Every entry matches: the (checksummed) block index has the count.
 		t.res.count = int64(m.Entries)
 		return
 	}
-	var b *segment.Block
-	if e.cache != nil && len(m.Streams) > 1 {
-		// Every selected stream of the block has a run that reads it,
-		// mostly at about the same time: decode it once for them all.
-		var err error
-		b, err = e.cache.get(e, t.part, t.block)
-		if err != nil {
-			e.cache.put(t.part, t.block)
-			t.res.err = err
-			return
-		}
-		t.res.cached = true
-	} else {
-		b = segment.GetBlock()
-		e.decoded.Add(1)
-		if err := p.ReadBlock(t.block, b); err != nil {
-			segment.PutBlock(b)
-			t.res.err = err
-			return
-		}
+	b := segment.GetBlock()
+	e.decoded.Add(1)
+	if err := p.ReadBlock(t.block, b); err != nil {
+		segment.PutBlock(b)
+		t.res.err = err
+		return
 	}
 	stream := t.stream
 	if stream >= 0 && len(m.Streams) == 1 {
@@ -1028,6 +1123,40 @@ func (e *exec) do(t *task, sc *scratch) {
 		return
 	}
 	t.res.blk = b
+}
+
+// doShared does a merge run's task on a block that holds several streams:
+// every selected stream of the block has a run that reads it, mostly at
+// about the same time, so the cache decodes and matches the block once
+// for them all (blockCache.get) and the task takes its stream's share of
+// the result in O(1). Matching the block once per stream instead costs
+// O(streams × entries) a block (finding F1: 16 s for 10 lines of 20,000
+// streams).
+func (e *exec) doShared(t *task, m segment.BlockMeta, sc *scratch) {
+	i, ok := slices.BinarySearch(m.Streams, uint32(t.stream))
+	if !ok {
+		return // cannot happen: the run's tasks are the blocks listing its stream
+	}
+	cb, held := e.cache.get(e, t, m, i, sc)
+	if !held {
+		return // no hit of the stream, and no block: nothing to deliver
+	}
+	if cb.err != nil {
+		e.cache.put(t.part, t.block)
+		t.res.err = cb.err
+		return
+	}
+	t.res.blk, t.res.cached = cb.b, true
+	t.res.hits = cb.hits.of(i)
+	t.res.count = int64(len(t.res.hits))
+	if cb.ents.start != nil {
+		t.res.ents = cb.ents.of(i)
+	}
+}
+
+// wantsContext reports whether context entries are delivered.
+func (e *exec) wantsContext() bool {
+	return !e.q.Count && (e.q.Before > 0 || e.q.After > 0)
 }
 
 // outOfRange reports whether block m holds no entry in the time range.
@@ -1431,60 +1560,220 @@ func (e *exec) releaseBlock(t *task) {
 
 // blockCache shares decoded blocks among the stream runs of a merge: a
 // block holding S selected streams is wanted by S runs, which the merge
-// keeps at about the same point in time. A block is freed when the last
-// run holding it lets go; a run that comes later decodes it again, so
-// memory stays bounded as without the cache.
+// keeps at about the same point in time. The first run to want a block
+// decodes it and matches it once for every selected stream, the hits
+// grouped by stream, so that each run takes its own in O(its hits).
+//
+// A block is let go when the last run holding it does. If runs that will
+// want it have not come yet (users), it is kept within a budget: decoded
+// if room allows, else only its match results (4 bytes a hit and a
+// stream). A run whose stream has no hit in a kept block, and wants no
+// context, then needs nothing more; one that has hits takes the block, or
+// decodes it again without matching it. This matters for a selective
+// query: most runs have no hit in a block and let go of it at once, and
+// the merge, which must know every run's first entry, walks each run in
+// turn through its blocks up to its first hit; without the budget each of
+// them decoded and matched the block again. Past the budget (or when no
+// run is left to come) a block is freed, so memory stays bounded: the
+// blocks the runs hold, as without the cache, plus the budget.
 type blockCache struct {
-	mu sync.Mutex
-	m  map[blockKey]*cachedBlock
+	mu   sync.Mutex
+	m    map[blockKey]*cachedBlock
+	kept int // bytes of the blocks kept with refs 0
+	// budget bounds kept: as much as 2×workers default-sized blocks, the
+	// decoded bytes a search without merging holds.
+	budget int
 }
 
 type blockKey struct{ part, block int }
 
+// cachedBlock is a shared block: decoded (b or err set) while refs > 0;
+// when refs is 0, kept decoded, or kept light (b nil, only the match
+// results). Only the getter that decodes it sets b, err, hits and ents,
+// before closing ready; hits and ents do not change after that, b and err
+// only when refs is 0 (freed, or decoded again), all under mu or by that
+// getter.
 type cachedBlock struct {
 	b     *segment.Block
 	err   error
 	refs  int
-	ready chan struct{} // closed once b or err is set
+	users int           // runs whose task for the block has not called get yet
+	kept  int           // bytes counted in blockCache.kept (refs is 0)
+	ready chan struct{} // closed once the fields below are set
+	// hits are the block's matches of every selected stream, and ents,
+	// when context is asked for, its entries in the time range (for
+	// ctxState.load), both grouped by the block's streams.
+	hits, ents buckets
 }
 
-// get returns the decoded block, decoding it unless a run holds it. Each
-// get, failed or not, must be matched by a put.
-func (c *blockCache) get(e *exec, part, block int) (*segment.Block, error) {
-	k := blockKey{part, block}
+// size is the memory of the match results.
+func (cb *cachedBlock) size() int {
+	return 4 * (len(cb.hits.idx) + len(cb.hits.start) + len(cb.ents.idx) + len(cb.ents.start))
+}
+
+// blockBytes is about the memory of a decoded block.
+func blockBytes(b *segment.Block) int {
+	return len(b.Data) + 16*b.Len()
+}
+
+// buckets are entry indexes grouped by stream: the entries of the i-th
+// stream of a block's (sorted) stream list are idx[start[i]:start[i+1]],
+// ascending.
+type buckets struct {
+	idx, start []int32
+}
+
+// of returns bucket i, capped so that an append cannot clobber the next.
+func (g *buckets) of(i int) []int32 {
+	lo, hi := g.start[i], g.start[i+1]
+	return g.idx[lo:hi:hi]
+}
+
+// group sorts ks, ascending entries of b, into buckets by stream, streams
+// being the block's stream list (sorted): a counting sort, which is
+// stable, so each bucket stays ascending. An entry of a stream the list
+// lacks (the decoder refuses such blocks) falls in no bucket.
+func group(b *segment.Block, streams []uint32, ks []int32, sc *scratch) buckets {
+	slot := slices.Grow(sc.slot[:0], len(ks))[:len(ks)]
+	start := make([]int32, len(streams)+1)
+	j, prev := -1, uint32(0)
+	for i, k := range ks {
+		// Entries come in runs of one stream: search only on a change.
+		if s := b.Streams[k]; i == 0 || s != prev {
+			prev, j = s, -1
+			if x, ok := slices.BinarySearch(streams, s); ok {
+				j = x
+			}
+		}
+		slot[i] = int32(j)
+		if j >= 0 {
+			start[j+1]++
+		}
+	}
+	for i := range streams {
+		start[i+1] += start[i]
+	}
+	next := append(sc.next[:0], start[:len(streams)]...)
+	idx := make([]int32, start[len(streams)])
+	for i, k := range ks {
+		if j := slot[i]; j >= 0 {
+			idx[next[j]] = k
+			next[j]++
+		}
+	}
+	sc.slot, sc.next = slot, next
+	return buckets{idx: idx, start: start}
+}
+
+// get returns task t's block (whose index entry is m) decoded and
+// matched, doing what no earlier run left done; si is the index of the
+// task's stream in m.Streams. held is false when the stream has nothing
+// in a kept block (no hit, and no context wanted): then only cb's match
+// results may be read, and no put follows. Otherwise each get, failed or
+// not, must be matched by a put.
+func (c *blockCache) get(e *exec, t *task, m segment.BlockMeta, si int, sc *scratch) (cb *cachedBlock, held bool) {
+	k := blockKey{t.part, t.block}
 	c.mu.Lock()
-	if cb, ok := c.m[k]; ok {
+	cb, ok := c.m[k]
+	if !ok {
+		cb = &cachedBlock{users: t.users, ready: make(chan struct{})}
+		c.m[k] = cb
+	}
+	cb.users--
+	if ok && cb.refs > 0 {
+		// Decoded, or being decoded by another run.
 		cb.refs++
 		c.mu.Unlock()
 		<-cb.ready
-		return cb.b, cb.err
+		return cb, true
 	}
-	cb := &cachedBlock{refs: 1, ready: make(chan struct{})}
-	c.m[k] = cb
+	if ok && !e.wantsContext() && cb.hits.start[si] == cb.hits.start[si+1] {
+		// Kept, and nothing of it is this run's.
+		if cb.users == 0 {
+			c.unkeep(cb)
+			segment.PutBlock(cb.b)
+			delete(c.m, k)
+		}
+		c.mu.Unlock()
+		return cb, false
+	}
+	cb.refs = 1
+	if ok {
+		c.unkeep(cb)
+		if cb.b != nil {
+			c.mu.Unlock()
+			return cb, true // kept decoded
+		}
+		// Light: decode it again for this run (and those that come
+		// while it is held); its match results stand.
+		cb.ready = make(chan struct{})
+	}
 	c.mu.Unlock()
+	defer close(cb.ready)
 	b := segment.GetBlock()
 	e.decoded.Add(1)
-	if err := e.parts[part].ReadBlock(block, b); err != nil {
+	if err := e.parts[t.part].ReadBlock(t.block, b); err != nil {
 		segment.PutBlock(b)
 		cb.err = err
-	} else {
-		cb.b = b
+		return cb, true
 	}
-	close(cb.ready)
-	return cb.b, cb.err
+	cb.b = b
+	if ok {
+		return cb, true
+	}
+	// One scan for every stream (-1); the filter checks the selection.
+	timeOK, allSel := e.whole(m)
+	sc.ks = e.match(b, timeOK, allSel, -1, sc, sc.ks[:0], nil)
+	cb.hits = group(b, m.Streams, sc.ks, sc)
+	if e.wantsContext() {
+		sc.ks = sc.ks[:0]
+		for k := range b.Len() {
+			if timeOK || b.Times[k] >= e.q.Since && b.Times[k] <= e.last {
+				sc.ks = append(sc.ks, int32(k))
+			}
+		}
+		cb.ents = group(b, m.Streams, sc.ks, sc)
+	}
+	return cb, true
 }
 
+// put lets go of a block got with held true. The last holder keeps it,
+// decoded or light, for the runs still to come if the budget allows, or
+// frees it.
 func (c *blockCache) put(part, block int) {
 	k := blockKey{part, block}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cb := c.m[k]
-	if cb.refs--; cb.refs == 0 {
-		delete(c.m, k)
-		if cb.b != nil {
-			segment.PutBlock(cb.b)
-		}
+	if cb.refs--; cb.refs > 0 {
+		return
 	}
+	if cb.err != nil || cb.users == 0 {
+		// A damaged block is read again by each later run, which
+		// reports it, as without the cache.
+		segment.PutBlock(cb.b)
+		delete(c.m, k)
+		return
+	}
+	if n := cb.size() + blockBytes(cb.b); c.kept+n <= c.budget {
+		cb.kept = n
+		c.kept += n
+		return
+	}
+	segment.PutBlock(cb.b)
+	cb.b = nil
+	if n := cb.size(); c.kept+n <= c.budget {
+		cb.kept = n
+		c.kept += n
+		return
+	}
+	delete(c.m, k)
+}
+
+// unkeep takes a kept block out of the budget; c.mu is held.
+func (c *blockCache) unkeep(cb *cachedBlock) {
+	c.kept -= cb.kept
+	cb.kept = 0
 }
 
 func (r *run) fill() {
@@ -1588,15 +1877,22 @@ func (c *ctxState) push(seq int64, m Match) {
 func (c *ctxState) load(r *run, t *task) {
 	e, b := r.e, t.res.blk
 	c.ents = c.ents[:0]
-	for k := range b.Len() {
-		if b.Times[k] < e.q.Since || b.Times[k] > e.last {
-			continue
+	if t.res.cached {
+		// The cache grouped the block's entries by stream once for all
+		// the runs: copy this stream's (they are reversed below), rather
+		// than each run scanning the whole block.
+		c.ents = append(c.ents, t.res.ents...)
+	} else {
+		for k := range b.Len() {
+			if b.Times[k] < e.q.Since || b.Times[k] > e.last {
+				continue
+			}
+			s := b.Streams[k]
+			if r.stream >= 0 && int64(s) != r.stream || r.stream < 0 && e.sel != nil && !e.sel[s] {
+				continue
+			}
+			c.ents = append(c.ents, int32(k))
 		}
-		s := b.Streams[k]
-		if r.stream >= 0 && int64(s) != r.stream || r.stream < 0 && e.sel != nil && !e.sel[s] {
-			continue
-		}
-		c.ents = append(c.ents, int32(k))
 	}
 	if t.gap {
 		// Blocks of the stream were skipped before this one: no Before
