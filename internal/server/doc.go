@@ -83,7 +83,10 @@
 // [now - --reject-older-than, now + --reject-newer-than] (400), more than
 // --max-labels labels or a label name over 1 KiB or value over
 // --max-label-value-bytes (2 KiB), as Loki (400), a query over
-// --query-timeout (504). At most
+// --query-timeout (504), a metric query answering more than
+// --max-query-series series (500, Loki's max_query_series) or whose range
+// vectors would hold more than 5,000,000 points before aggregation (400,
+// before the memory is spent). At most
 // --max-concurrent-queries queries run at once; more wait for a slot, as
 // Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
 // 1), and beyond --max-queued-queries waiting they get 429 at once.

@@ -16,6 +16,7 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
+	"haystack/internal/segment"
 	"haystack/internal/store"
 )
 
@@ -188,6 +189,12 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		s.queryErr(w, err)
 		return
 	}
+	if n := nonEmpty(out); n > s.cfg.MaxQuerySeries {
+		// As Loki's max_query_series: a result no one can read, whose
+		// answer alone could take gigabytes.
+		s.queryErr(w, badRequest("too_many_series", "maximum number of series (%d) reached for a single query; the answer has %d: narrow the selector or aggregate (sum by ...)", s.cfg.MaxQuerySeries, n))
+		return
+	}
 	sec := func(t int64) json.Number {
 		return json.Number(strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64))
 	}
@@ -214,14 +221,50 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		if len(se.ts) == 0 {
 			continue
 		}
-		vals := make([][]any, len(se.ts))
-		for i := range se.ts {
-			vals[i] = []any{sec(se.ts[i]), val(se.vs[i])}
-		}
-		res = append(res, map[string]any{"metric": lm(se.labels), "values": vals})
+		res = append(res, map[string]any{"metric": lm(se.labels), "values": matrixValues{se.ts, se.vs}})
 	}
 	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "matrix", Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
 }
+
+// matrixValues is a series' points as Prometheus's matrix writes them,
+// [[<unix seconds>, "<value>"], ...], encoded straight from the slices:
+// a boxed []any per point took ~190 bytes of memory each.
+type matrixValues struct {
+	ts []int64
+	vs []float64
+}
+
+func (m matrixValues) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+len(m.ts)*28)
+	b = append(b, '[')
+	for i, t := range m.ts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendFloat(b, float64(t)/1e9, 'f', -1, 64)
+		b = append(b, ',', '"')
+		b = strconv.AppendFloat(b, m.vs[i], 'f', -1, 64)
+		b = append(b, '"', ']')
+	}
+	return append(b, ']'), nil
+}
+
+// nonEmpty counts the series that have points (the ones answered).
+func nonEmpty(out []*series) int {
+	n := 0
+	for _, se := range out {
+		if len(se.ts) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// maxRangePoints bounds the points a range vector expands into before any
+// aggregation (series × steps; ~16 bytes each): 10,000 streams over 3,600
+// steps took 6.8 GB and could take a server down with one request.
+const maxRangePoints = 5_000_000
 
 // evalMetric evaluates e at start, start+step, ... <= end.
 func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
@@ -317,7 +360,13 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 			return nil, err
 		}
 	}
+	if n := len(groups) * len(steps); n > maxRangePoints {
+		return nil, badRequest("too_many_points", "%s over %d series and %d steps is %d points, more than the limit of %d: narrow the selector, or use a larger step", e.fn, len(groups), len(steps), n, maxRangePoints)
+	}
 	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		a := groups[k]
 		idx := make([]int, len(a.times))
 		for i := range idx {
@@ -621,6 +670,39 @@ func (s *Server) lokiIndexStats(w http.ResponseWriter, r *http.Request, ts *tena
 		v, err := ts.w.View()
 		if err != nil {
 			s.queryErr(w, err)
+			return
+		}
+		if len(sel.plan.Query.Stages) == 0 {
+			// A plain selector (what Grafana sends) is answered from the
+			// block index, decoding only blocks at the range's edges or
+			// mixing other streams: exact, where Loki's is an index
+			// estimate. Chunks are the blocks holding a counted entry.
+			streams := map[uint32]bool{}
+			bv := &blockVisitor{plan: sel.plan, start: start, end: end}
+			bv.meta = func(m *segment.BlockMeta) {
+				for _, id := range m.Streams {
+					streams[id] = true
+				}
+				st.Chunks++
+				st.Entries += int64(m.Entries)
+				st.Bytes += int64(m.RawBytes)
+			}
+			bv.entry = func(_ int64, id uint32, n int) {
+				streams[id] = true
+				st.Entries++
+				st.Bytes += int64(n)
+			}
+			bv.done = func(n int) {
+				if n > 0 {
+					st.Chunks++
+				}
+			}
+			if err := bv.visit(r.Context(), v); err != nil {
+				s.queryErr(w, err)
+				return
+			}
+			st.Streams = len(streams)
+			writeJSON(w, st)
 			return
 		}
 		streams := map[uint32]bool{}

@@ -51,6 +51,9 @@ type Config struct {
 	Now                                   func() time.Time
 	// MaxQueryLimit caps the limit parameter of log queries (5000).
 	MaxQueryLimit int
+	// MaxQuerySeries caps the series a metric query answers (500, as
+	// Loki's max_query_series); more is a 400.
+	MaxQuerySeries int
 	// CompactInterval, when positive, has each tenant's store compact
 	// its new segments in the background this often (store.Writer).
 	CompactInterval time.Duration
@@ -131,6 +134,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxQueryLimit <= 0 {
 		cfg.MaxQueryLimit = 5000
 	}
+	if cfg.MaxQuerySeries <= 0 {
+		cfg.MaxQuerySeries = 500
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -178,6 +184,7 @@ func (s *Server) routes() http.Handler {
 
 	mux.Handle("/loki/api/v1/push", s.auth(s.handlePush("loki")))
 	mux.Handle("/api/v1/push/jsonl", s.auth(s.handlePush("jsonl")))
+	mux.Handle("/otlp/v1/logs", s.auth(http.HandlerFunc(s.handleOTLPLogs)))
 
 	q := func(name string, h func(http.ResponseWriter, *http.Request, *tenantStore)) http.Handler {
 		return s.auth(s.query(name, h))
@@ -188,6 +195,14 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/loki/api/v1/label/{name}/values", q("label_values", s.lokiLabelValues))
 	mux.Handle("/loki/api/v1/series", q("series", s.lokiSeries))
 	mux.Handle("/loki/api/v1/index/stats", q("index_stats", s.lokiIndexStats))
+	// Logs Drilldown's endpoints (drilldown.go).
+	mux.Handle("/loki/api/v1/index/volume", q("index_volume", s.lokiVolume(false)))
+	mux.Handle("/loki/api/v1/index/volume_range", q("index_volume_range", s.lokiVolume(true)))
+	mux.Handle("/loki/api/v1/detected_labels", q("detected_labels", s.lokiDetectedLabels))
+	mux.Handle("/loki/api/v1/detected_fields", q("detected_fields", s.lokiDetectedFields))
+	mux.Handle("/loki/api/v1/detected_field/{name}/values", q("detected_field_values", s.lokiDetectedFieldValues))
+	mux.Handle("/loki/api/v1/patterns", q("patterns", s.lokiPatterns))
+	mux.Handle("/loki/api/v1/drilldown-limits", q("drilldown_limits", s.lokiDrilldownLimits))
 	mux.Handle("GET /loki/api/v1/tail", s.auth(http.HandlerFunc(s.lokiTail)))
 
 	mux.Handle("GET /api/v1/search", q("search", s.nativeSearch))
