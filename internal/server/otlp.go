@@ -1,0 +1,889 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OTLP logs ingest: POST /otlp/v1/logs, as the OpenTelemetry Collector's
+// otlphttp exporter and Grafana Alloy's otelcol.exporter.otlphttp send it
+// to Loki (endpoint http://host/otlp; they append /v1/logs).
+//
+// The body is an ExportLogsServiceRequest, binary protobuf
+// (Content-Type application/x-protobuf) or OTLP/JSON (application/json:
+// lowerCamelCase keys, 64-bit integers as strings or numbers), with
+// Content-Encoding gzip or none (readBody: deflate and snappy too). The
+// protobuf is decoded by hand, with field numbers from the public
+// opentelemetry-proto definitions (no generated code):
+//
+//	ExportLogsServiceRequest { repeated ResourceLogs resource_logs = 1; }
+//	ResourceLogs   { Resource resource = 1; repeated ScopeLogs scope_logs = 2; }
+//	Resource       { repeated KeyValue attributes = 1; }
+//	ScopeLogs      { InstrumentationScope scope = 1; repeated LogRecord log_records = 2; }
+//	LogRecord      { fixed64 time_unix_nano = 1; fixed64 observed_time_unix_nano = 11;
+//	                 AnyValue body = 5; (severity, attributes, trace ids: not stored) }
+//	KeyValue       { string key = 1; AnyValue value = 2; }
+//	AnyValue       { oneof { string string_value = 1; bool bool_value = 2; int64 int_value = 3;
+//	                 double double_value = 4; ArrayValue array_value = 5;
+//	                 KeyValueList kvlist_value = 6; bytes bytes_value = 7; } }
+//	ArrayValue     { repeated AnyValue values = 1; }
+//	KeyValueList   { repeated KeyValue values = 1; }
+//
+// Unknown fields are skipped (and unknown JSON keys ignored), as OTLP
+// requires of receivers.
+//
+// Records map to entries as Loki documents its OTLP ingestion
+// (grafana/loki docs/sources/send-data/otel/_index.md, "Format
+// considerations", and docs/sources/get-started/labels/_index.md,
+// "Default labels for OpenTelemetry"):
+//
+//   - Stream labels: the resource attributes of otlpIndexAttributes, with
+//     every character other than [A-Za-z0-9_] replaced by '_'
+//     (service.name → service_name); a map value is flattened into one
+//     label a key, joined by '_'; other non-string values are rendered as
+//     the collector's AsString renders them. Without service.name (or
+//     with it empty) the stream gets service_name="unknown_service", as
+//     Loki names a stream it finds no service for.
+//   - Everything else (other resource attributes, the scope, the record's
+//     attributes, severity, trace and span ids) is structured metadata in
+//     Loki; hay accepts it and does not store it (see the package doc).
+//   - Line: the body; a string as it is, other values as the collector's
+//     AsString renders them (Loki's docs name that method): JSON for maps
+//     and arrays, base64 for bytes, decimal for numbers.
+//   - Time: time_unix_nano, or observed_time_unix_nano when that is 0, or
+//     the time of arrival when both are.
+//
+// The entries then go through the same limits as a Loki push (validate).
+// The answer follows OTLP/HTTP (opentelemetry-proto docs/specification.md,
+// "OTLP/HTTP Response"), in the request's encoding: 200 with an empty
+// ExportLogsServiceResponse; 200 with partial_success (rejected_log_records
+// and an error_message) when some records were refused and others stored;
+// 400 with a google.rpc.Status when the body is malformed or every record
+// was refused; 413 for a body over the limits; 415 for another
+// Content-Type.
+
+// otlpIndexAttributes are the resource attributes Loki stores as stream
+// labels by default (its docs list them). deployment.environment.name is
+// the newer semantic-conventions name of deployment.environment; Loki's
+// docs name one or the other depending on the version, so both are kept.
+var otlpIndexAttributes = map[string]bool{
+	"cloud.availability_zone":     true,
+	"cloud.region":                true,
+	"container.name":              true,
+	"deployment.environment":      true,
+	"deployment.environment.name": true,
+	"k8s.cluster.name":            true,
+	"k8s.container.name":          true,
+	"k8s.cronjob.name":            true,
+	"k8s.daemonset.name":          true,
+	"k8s.deployment.name":         true,
+	"k8s.job.name":                true,
+	"k8s.namespace.name":          true,
+	"k8s.pod.name":                true,
+	"k8s.replicaset.name":         true,
+	"k8s.statefulset.name":        true,
+	"service.instance.id":         true,
+	"service.name":                true,
+	"service.namespace":           true,
+}
+
+// otlpMaxDepth bounds the nesting of AnyValue arrays and maps. A protobuf
+// body of nested 2-byte headers would otherwise recurse once per 2 bytes
+// (millions of frames for a body within the limits).
+const otlpMaxDepth = 64
+
+// otlpValue is a decoded AnyValue.
+type otlpValue struct {
+	kind  otlpKind
+	str   string
+	num   int64   // int, bool (0 or 1)
+	dbl   float64 // double
+	bytes []byte
+	arr   []otlpValue
+	kvs   []otlpKV
+}
+
+type otlpKind uint8
+
+const (
+	otlpEmpty otlpKind = iota
+	otlpString
+	otlpBool
+	otlpInt
+	otlpDouble
+	otlpBytes
+	otlpArray
+	otlpMap
+)
+
+type otlpKV struct {
+	key string
+	val otlpValue
+}
+
+// otlpResource is one ResourceLogs: its attributes and the records of
+// all its scopes, in order.
+type otlpResource struct {
+	attrs   []otlpKV
+	records []otlpRecord
+}
+
+type otlpRecord struct {
+	time, observed uint64
+	body           otlpValue
+}
+
+// ---- protobuf ----
+
+// decodeOTLPProto decodes a binary ExportLogsServiceRequest.
+func decodeOTLPProto(b []byte) ([]otlpResource, error) {
+	var out []otlpResource
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
+		if f != 1 {
+			continue
+		}
+		if t != wireLen {
+			return nil, fmt.Errorf("resource_logs %d: wrong wire type %d", len(out), t)
+		}
+		res, err := decodeOTLPResourceLogs(v)
+		if err != nil {
+			return nil, fmt.Errorf("resource_logs %d: %w", len(out), err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
+	var res otlpResource
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return res, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen: // Resource
+			for len(v) > 0 {
+				f, t, _, kv, rest, err := protoField(v)
+				if err != nil {
+					return res, fmt.Errorf("resource: %w", err)
+				}
+				v = rest
+				if f != 1 {
+					continue
+				}
+				if t != wireLen {
+					return res, fmt.Errorf("resource attribute %d: wrong wire type %d", len(res.attrs), t)
+				}
+				a, err := decodeOTLPKeyValue(kv, 0)
+				if err != nil {
+					return res, fmt.Errorf("resource attribute %d: %w", len(res.attrs), err)
+				}
+				res.attrs = append(res.attrs, a)
+			}
+		case f == 2 && t == wireLen: // ScopeLogs
+			for len(v) > 0 {
+				f, t, _, rv, rest, err := protoField(v)
+				if err != nil {
+					return res, fmt.Errorf("scope_logs: %w", err)
+				}
+				v = rest
+				if f != 2 {
+					continue
+				}
+				if t != wireLen {
+					return res, fmt.Errorf("log record %d: wrong wire type %d", len(res.records), t)
+				}
+				rec, err := decodeOTLPRecord(rv)
+				if err != nil {
+					return res, fmt.Errorf("log record %d: %w", len(res.records), err)
+				}
+				res.records = append(res.records, rec)
+			}
+		case f == 1 || f == 2:
+			return res, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return res, nil
+}
+
+func decodeOTLPRecord(b []byte) (otlpRecord, error) {
+	var rec otlpRecord
+	for len(b) > 0 {
+		f, t, num, v, rest, err := protoField(b)
+		if err != nil {
+			return rec, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireI64:
+			rec.time = num
+		case f == 11 && t == wireI64:
+			rec.observed = num
+		case f == 5 && t == wireLen:
+			if rec.body, err = decodeOTLPValue(v, 0); err != nil {
+				return rec, fmt.Errorf("body: %w", err)
+			}
+		case f == 1 || f == 11 || f == 5:
+			return rec, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return rec, nil
+}
+
+func decodeOTLPKeyValue(b []byte, depth int) (otlpKV, error) {
+	var kv otlpKV
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return kv, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			kv.key = string(v)
+		case f == 2 && t == wireLen:
+			if kv.val, err = decodeOTLPValue(v, depth); err != nil {
+				return kv, fmt.Errorf("%q: %w", kv.key, err)
+			}
+		case f == 1 || f == 2:
+			return kv, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return kv, nil
+}
+
+// decodeOTLPValue decodes an AnyValue; of several oneof fields the last
+// wins, as protobuf decoders do. String and bytes values alias b.
+func decodeOTLPValue(b []byte, depth int) (otlpValue, error) {
+	var val otlpValue
+	if depth >= otlpMaxDepth {
+		return val, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
+	}
+	for len(b) > 0 {
+		f, t, num, v, rest, err := protoField(b)
+		if err != nil {
+			return val, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			val = otlpValue{kind: otlpString, str: string(v)}
+		case f == 2 && t == wireVarint:
+			val = otlpValue{kind: otlpBool}
+			if num != 0 {
+				val.num = 1
+			}
+		case f == 3 && t == wireVarint:
+			val = otlpValue{kind: otlpInt, num: int64(num)}
+		case f == 4 && t == wireI64:
+			val = otlpValue{kind: otlpDouble, dbl: math.Float64frombits(num)}
+		case (f == 5 || f == 6) && t == wireLen:
+			nv := otlpValue{kind: otlpArray}
+			if f == 6 {
+				nv.kind = otlpMap
+			}
+			for len(v) > 0 {
+				ef, et, _, ev, rest, err := protoField(v)
+				if err != nil {
+					return val, err
+				}
+				v = rest
+				if ef != 1 {
+					continue
+				}
+				if et != wireLen {
+					return val, fmt.Errorf("value %d: wrong wire type %d", len(nv.arr)+len(nv.kvs), et)
+				}
+				if f == 5 {
+					e, err := decodeOTLPValue(ev, depth+1)
+					if err != nil {
+						return val, fmt.Errorf("value %d: %w", len(nv.arr), err)
+					}
+					nv.arr = append(nv.arr, e)
+				} else {
+					kv, err := decodeOTLPKeyValue(ev, depth+1)
+					if err != nil {
+						return val, fmt.Errorf("value %d: %w", len(nv.kvs), err)
+					}
+					nv.kvs = append(nv.kvs, kv)
+				}
+			}
+			val = nv
+		case f == 7 && t == wireLen:
+			val = otlpValue{kind: otlpBytes, bytes: v}
+		case f >= 1 && f <= 7:
+			return val, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return val, nil
+}
+
+// ---- JSON ----
+
+// Field names are OTLP/JSON's lowerCamelCase; encoding/json also matches
+// them case-insensitively, and ignores unknown keys as OTLP requires.
+type otlpJSONRequest struct {
+	ResourceLogs []struct {
+		Resource struct {
+			Attributes []otlpJSONKV `json:"attributes"`
+		} `json:"resource"`
+		ScopeLogs []struct {
+			LogRecords []struct {
+				TimeUnixNano         otlpJSONUint `json:"timeUnixNano"`
+				ObservedTimeUnixNano otlpJSONUint `json:"observedTimeUnixNano"`
+				Body                 *otlpJSONAny `json:"body"`
+			} `json:"logRecords"`
+		} `json:"scopeLogs"`
+	} `json:"resourceLogs"`
+}
+
+type otlpJSONKV struct {
+	Key   string       `json:"key"`
+	Value *otlpJSONAny `json:"value"`
+}
+
+type otlpJSONAny struct {
+	StringValue *string        `json:"stringValue"`
+	BoolValue   *bool          `json:"boolValue"`
+	IntValue    *otlpJSONInt   `json:"intValue"`
+	DoubleValue *otlpJSONFloat `json:"doubleValue"`
+	BytesValue  *otlpJSONBytes `json:"bytesValue"`
+	ArrayValue  *struct {
+		Values []otlpJSONAny `json:"values"`
+	} `json:"arrayValue"`
+	KvlistValue *struct {
+		Values []otlpJSONKV `json:"values"`
+	} `json:"kvlistValue"`
+}
+
+// otlpJSONUint is a uint64 sent as a string (the proto3 JSON form of
+// 64-bit integers) or as a number, which decoders accept too.
+type otlpJSONUint uint64
+
+func (u *otlpJSONUint) UnmarshalJSON(b []byte) error {
+	s, ok := jsonNumberText(b)
+	if !ok {
+		return nil // null
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		// An exponent form of an integer (1.7e18) is still an integer.
+		if ferr != nil || f < 0 || f >= 1<<64 || f != math.Trunc(f) {
+			return fmt.Errorf("%s is not an unsigned 64-bit integer", b)
+		}
+		v = uint64(f)
+	}
+	*u = otlpJSONUint(v)
+	return nil
+}
+
+type otlpJSONInt int64
+
+func (n *otlpJSONInt) UnmarshalJSON(b []byte) error {
+	s, ok := jsonNumberText(b)
+	if !ok {
+		return nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || f < -(1<<63) || f >= 1<<63 || f != math.Trunc(f) {
+			return fmt.Errorf("%s is not a 64-bit integer", b)
+		}
+		v = int64(f)
+	}
+	*n = otlpJSONInt(v)
+	return nil
+}
+
+// otlpJSONFloat is a double: a number, or a string of one or of "NaN",
+// "Infinity", "-Infinity" (proto3 JSON).
+type otlpJSONFloat float64
+
+func (d *otlpJSONFloat) UnmarshalJSON(b []byte) error {
+	s, ok := jsonNumberText(b)
+	if !ok {
+		return nil
+	}
+	var v float64
+	switch s {
+	case "NaN":
+		v = math.NaN()
+	case "Infinity":
+		v = math.Inf(1)
+	case "-Infinity":
+		v = math.Inf(-1)
+	default:
+		var err error
+		if v, err = strconv.ParseFloat(s, 64); err != nil || s == "" || strings.ContainsAny(s, "nNiI") {
+			return fmt.Errorf("%s is not a double", b)
+		}
+	}
+	*d = otlpJSONFloat(v)
+	return nil
+}
+
+// otlpJSONBytes is base64, standard or URL-safe, padded or not (proto3
+// JSON accepts each).
+type otlpJSONBytes []byte
+
+func (p *otlpJSONBytes) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("bytesValue must be a base64 string")
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if v, err := enc.DecodeString(s); err == nil {
+			*p = v
+			return nil
+		}
+	}
+	return fmt.Errorf("bytesValue %.40q is not base64", s)
+}
+
+// jsonNumberText returns the text of a JSON number or of a string
+// holding one; ok is false for null.
+func jsonNumberText(b []byte) (string, bool) {
+	if string(b) == "null" {
+		return "", false
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if json.Unmarshal(b, &s) == nil {
+			return s, true
+		}
+	}
+	return string(b), true
+}
+
+// decodeOTLPJSON decodes an OTLP/JSON ExportLogsServiceRequest.
+func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
+	var req otlpJSONRequest
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(&req); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("invalid JSON: data after the top-level object")
+	}
+	out := make([]otlpResource, 0, len(req.ResourceLogs))
+	for i, rl := range req.ResourceLogs {
+		var res otlpResource
+		for j, a := range rl.Resource.Attributes {
+			kv, err := a.decode(0)
+			if err != nil {
+				return nil, fmt.Errorf("resourceLogs %d: resource attribute %d: %w", i, j, err)
+			}
+			res.attrs = append(res.attrs, kv)
+		}
+		for _, sl := range rl.ScopeLogs {
+			for _, lr := range sl.LogRecords {
+				rec := otlpRecord{time: uint64(lr.TimeUnixNano), observed: uint64(lr.ObservedTimeUnixNano)}
+				if lr.Body != nil {
+					v, err := lr.Body.decode(0)
+					if err != nil {
+						return nil, fmt.Errorf("resourceLogs %d: log record %d: body: %w", i, len(res.records), err)
+					}
+					rec.body = v
+				}
+				res.records = append(res.records, rec)
+			}
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (a otlpJSONKV) decode(depth int) (otlpKV, error) {
+	kv := otlpKV{key: a.Key}
+	if a.Value != nil {
+		v, err := a.Value.decode(depth)
+		if err != nil {
+			return kv, fmt.Errorf("%q: %w", a.Key, err)
+		}
+		kv.val = v
+	}
+	return kv, nil
+}
+
+func (a *otlpJSONAny) decode(depth int) (otlpValue, error) {
+	var v otlpValue
+	if depth >= otlpMaxDepth {
+		return v, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
+	}
+	n := 0
+	if a.StringValue != nil {
+		n++
+		v = otlpValue{kind: otlpString, str: *a.StringValue}
+	}
+	if a.BoolValue != nil {
+		n++
+		v = otlpValue{kind: otlpBool}
+		if *a.BoolValue {
+			v.num = 1
+		}
+	}
+	if a.IntValue != nil {
+		n++
+		v = otlpValue{kind: otlpInt, num: int64(*a.IntValue)}
+	}
+	if a.DoubleValue != nil {
+		n++
+		v = otlpValue{kind: otlpDouble, dbl: float64(*a.DoubleValue)}
+	}
+	if a.BytesValue != nil {
+		n++
+		v = otlpValue{kind: otlpBytes, bytes: []byte(*a.BytesValue)}
+	}
+	if a.ArrayValue != nil {
+		n++
+		v = otlpValue{kind: otlpArray}
+		for i := range a.ArrayValue.Values {
+			e, err := a.ArrayValue.Values[i].decode(depth + 1)
+			if err != nil {
+				return v, fmt.Errorf("value %d: %w", i, err)
+			}
+			v.arr = append(v.arr, e)
+		}
+	}
+	if a.KvlistValue != nil {
+		n++
+		v = otlpValue{kind: otlpMap}
+		for i, e := range a.KvlistValue.Values {
+			kv, err := e.decode(depth + 1)
+			if err != nil {
+				return v, fmt.Errorf("value %d: %w", i, err)
+			}
+			v.kvs = append(v.kvs, kv)
+		}
+	}
+	if n > 1 {
+		// A oneof: proto3 JSON decoders refuse two of its fields.
+		return v, errors.New("an AnyValue with more than one value")
+	}
+	return v, nil
+}
+
+// ---- mapping ----
+
+// String renders v as the OpenTelemetry collector's Value.AsString does,
+// which Loki's docs name for bodies and attribute values: a string as it
+// is, booleans and integers in Go's form, doubles as JavaScript (and
+// encoding/json) print numbers, bytes in standard base64, maps and arrays
+// as JSON (keys sorted; a map with a NaN or infinity inside renders
+// empty, as encoding/json refuses it there).
+func (v otlpValue) String() string {
+	switch v.kind {
+	case otlpString:
+		return v.str
+	case otlpBool:
+		return strconv.FormatBool(v.num != 0)
+	case otlpInt:
+		return strconv.FormatInt(v.num, 10)
+	case otlpDouble:
+		if math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0) {
+			return "json: unsupported value: " + strconv.FormatFloat(v.dbl, 'g', -1, 64)
+		}
+		b, _ := json.Marshal(v.dbl)
+		return string(b)
+	case otlpBytes:
+		return base64.StdEncoding.EncodeToString(v.bytes)
+	case otlpArray, otlpMap:
+		b, err := json.Marshal(v.raw())
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	return ""
+}
+
+// raw is v as plain Go values for encoding/json (a repeated map key: the
+// last wins).
+func (v otlpValue) raw() any {
+	switch v.kind {
+	case otlpString:
+		return v.str
+	case otlpBool:
+		return v.num != 0
+	case otlpInt:
+		return v.num
+	case otlpDouble:
+		return v.dbl
+	case otlpBytes:
+		if v.bytes == nil {
+			return []byte{}
+		}
+		return v.bytes
+	case otlpArray:
+		a := make([]any, len(v.arr))
+		for i, e := range v.arr {
+			a[i] = e.raw()
+		}
+		return a
+	case otlpMap:
+		m := make(map[string]any, len(v.kvs))
+		for _, kv := range v.kvs {
+			m[kv.key] = kv.val.raw()
+		}
+		return m
+	}
+	return nil
+}
+
+// otlpLabelName is an attribute key as (part of) a label name: each
+// character outside [A-Za-z0-9_] becomes '_'. Only the fixed keys of
+// otlpIndexAttributes start a name, so it never starts with a digit.
+func otlpLabelName(k string) string {
+	return strings.Map(func(c rune) rune {
+		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			return c
+		}
+		return '_'
+	}, k)
+}
+
+// otlpLabels picks a resource's stream labels. A key given twice keeps
+// its first value (as a lookup in the collector's attribute map does).
+func otlpLabels(attrs []otlpKV) map[string]string {
+	labels := map[string]string{}
+	var add func(name string, v otlpValue)
+	add = func(name string, v otlpValue) {
+		if v.kind == otlpMap {
+			// Flattened as LogQL's json parser flattens objects.
+			for _, kv := range v.kvs {
+				add(name+"_"+otlpLabelName(kv.key), kv.val)
+			}
+			return
+		}
+		if _, ok := labels[name]; !ok {
+			labels[name] = v.String()
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range attrs {
+		if !otlpIndexAttributes[a.key] || seen[a.key] {
+			continue
+		}
+		seen[a.key] = true
+		add(otlpLabelName(a.key), a.val)
+	}
+	if labels["service_name"] == "" {
+		labels["service_name"] = "unknown_service"
+	}
+	return labels
+}
+
+// otlpStreams turns decoded resources into push streams, one a resource.
+// A record whose time does not fit Unix nanoseconds (after 2262) is
+// refused into rj.
+func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
+	out := make([]pushStream, 0, len(res))
+	for i, r := range res {
+		ps := pushStream{lmap: otlpLabels(r.attrs), entries: make([]pushEntry, 0, len(r.records))}
+		for j, rec := range r.records {
+			ts := rec.time
+			if ts == 0 {
+				ts = rec.observed
+			}
+			if ts > math.MaxInt64 {
+				rj.add(1, "bad_timestamp", "resource %d, log record %d: time %d ns is past the year 2262", i, j, ts)
+				continue
+			}
+			e := pushEntry{ts: int64(ts)}
+			if ts == 0 {
+				e.ts = now
+			}
+			if rec.body.kind == otlpString {
+				e.line = []byte(rec.body.str)
+			} else {
+				e.line = []byte(rec.body.String())
+			}
+			ps.entries = append(ps.entries, e)
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// ---- HTTP ----
+
+type otlpEncoding int
+
+const (
+	otlpProtobuf otlpEncoding = iota
+	otlpJSON
+)
+
+// handleOTLPLogs serves POST /otlp/v1/logs.
+func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	tenant, ok := s.tenant(w, r)
+	if !ok {
+		return
+	}
+	var enc otlpEncoding
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch strings.ToLower(mt) {
+	case "application/x-protobuf":
+		enc = otlpProtobuf
+	case "application/json":
+		enc = otlpJSON
+	default:
+		// Neither encoding: answer in hay's JSON error form, which a JSON
+		// google.rpc.Status reader reads too (it has "message").
+		s.met.rejected.WithLabelValues("bad_content_type").Inc()
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Type %q: OTLP/HTTP is application/x-protobuf or application/json; nothing was stored", r.Header.Get("Content-Type")))
+		return
+	}
+	rejected, msg, err := s.otlpPush(r, tenant, enc)
+	s.met.pushDur.WithLabelValues("otlp").Observe(time.Since(start).Seconds())
+	if err != nil {
+		var he *httpError
+		if errors.As(err, &he) {
+			s.met.rejected.WithLabelValues(he.reason).Inc()
+			writeOTLPStatus(w, enc, he.status, he.msg)
+			return
+		}
+		s.log.Error("otlp push failed", "tenant", tenant, "err", err)
+		writeOTLPStatus(w, enc, http.StatusInternalServerError, "storing the push failed: "+err.Error()+"; its records may or may not be stored")
+		return
+	}
+	writeOTLPResponse(w, enc, rejected, msg)
+}
+
+// otlpPush reads, decodes, validates and stores an OTLP logs body. It
+// returns how many records were refused and why when some were stored;
+// an error when the body is unreadable, nothing was stored, or the store
+// failed.
+func (s *Server) otlpPush(r *http.Request, tenant string, enc otlpEncoding) (int, string, error) {
+	body, err := s.readBody(r, false)
+	if err != nil {
+		return 0, "", err
+	}
+	var res []otlpResource
+	name := "protobuf"
+	if enc == otlpJSON {
+		name = "JSON"
+		res, err = decodeOTLPJSON(body)
+	} else {
+		res, err = decodeOTLPProto(body)
+	}
+	if err != nil {
+		return 0, "", badRequest("malformed", "malformed OTLP %s logs request: %v; nothing was stored", name, err)
+	}
+	pre := new(pushRejects)
+	streams := otlpStreams(res, s.cfg.Now().UnixNano(), pre)
+	entries, nbytes, cuts, rj := s.validate(streams)
+	rj = pre.merge(rj)
+	if len(entries) == 0 {
+		// Nothing stored: 400 when some were refused (OTLP's "Bad Data":
+		// not retryable); an empty request is a success.
+		return 0, "", rj.err(0)
+	}
+	ts, err := s.openTenant(tenant, true)
+	if err != nil {
+		return 0, "", err
+	}
+	if err := ts.w.Append(r.Context(), entries); err != nil {
+		return 0, "", err
+	}
+	s.met.lines.Add(float64(len(entries)))
+	s.met.bytes.Add(float64(nbytes))
+	if cuts > 0 {
+		s.met.rejected.WithLabelValues("line_truncated").Add(float64(cuts))
+	}
+	if rj.entries == 0 {
+		return 0, "", nil
+	}
+	s.met.rejected.WithLabelValues(rj.reason).Inc()
+	var he *httpError
+	errors.As(rj.err(len(entries)), &he)
+	return rj.entries, he.msg, nil
+}
+
+// merge returns rj's refusals followed by o's.
+func (rj *pushRejects) merge(o *pushRejects) *pushRejects {
+	if rj.entries == 0 {
+		return o
+	}
+	for _, m := range o.msgs {
+		if len(rj.msgs) < 3 {
+			rj.msgs = append(rj.msgs, m)
+		}
+	}
+	rj.entries += o.entries
+	return rj
+}
+
+// writeOTLPResponse answers 200 with an ExportLogsServiceResponse, its
+// partial_success set when records were refused.
+func writeOTLPResponse(w http.ResponseWriter, enc otlpEncoding, rejected int, msg string) {
+	if enc == otlpJSON {
+		w.Header().Set("Content-Type", "application/json")
+		if rejected == 0 {
+			w.Write([]byte("{}"))
+			return
+		}
+		// int64 fields are strings in proto3 JSON.
+		b, _ := json.Marshal(map[string]any{"partialSuccess": map[string]any{
+			"rejectedLogRecords": strconv.Itoa(rejected),
+			"errorMessage":       msg,
+		}})
+		w.Write(b)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	if rejected == 0 {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	var ps []byte
+	ps = binary.AppendUvarint(ps, 1<<3|wireVarint)
+	ps = binary.AppendUvarint(ps, uint64(rejected))
+	ps = appendBytesField(ps, 2, []byte(msg))
+	w.Write(appendBytesField(nil, 1, ps))
+}
+
+// writeOTLPStatus answers a failure with a google.rpc.Status carrying the
+// message (OTLP/HTTP does not use its code), in the request's encoding.
+func writeOTLPStatus(w http.ResponseWriter, enc otlpEncoding, status int, msg string) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if enc == otlpJSON {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		b, _ := json.Marshal(map[string]string{"message": msg})
+		w.Write(b)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(status)
+	w.Write(appendBytesField(nil, 2, []byte(msg)))
+}
