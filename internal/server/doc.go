@@ -24,6 +24,7 @@
 //	GET  /metrics                             Prometheus metrics
 //	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); Content-Encoding gzip, deflate or snappy for both
 //	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"..."} (ts optional: now)
+//	POST /otlp/v1/logs                        OTLP/HTTP logs (protobuf or JSON, gzip): Loki's default resource attributes as labels, the body as the line (otlp.go); other attributes are structured metadata, not stored
 //	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats
