@@ -1,0 +1,674 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"haystack/internal/ingest"
+	"haystack/internal/query"
+	"haystack/internal/segment"
+	"haystack/internal/store"
+)
+
+// ddEntry is one pushed entry of the drilldown tests, with what a parser
+// must find in it (the oracle of detected_fields).
+type ddEntry struct {
+	stream int
+	t      int64
+	line   string
+	parser string            // "json", "logfmt" or "" (plain text)
+	fields map[string]string // field -> value, as the parser names them
+	types  map[string]string // field -> type of this value
+}
+
+var ddStreams = []map[string]string{
+	{"service_name": "api", "env": "prod", "level": "info"},
+	{"service_name": "api", "env": "dev"},
+	{"service_name": "web", "env": "prod"},
+	{"service_name": "db"},
+	{"job": "cron", "env": "prod"},
+}
+
+func ddLabels(i int) string {
+	b, _ := json.Marshal(ddStreams[i])
+	return string(b)
+}
+
+// ddGen makes n entries with distinct times in the two hours before base
+// (pushed out of time order), lines of three kinds and known fields.
+func ddGen(seed uint64, n int) []ddEntry {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	gap := int64(2*time.Hour) / int64(n)
+	perm := rng.Perm(n)
+	out := make([]ddEntry, n)
+	msgs := []string{"hello", "db timeout", "ok done", "retry later"}
+	for i := range out {
+		e := ddEntry{stream: rng.IntN(len(ddStreams)), t: base - int64(2*time.Hour) + int64(perm[i])*gap + rng.Int64N(gap/2), fields: map[string]string{}, types: map[string]string{}}
+		set := func(k, v, typ string) { e.fields[k], e.types[k] = v, typ }
+		switch rng.IntN(3) {
+		case 0:
+			e.parser = "logfmt"
+			var parts []string
+			st := []string{"200", "404", "500"}[rng.IntN(3)]
+			set("status", st, "int")
+			parts = append(parts, "status="+st)
+			d := []string{"15ms", "2s", "1m30s"}[rng.IntN(3)]
+			set("dur", d, "duration")
+			parts = append(parts, "dur="+d)
+			if rng.IntN(2) == 0 {
+				ok := []string{"true", "false"}[rng.IntN(2)]
+				set("ok", ok, "boolean")
+				parts = append(parts, "ok="+ok)
+			}
+			if rng.IntN(3) == 0 {
+				sz := []string{"10KB", "3MiB", "512b"}[rng.IntN(3)]
+				set("size", sz, "bytes")
+				parts = append(parts, "size="+sz)
+			}
+			if rng.IntN(4) == 0 {
+				// A field named like a stream label: _extracted when the
+				// stream has env.
+				set("env", "staging", "string")
+				parts = append(parts, "env=staging")
+			}
+			m := msgs[rng.IntN(len(msgs))]
+			set("msg", m, "string")
+			parts = append(parts, "msg="+strconv.Quote(m))
+			rng.Shuffle(len(parts), func(a, b int) { parts[a], parts[b] = parts[b], parts[a] })
+			e.line = strings.Join(parts, " ")
+		case 1:
+			e.parser = "json"
+			code := strconv.Itoa(100 + rng.IntN(5))
+			set("code", code, "int")
+			v := []string{"1", "2", "0.5", "1.25"}[rng.IntN(4)]
+			typ := "int"
+			if strings.Contains(v, ".") {
+				typ = "float"
+			}
+			set("v", v, typ)
+			x := []string{"7", "seven"}[rng.IntN(2)]
+			xt := "int"
+			if x == "seven" {
+				xt = "string"
+			}
+			set("x", x, xt)
+			u := fmt.Sprintf("u%d", rng.IntN(6))
+			set("user_id", u, "string")
+			m := msgs[rng.IntN(len(msgs))]
+			set("msg", m, "string")
+			e.line = fmt.Sprintf(`{"code":%s,"v":%s,"x":%q,"user":{"id":%q},"msg":%q}`, code, v, x, u, m)
+			if x == "7" {
+				e.line = fmt.Sprintf(`{"code":%s,"v":%s,"x":7,"user":{"id":%q},"msg":%q}`, code, v, u, m)
+			}
+		default:
+			e.line = strings.Repeat("plain words here ", 1+rng.IntN(4))
+			e.line = strings.TrimSpace(e.line)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// ddPush pushes es: the first third stream by stream (so blocks hold one
+// stream), the rest interleaved in batches of several streams.
+func ddPush(e *testEnv, tenant string, es []ddEntry) {
+	e.t.Helper()
+	push := func(batch []ddEntry) {
+		byStream := map[int][]ddEntry{}
+		for _, x := range batch {
+			byStream[x.stream] = append(byStream[x.stream], x)
+		}
+		var b strings.Builder
+		b.WriteString(`{"streams":[`)
+		for i, s := range slices.Sorted(maps.Keys(byStream)) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"stream":%s,"values":[`, ddLabels(s))
+			for j, x := range byStream[s] {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				lb, _ := json.Marshal(x.line)
+				fmt.Fprintf(&b, `["%d",%s]`, x.t, lb)
+			}
+			b.WriteString("]}")
+		}
+		b.WriteString("]}")
+		e.mustPush("/loki/api/v1/push", []byte(b.String()), "Content-Type", "application/json", "X-Scope-OrgID", tenant)
+	}
+	third := len(es) / 3
+	first := slices.Clone(es[:third])
+	slices.SortStableFunc(first, func(a, b ddEntry) int { return a.stream - b.stream })
+	for i := 0; i < len(first); i += 8 {
+		push(first[i:min(i+8, len(first))])
+	}
+	rest := es[third:]
+	for i := 0; i < len(rest); i += 7 {
+		push(rest[i:min(i+7, len(rest))])
+	}
+}
+
+// ddEnv is a server with small blocks and heads (many segments, blocks
+// that cut every range) holding es under tenant "t1" and others under "t2".
+func ddEnv(t *testing.T, es, others []ddEntry, compact bool) *testEnv {
+	e := newEnv(t, func(c *Config) {
+		c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512}}
+	})
+	ddPush(e, "t1", es)
+	ddPush(e, "t2", others)
+	if compact {
+		ts, err := e.srv.openTenant("t1", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.w.Compact(context.Background(), store.CompactOptions{Segment: &segment.Options{BlockSize: 2 << 10}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+type ddSelector struct {
+	q     string
+	match func(map[string]string) bool
+}
+
+var ddSelectors = []ddSelector{
+	{`{service_name=~".+"}`, func(l map[string]string) bool { return l["service_name"] != "" }},
+	{`{env="prod"}`, func(l map[string]string) bool { return l["env"] == "prod" }},
+	{`{service_name="api", env=~"p.*"}`, func(l map[string]string) bool {
+		return l["service_name"] == "api" && strings.HasPrefix(l["env"], "p")
+	}},
+	{`{service_name=~".+", env!="dev"}`, func(l map[string]string) bool { return l["service_name"] != "" && l["env"] != "dev" }},
+	{`{service_name="none"}`, func(l map[string]string) bool { return false }},
+}
+
+// ddRanges are [start, end] pairs: everything, nothing, single entries
+// and random cuts at entry times (and a nanosecond beside them).
+func ddRanges(es []ddEntry, seed uint64) [][2]int64 {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	out := [][2]int64{
+		{base - int64(3*time.Hour), base},
+		{base - int64(5*time.Hour), base - int64(4*time.Hour)},
+		{es[0].t, es[0].t},
+	}
+	for range 6 {
+		a, b := es[rng.IntN(len(es))].t+rng.Int64N(3)-1, es[rng.IntN(len(es))].t+rng.Int64N(3)-1
+		out = append(out, [2]int64{min(a, b), max(a, b)})
+	}
+	return out
+}
+
+func secJSON(t int64) string { return strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64) }
+
+// volumeOracle computes index/volume's (step 0) or volume_range's
+// expected result from the pushed entries.
+func volumeOracle(es []ddEntry, sel ddSelector, start, end, step int64, names []string, byLabels bool, limit int) string {
+	type series struct {
+		key    string
+		metric map[string]string
+		total  int64
+		pts    map[int64]int64
+	}
+	all := map[string]*series{}
+	for _, x := range es {
+		ls := ddStreams[x.stream]
+		if x.t < start || x.t > end || !sel.match(ls) {
+			continue
+		}
+		var kept ingest.Labels
+		for _, n := range slices.Sorted(maps.Keys(ls)) {
+			if slices.Contains(names, n) {
+				kept = append(kept, ingest.Label{Name: n, Value: ls[n]})
+			}
+		}
+		var keys []string
+		metrics := map[string]map[string]string{}
+		if byLabels {
+			for _, l := range kept {
+				keys = append(keys, l.Name)
+				metrics[l.Name] = map[string]string{l.Name: ""}
+			}
+		} else {
+			k := kept.String()
+			keys = []string{k}
+			m := map[string]string{}
+			for _, l := range kept {
+				m[l.Name] = l.Value
+			}
+			metrics[k] = m
+		}
+		b := int64(0)
+		if step > 0 {
+			b = start + (x.t-start)/step*step
+		}
+		for _, k := range keys {
+			s := all[k]
+			if s == nil {
+				s = &series{key: k, metric: metrics[k], pts: map[int64]int64{}}
+				all[k] = s
+			}
+			s.total += int64(len(x.line))
+			s.pts[b] += int64(len(x.line))
+		}
+	}
+	list := slices.Collect(maps.Values(all))
+	slices.SortFunc(list, func(a, b *series) int {
+		if a.total != b.total {
+			return int(b.total - a.total)
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	list = list[:min(len(list), limit)]
+	var res []string
+	for _, s := range list {
+		mb, _ := json.Marshal(s.metric)
+		if step == 0 {
+			res = append(res, fmt.Sprintf(`{"metric":%s,"value":[%s,"%d"]}`, mb, secJSON(end), s.total))
+			continue
+		}
+		var pts []string
+		for _, t := range slices.Sorted(maps.Keys(s.pts)) {
+			pts = append(pts, fmt.Sprintf(`[%s,"%d"]`, secJSON(t), s.pts[t]))
+		}
+		res = append(res, fmt.Sprintf(`{"metric":%s,"values":[%s]}`, mb, strings.Join(pts, ",")))
+	}
+	typ := "vector"
+	if step > 0 {
+		typ = "matrix"
+	}
+	return fmt.Sprintf(`{"status":"success","data":{"resultType":%q,"result":[%s]}}`, typ, strings.Join(res, ","))
+}
+
+func selectorNames(q string) []string {
+	ast, err := query.Parse(q)
+	if err != nil {
+		panic(err)
+	}
+	var out []string
+	for _, m := range ast.Selector {
+		if !slices.Contains(out, m.Name) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+func TestDrilldownVolume(t *testing.T) {
+	es := ddGen(1, 600)
+	others := ddGen(2, 50)
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact=%v", compact), func(t *testing.T) {
+			e := ddEnv(t, es, others, compact)
+			for _, sel := range ddSelectors {
+				for ri, rg := range ddRanges(es, 3) {
+					type variant struct {
+						params   string
+						names    []string
+						byLabels bool
+						limit    int
+					}
+					vs := []variant{
+						{"", selectorNames(sel.q), false, 100},
+						{"&targetLabels=env,%20level", []string{"env", "level"}, false, 100},
+						{"&aggregateBy=labels", selectorNames(sel.q), true, 100},
+						{"&aggregateBy=labels&targetLabels=service_name,env,job,level", []string{"service_name", "env", "job", "level"}, true, 100},
+						{"&aggregateBy=series&targetLabels=service_name,env&limit=2", []string{"service_name", "env"}, false, 2},
+					}
+					for _, v := range vs {
+						path := fmt.Sprintf("/loki/api/v1/index/volume?query=%s&start=%d&end=%d%s", q(sel.q), rg[0], rg[1], v.params)
+						code, body := e.get(path, "X-Scope-OrgID", "t1")
+						if code != 200 {
+							t.Fatalf("%s: %d %s", path, code, body)
+						}
+						want := volumeOracle(es, sel, rg[0], rg[1], 0, v.names, v.byLabels, v.limit)
+						wantJSON(t, fmt.Sprintf("range %d %s", ri, path), dropStats(t, body), want)
+						for _, step := range []int64{int64(time.Minute), int64(7 * time.Minute), int64(time.Hour)} {
+							if (rg[1]-rg[0])/step >= 11000 {
+								continue
+							}
+							rpath := strings.Replace(path, "/index/volume?", "/index/volume_range?", 1) + fmt.Sprintf("&step=%ds", step/1e9)
+							code, body := e.get(rpath, "X-Scope-OrgID", "t1")
+							if code != 200 {
+								t.Fatalf("%s: %d %s", rpath, code, body)
+							}
+							want := volumeOracle(es, sel, rg[0], rg[1], step, v.names, v.byLabels, v.limit)
+							wantJSON(t, fmt.Sprintf("range %d %s", ri, rpath), dropStats(t, body), want)
+						}
+					}
+				}
+			}
+			// The other tenant sees its own entries only.
+			rg := [2]int64{base - int64(3*time.Hour), base}
+			path := fmt.Sprintf("/loki/api/v1/index/volume?query=%s&start=%d&end=%d", q(ddSelectors[0].q), rg[0], rg[1])
+			_, body := e.get(path, "X-Scope-OrgID", "t2")
+			wantJSON(t, "tenant t2", dropStats(t, body), volumeOracle(others, ddSelectors[0], rg[0], rg[1], 0, []string{"service_name"}, false, 100))
+			// A tenant without data: an empty vector.
+			_, body = e.get(path, "X-Scope-OrgID", "nobody")
+			wantJSON(t, "tenant without data", dropStats(t, body), `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+		})
+	}
+}
+
+// TestDrilldownVisitPaths checks that a volume over a store with blocks of
+// one stream and blocks of several takes both paths (block metadata and
+// decoding), and that both give the oracle's numbers.
+func TestDrilldownVisitPaths(t *testing.T) {
+	es := ddGen(5, 400)
+	e := ddEnv(t, es, es[:1], false)
+	ts, err := e.srv.openTenant("t1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ts.w.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := parseSelection(`{service_name=~".+"}`, false)
+	for _, rg := range ddRanges(es, 11) {
+		var metas, entries, bytes, n int64
+		bv := &blockVisitor{plan: sel.plan, start: rg[0], end: rg[1]}
+		bv.meta = func(m *segment.BlockMeta) { metas++; n += int64(m.Entries); bytes += int64(m.RawBytes) }
+		bv.entry = func(_ int64, _ uint32, l int) { entries++; n++; bytes += int64(l) }
+		if err := bv.visit(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+		var wantN, wantBytes int64
+		for _, x := range es {
+			if x.t >= rg[0] && x.t <= rg[1] && ddStreams[x.stream]["service_name"] != "" {
+				wantN++
+				wantBytes += int64(len(x.line))
+			}
+		}
+		if n != wantN || bytes != wantBytes {
+			t.Errorf("range %v: %d entries %d bytes, want %d %d", rg, n, bytes, wantN, wantBytes)
+		}
+		if rg[1]-rg[0] == int64(3*time.Hour) && (metas == 0 || entries == 0) {
+			t.Errorf("whole store: %d blocks from metadata, %d entries decoded; want both paths used", metas, entries)
+		}
+	}
+}
+
+func TestDrilldownDetectedLabels(t *testing.T) {
+	es := ddGen(3, 500)
+	others := []ddEntry{{stream: 4, t: base - 10, line: "x"}}
+	e := ddEnv(t, es, others, false)
+	for _, sel := range append(ddSelectors, ddSelector{"", func(map[string]string) bool { return true }}) {
+		for _, rg := range ddRanges(es, 4) {
+			vals := map[string]map[string]bool{}
+			for _, x := range es {
+				ls := ddStreams[x.stream]
+				if x.t < rg[0] || x.t > rg[1] || !sel.match(ls) {
+					continue
+				}
+				for k, v := range ls {
+					if vals[k] == nil {
+						vals[k] = map[string]bool{}
+					}
+					vals[k][v] = true
+				}
+			}
+			var want []string
+			for _, k := range slices.Sorted(maps.Keys(vals)) {
+				want = append(want, fmt.Sprintf(`{"label":%q,"cardinality":%d}`, k, len(vals[k])))
+			}
+			path := fmt.Sprintf("/loki/api/v1/detected_labels?query=%s&start=%d&end=%d", q(sel.q), rg[0], rg[1])
+			code, body := e.get(path, "X-Scope-OrgID", "t1")
+			if code != 200 {
+				t.Fatalf("%s: %d %s", path, code, body)
+			}
+			wantJSON(t, path, body, `{"detectedLabels":[`+strings.Join(want, ",")+`]}`)
+		}
+	}
+	_, body := e.get("/loki/api/v1/detected_labels", "X-Scope-OrgID", "t2")
+	wantJSON(t, "tenant t2", body, `{"detectedLabels":[{"label":"env","cardinality":1},{"label":"job","cardinality":1}]}`)
+	_, body = e.get("/loki/api/v1/detected_labels", "X-Scope-OrgID", "nobody")
+	wantJSON(t, "no data", body, `{"detectedLabels":[]}`)
+}
+
+// fieldsOracle is detected_fields' answer for the newest lineLimit
+// entries of es that match and lie in [start, end], and the values of
+// each field.
+func fieldsOracle(es []ddEntry, match func(ddEntry) bool, start, end int64, lineLimit, limit int) (string, map[string][]string) {
+	var sample []ddEntry
+	for _, x := range es {
+		if x.t >= start && x.t <= end && match(x) {
+			sample = append(sample, x)
+		}
+	}
+	slices.SortFunc(sample, func(a, b ddEntry) int { return int(b.t - a.t) })
+	sample = sample[:min(len(sample), lineLimit)]
+	type field struct {
+		typ     string
+		parsers map[string]bool
+		vals    map[string]bool
+	}
+	fields := map[string]*field{}
+	for _, x := range sample {
+		for k, v := range x.fields {
+			if _, clash := ddStreams[x.stream][k]; clash {
+				k += "_extracted"
+			}
+			typ := x.types[strings.TrimSuffix(k, "_extracted")]
+			f := fields[k]
+			if f == nil {
+				f = &field{typ: typ, parsers: map[string]bool{}, vals: map[string]bool{}}
+				fields[k] = f
+			} else if f.typ != typ {
+				if (f.typ == "int" || f.typ == "float") && (typ == "int" || typ == "float") {
+					f.typ = "float"
+				} else {
+					f.typ = "string"
+				}
+			}
+			f.parsers[x.parser] = true
+			f.vals[v] = true
+		}
+	}
+	names := slices.Sorted(maps.Keys(fields))
+	if len(names) > limit {
+		slices.SortStableFunc(names, func(a, b string) int { return len(fields[b].vals) - len(fields[a].vals) })
+		names = names[:limit]
+		slices.Sort(names)
+	}
+	var out []string
+	values := map[string][]string{}
+	for _, n := range names {
+		f := fields[n]
+		ps, _ := json.Marshal(slices.Sorted(maps.Keys(f.parsers)))
+		out = append(out, fmt.Sprintf(`{"label":%q,"type":%q,"cardinality":%d,"parsers":%s}`, n, f.typ, len(f.vals), ps))
+	}
+	for n, f := range fields {
+		values[n] = slices.Sorted(maps.Keys(f.vals))
+	}
+	if len(out) == 0 {
+		return `{"fields":[]}`, values
+	}
+	return fmt.Sprintf(`{"fields":[%s],"limit":%d}`, strings.Join(out, ","), limit), values
+}
+
+func TestDrilldownDetectedFields(t *testing.T) {
+	es := ddGen(4, 500)
+	e := ddEnv(t, es, es[:3], false)
+	cases := []struct {
+		q     string
+		match func(ddEntry) bool
+	}{
+		{`{service_name="api"}`, func(x ddEntry) bool { return ddStreams[x.stream]["service_name"] == "api" }},
+		{`{service_name=~".+"} | json | logfmt | drop __error__, __error_details__`, func(x ddEntry) bool { return ddStreams[x.stream]["service_name"] != "" }},
+		{`{env="prod"} |= "status"`, func(x ddEntry) bool { return ddStreams[x.stream]["env"] == "prod" && strings.Contains(x.line, "status") }},
+		{`{job="cron"}`, func(x ddEntry) bool { return x.stream == 4 }},
+		{`{job="none"}`, func(x ddEntry) bool { return false }},
+	}
+	for _, c := range cases {
+		for _, rg := range ddRanges(es, 6)[:5] {
+			for _, lim := range []struct {
+				params           string
+				lineLimit, limit int
+			}{{"", 1000, 1000}, {"&line_limit=10", 10, 1000}, {"&limit=3&line_limit=50", 50, 3}} {
+				path := fmt.Sprintf("/loki/api/v1/detected_fields?query=%s&start=%d&end=%d%s", q(c.q), rg[0], rg[1], lim.params)
+				code, body := e.get(path, "X-Scope-OrgID", "t1")
+				if code != 200 {
+					t.Fatalf("%s: %d %s", path, code, body)
+				}
+				want, values := fieldsOracle(es, c.match, rg[0], rg[1], lim.lineLimit, lim.limit)
+				wantJSON(t, path, body, want)
+				for _, name := range []string{"status", "user_id", "env_extracted", "env", "nosuch"} {
+					vpath := fmt.Sprintf("/loki/api/v1/detected_field/%s/values?query=%s&start=%d&end=%d%s", name, q(c.q), rg[0], rg[1], lim.params)
+					code, body := e.get(vpath, "X-Scope-OrgID", "t1")
+					if code != 200 {
+						t.Fatalf("%s: %d %s", vpath, code, body)
+					}
+					vs := values[name]
+					vs = vs[:min(len(vs), lim.limit)]
+					vb, _ := json.Marshal(append([]string{}, vs...))
+					wantJSON(t, vpath, body, fmt.Sprintf(`{"values":%s,"limit":%d}`, vb, lim.limit))
+				}
+			}
+		}
+	}
+	_, body := e.get("/loki/api/v1/detected_fields?query="+q(`{service_name="api"}`), "X-Scope-OrgID", "nobody")
+	wantJSON(t, "no data", body, `{"fields":[]}`)
+}
+
+func TestDrilldownBadParams(t *testing.T) {
+	e := ddEnv(t, ddGen(6, 30), nil, false)
+	for _, c := range []struct{ path, param string }{
+		{"/loki/api/v1/index/volume", "query"},
+		{"/loki/api/v1/index/volume?query=" + q(`{app="x"} |= "y"`), "query"},
+		{"/loki/api/v1/index/volume?query=" + q(`{app="x"`), ""},
+		{"/loki/api/v1/index/volume?query=" + q(`{app="x"}`) + "&aggregateBy=pods", "aggregateBy"},
+		{"/loki/api/v1/index/volume?query=" + q(`{app="x"}`) + "&limit=-1", "limit"},
+		{"/loki/api/v1/index/volume?query=" + q(`{app="x"}`) + "&start=yesterday", "start"},
+		{"/loki/api/v1/index/volume?query=" + q(`{app="x"}`) + "&start=20&end=10", "end"},
+		{"/loki/api/v1/index/volume_range?query=" + q(`{app="x"}`) + "&step=0", "step"},
+		{"/loki/api/v1/index/volume_range?query=" + q(`{app="x"}`) + "&step=1ms", "step"},
+		{"/loki/api/v1/detected_labels?query=" + q(`{app="x"} | json`), "query"},
+		{"/loki/api/v1/detected_labels?end=soon", "end"},
+		{"/loki/api/v1/detected_fields", "query"},
+		{"/loki/api/v1/detected_fields?query=plain", "query"},
+		{"/loki/api/v1/detected_fields?query=" + q(`{app="x"}`) + "&line_limit=x", "line_limit"},
+		{"/loki/api/v1/detected_fields?query=" + q(`{app="x"}`) + "&limit=-5", "limit"},
+		{"/loki/api/v1/detected_field/a/values?query=" + q(`{app="x"}`) + "&limit=z", "limit"},
+		{"/loki/api/v1/index/stats?query=" + q(`{app="x"}`) + "&since=-1h", "since"},
+	} {
+		code, body := e.get(c.path, "X-Scope-OrgID", "t1")
+		if code != 400 || !strings.Contains(body, c.param) {
+			t.Errorf("GET %s: %d %s; want 400 naming %q", c.path, code, body, c.param)
+		}
+	}
+}
+
+// TestDrilldownIndexStats checks index/stats (F13: a plain selector from
+// the block index) against the entries pushed, and its chunks against a
+// brute-force count of the blocks holding a counted entry; a query with a
+// line filter takes the scanning path and counts the same way.
+func TestDrilldownIndexStats(t *testing.T) {
+	es := ddGen(7, 500)
+	e := ddEnv(t, es, nil, false)
+	ts, err := e.srv.openTenant("t1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ts.w.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range ddSelectors {
+		for _, rg := range ddRanges(es, 8) {
+			var entries, bytes int64
+			streams := map[int]bool{}
+			for _, x := range es {
+				if x.t >= rg[0] && x.t <= rg[1] && sel.match(ddStreams[x.stream]) {
+					entries++
+					bytes += int64(len(x.line))
+					streams[x.stream] = true
+				}
+			}
+			chunks := 0
+			for _, p := range v.Parts {
+				for bi := range p.NumBlocks() {
+					b := segment.GetBlock()
+					if err := p.ReadBlock(bi, b); err != nil {
+						t.Fatal(err)
+					}
+					for k := range b.Len() {
+						lm := map[string]string{}
+						ls, _ := ingest.ParseLabels(v.Labels(b.Streams[k]))
+						for _, l := range ls {
+							lm[l.Name] = l.Value
+						}
+						if b.Times[k] >= rg[0] && b.Times[k] <= rg[1] && sel.match(lm) {
+							chunks++
+							break
+						}
+					}
+					segment.PutBlock(b)
+				}
+			}
+			want := fmt.Sprintf(`{"streams":%d,"chunks":%d,"entries":%d,"bytes":%d}`, len(streams), chunks, entries, bytes)
+			path := fmt.Sprintf("/loki/api/v1/index/stats?query=%s&start=%d&end=%d", q(sel.q), rg[0], rg[1])
+			_, body := e.get(path, "X-Scope-OrgID", "t1")
+			wantJSON(t, path, body, want)
+		}
+	}
+}
+
+func TestDrilldownPatternsAndLimits(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.QueryTimeout = 90 * time.Second })
+	_, body := e.get("/loki/api/v1/patterns?query=" + q(`{app="x"}`) + "&step=1m")
+	wantJSON(t, "patterns", body, `{"status":"success","data":[]}`)
+	code, body := e.get("/loki/api/v1/drilldown-limits")
+	if code != 200 {
+		t.Fatalf("drilldown-limits: %d %s", code, body)
+	}
+	var got struct {
+		Limits                 map[string]any `json:"limits"`
+		PatternIngesterEnabled *bool          `json:"pattern_ingester_enabled"`
+		Version                string         `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.PatternIngesterEnabled == nil || *got.PatternIngesterEnabled || !strings.HasPrefix(got.Version, "haystack ") {
+		t.Errorf("drilldown-limits: %s", body)
+	}
+	for k, want := range map[string]any{
+		"query_timeout": "1m30s", "max_entries_limit_per_query": 5000.0, "volume_enabled": true,
+		"volume_max_series": 5000.0, "retention_period": "0s", "discover_log_levels": false,
+	} {
+		if got.Limits[k] != want {
+			t.Errorf("limits.%s = %v, want %v", k, got.Limits[k], want)
+		}
+	}
+}
+
+func TestDrilldownHelpers(t *testing.T) {
+	for v, want := range map[string]string{
+		"200": "int", "-3": "int", "0.5": "float", "1e3": "float", "true": "boolean", "F": "boolean",
+		"15ms": "duration", "1m30s": "duration", "10KB": "bytes", "3 MiB": "bytes", "512b": "bytes",
+		"2k": "bytes", "1.5GiB": "bytes", "hello": "string", "": "string", "KB": "string", "1.2.3KB": "string",
+		"10 xb": "string", "5kib": "bytes", "7ki": "bytes", "7kbb": "string",
+	} {
+		if got := fieldType(v); got != want {
+			t.Errorf("fieldType(%q) = %s, want %s", v, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{
+		0: "0s", time.Second: "1s", 90 * time.Second: "1m30s", 30*24*time.Hour + time.Hour: "4w2d1h",
+		1500 * time.Millisecond: "1s500ms", 366 * 24 * time.Hour: "1y1d", time.Nanosecond: "0s",
+	} {
+		if got := promDuration(d); got != want {
+			t.Errorf("promDuration(%s) = %s, want %s", d, got, want)
+		}
+	}
+}
