@@ -505,7 +505,9 @@ func TestDrilldownDetectedFields(t *testing.T) {
 	}{
 		{`{service_name="api"}`, func(x ddEntry) bool { return ddStreams[x.stream]["service_name"] == "api" }},
 		{`{service_name=~".+"} | json | logfmt | drop __error__, __error_details__`, func(x ddEntry) bool { return ddStreams[x.stream]["service_name"] != "" }},
-		{`{env="prod"} |= "status"`, func(x ddEntry) bool { return ddStreams[x.stream]["env"] == "prod" && strings.Contains(x.line, "status") }},
+		{`{env="prod"} |= "status"`, func(x ddEntry) bool {
+			return ddStreams[x.stream]["env"] == "prod" && strings.Contains(x.line, "status")
+		}},
 		{`{job="cron"}`, func(x ddEntry) bool { return x.stream == 4 }},
 		{`{job="none"}`, func(x ddEntry) bool { return false }},
 	}
