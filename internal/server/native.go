@@ -87,6 +87,21 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 		s.queryErr(w, err)
 		return
 	}
+	// skip drops that many leading entries at the paging boundary (end
+	// backward, start forward), which the client has shown already; they
+	// do not count toward limit. With the skip on the client's side
+	// instead (limit = page + shown), more than --max-query-limit entries
+	// sharing one time could not be paged past: the capped limit returned
+	// only rows the client skipped, and the UI called the search done.
+	skip, err := parseSkip(p.Get("skip"))
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	boundary := sel.start
+	if backward {
+		boundary = sel.end
+	}
 	// Lines are written as soon as their place in the answer is final
 	// (collectStream), flushed after each block's worth; the status and
 	// headers go out with the first line, so an error before it is still
@@ -102,11 +117,16 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 			enc.SetEscapeHTML(false)
 		}
 	}
-	more, err := collectStream(r.Context(), ts, sel, limit, backward, func(h *hit) error {
+	more, err := collectStream(r.Context(), ts, sel, limit+skip, backward, func(h *hit) error {
 		if h == nil {
 			rc.Flush() // a batch is complete; a failed write shows up in Encode
 			return nil
 		}
+		if skip > 0 && h.Time == boundary {
+			skip--
+			return nil
+		}
+		skip = 0
 		start()
 		count++
 		return enc.Encode(nativeEntry(h.Time, h.Labels, h.Line))
@@ -297,4 +317,18 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 		facets[name] = keep
 	}
 	writeJSON(w, map[string]any{"labels": facets})
+}
+
+// maxSkip bounds skip: the server holds limit+skip entries to order them.
+const maxSkip = 1_000_000
+
+func parseSkip(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxSkip {
+		return 0, badRequest("bad_param", "skip=%q: want an integer from 0 to %d", v, maxSkip)
+	}
+	return n, nil
 }

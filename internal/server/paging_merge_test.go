@@ -199,9 +199,9 @@ func pgID(t *testing.T, line string) int {
 // uiPage pages /api/v1/search as internal/server/web/static/app.js does
 // (searchPage and loadMore): the first request with [start, end] and
 // limit=page; each "load more" after a limited answer whose last shown
-// row has time T asks with end=T (forward: start=T) and limit=page+k, k
-// being the rows at T at the end of everything shown so far, and drops
-// leading entries at T while it has k to drop. A page that shows no row
+// row has time T asks with end=T (forward: start=T) and skip=k, k being
+// the rows at T at the end of everything shown so far, which the server
+// drops. A page that shows no row
 // ends the paging (the UI then offers no "load more"). before(n) runs
 // before the n-th request.
 func uiPage(t *testing.T, e *testEnv, tenant, qs string, forward bool, page int, start, end int64, before func(int)) ([]pgRow, int) {
@@ -211,7 +211,7 @@ func uiPage(t *testing.T, e *testEnv, tenant, qs string, forward bool, page int,
 		dir = "forward"
 	}
 	var rows []pgRow
-	skip, boundary := 0, ""
+	skip := 0
 	reqs := 0
 	for {
 		if reqs > 20000 {
@@ -226,7 +226,10 @@ func uiPage(t *testing.T, e *testEnv, tenant, qs string, forward bool, page int,
 		}
 		p.Set("start", strconv.FormatInt(start, 10))
 		p.Set("end", strconv.FormatInt(end, 10))
-		p.Set("limit", strconv.Itoa(page+skip))
+		p.Set("limit", strconv.Itoa(page))
+		if skip > 0 {
+			p.Set("skip", strconv.Itoa(skip))
+		}
 		p.Set("direction", dir)
 		code, body := e.get("/api/v1/search?"+p.Encode(), "X-Scope-OrgID", tenant)
 		if code != 200 {
@@ -251,11 +254,6 @@ func uiPage(t *testing.T, e *testEnv, tenant, qs string, forward bool, page int,
 				ended, limited = true, o.Limited
 				continue
 			}
-			if skip > 0 && o.TS == boundary {
-				skip--
-				continue
-			}
-			skip = 0
 			lastTs = o.TS
 			ts, err := strconv.ParseInt(o.TS, 10, 64)
 			if err != nil {
@@ -277,7 +275,7 @@ func uiPage(t *testing.T, e *testEnv, tenant, qs string, forward bool, page int,
 		for i := len(rows) - 1; i >= 0 && strconv.FormatInt(rows[i].ts, 10) == lastTs; i-- {
 			same++
 		}
-		skip, boundary = same, lastTs
+		skip = same
 		if forward {
 			start, _ = strconv.ParseInt(lastTs, 10, 64)
 		} else {

@@ -290,9 +290,21 @@ func (f *fakeAPI) search(v url.Values) ([]entry, bool, error) {
 			out = append(out, e)
 		}
 	}
+	boundary := start
 	if v.Get("direction") != "forward" {
 		// Newest first; ties keep their store order, as API.md asks.
 		sort.SliceStable(out, func(i, j int) bool { return out[i].ts > out[j].ts })
+		boundary = end
+	}
+	// skip: leading entries at the boundary time, already shown.
+	if s := v.Get("skip"); s != "" {
+		skip, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, false, fmt.Errorf("bad skip: %w", err)
+		}
+		for skip > 0 && len(out) > 0 && out[0].ts == boundary {
+			out, skip = out[1:], skip-1
+		}
 	}
 	limited := len(out) > limit
 	if limited {

@@ -521,13 +521,15 @@
     if (s.live) startTail(s);
   }
 
-  // searchPage streams one page of results into the list. skip drops that
-  // many leading entries whose ts equals the paging boundary (see API.md).
-  async function searchPage(c, startNs, endNs, skip, boundary) {
+  // searchPage streams one page of results into the list. The server
+  // drops skip leading entries whose ts equals the paging boundary, the
+  // ones already shown (see API.md).
+  async function searchPage(c, startNs, endNs, skip) {
     const s = state;
     const params = Object.assign(baseParams(s), {
-      start: String(startNs), end: String(endNs), limit: String(s.limit + skip), direction: s.dir,
+      start: String(startNs), end: String(endNs), limit: String(s.limit), direction: s.dir,
     });
+    if (skip > 0) params.skip = String(skip);
     c.phase = 'running';
     c.limited = false;
     updateStatus();
@@ -548,8 +550,6 @@
           c.elapsed = o.elapsed_ms;
           return;
         }
-        if (skip > 0 && o.ts === boundary) { skip--; return; }
-        skip = 0;
         lastTs = o.ts;
         enqueue(o, false);
       };
@@ -592,8 +592,8 @@
     const c = cur;
     if (c.phase !== 'done' || !c.limited || c.lastTs === null || c.lastTs === undefined) return;
     const t = BigInt(c.lastTs);
-    if (state.dir === 'forward') searchPage(c, t, c.endNs, c.sameAtLast, c.lastTs);
-    else searchPage(c, c.startNs, t, c.sameAtLast, c.lastTs);
+    if (state.dir === 'forward') searchPage(c, t, c.endNs, c.sameAtLast);
+    else searchPage(c, c.startNs, t, c.sameAtLast);
   }
 
   async function errorText(res) {
