@@ -674,3 +674,64 @@ func TestDrilldownHelpers(t *testing.T) {
 		}
 	}
 }
+
+// benchDrilldownEnv is a store of 200,000 entries (~24 MB) of 16 streams
+// over an hour, flushed to segments of default blocks: interleaved (most
+// blocks hold many streams) or grouped (pushed stream by stream, so most
+// blocks hold one).
+func benchDrilldownEnv(b *testing.B, grouped bool) (*testEnv, int64) {
+	e := newEnv(&testing.T{}, nil)
+	b.Cleanup(func() { e.ts.Close(); e.srv.Close() })
+	ts, err := e.srv.openTenant(DefaultTenant, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 200_000
+	es := make([]store.LabeledEntry, n)
+	var raw int64
+	for i := range es {
+		s := rng.IntN(16)
+		line := fmt.Sprintf("level=info status=%d dur=%dms msg=\"request served\" path=/api/v%d/items/%d", 200+rng.IntN(3)*100, rng.IntN(900), s, rng.IntN(100000))
+		es[i] = store.LabeledEntry{Labels: fmt.Sprintf(`{env="e%d", service_name="s%d"}`, s%4, s/4), Time: base - int64(time.Hour) + int64(i)*int64(time.Hour)/n, Line: []byte(line)}
+		raw += int64(len(line))
+	}
+	if grouped {
+		slices.SortStableFunc(es, func(a, b store.LabeledEntry) int { return strings.Compare(a.Labels, b.Labels) })
+	}
+	for i := 0; i < n; i += 5000 {
+		if err := ts.w.Append(context.Background(), es[i:i+5000]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := ts.w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return e, raw
+}
+
+func BenchmarkDrilldown(b *testing.B) {
+	rng := fmt.Sprintf("&start=%d&end=%d", base-int64(2*time.Hour), base)
+	for _, grouped := range []bool{false, true} {
+		e, raw := benchDrilldownEnv(b, grouped)
+		for _, c := range []struct{ name, path string }{
+			{"volume", "/loki/api/v1/index/volume?query=" + q(`{service_name=~".+"}`)},
+			{"volume_range", "/loki/api/v1/index/volume_range?step=60s&query=" + q(`{service_name=~".+"}`)},
+			{"detected_labels", "/loki/api/v1/detected_labels?query=" + q(`{service_name=~".+"}`)},
+			{"index_stats", "/loki/api/v1/index/stats?query=" + q(`{service_name="s1"}`)},
+			{"index_stats_scan", "/loki/api/v1/index/stats?query=" + q(`{service_name="s1"} |= ""`)},
+			{"index_stats_all", "/loki/api/v1/index/stats?query=" + q(`{service_name=~".+"}`)},
+			{"index_stats_all_scan", "/loki/api/v1/index/stats?query=" + q(`{service_name=~".+"} |= ""`)},
+			{"detected_fields", "/loki/api/v1/detected_fields?query=" + q(`{service_name="s1"}`)},
+		} {
+			b.Run(fmt.Sprintf("grouped=%v/%s", grouped, c.name), func(b *testing.B) {
+				b.SetBytes(raw)
+				for b.Loop() {
+					if code, body := e.get(c.path + rng); code != 200 {
+						b.Fatalf("%d %s", code, body)
+					}
+				}
+			})
+		}
+	}
+}
