@@ -30,9 +30,28 @@ func spanOf[T any](name string, s []T) span {
 	return span{name, lo, lo + uintptr(cap(s))*unsafe.Sizeof(*new(T))}
 }
 
+// TestArenaSmallAfterLarge: a small block reuses the arena when the
+// block's buffers are already in it (those pages are resident); only a
+// fresh one keeps a small block on the heap.
+func TestArenaSmallAfterLarge(t *testing.T) {
+	b := newPooledBlock()
+	if b.arena == nil {
+		t.Skip("no arenas on this platform (Linux only)")
+	}
+	b.fit(1<<20, 100, 1000)
+	if !within(b.arena.mem, addr(b.Data), 1) {
+		t.Fatal("a 1 MiB block was not put in the arena")
+	}
+	b.fit(100, 3, 1)
+	if !within(b.arena.mem, addr(b.Data), 1) || cap(b.Data) < 100+decodeSlack {
+		t.Fatal("a small block after a large one left the arena")
+	}
+}
+
 // TestArenaFit checks the layout fit gives a pooled block: every buffer
 // inside the arena, large enough, aligned and disjoint from the others;
-// and a block too large for the arena left on the heap.
+// and a block too large for the arena, or one too small to be worth its
+// first huge page, left on the heap.
 func TestArenaFit(t *testing.T) {
 	b := newPooledBlock()
 	if b.arena == nil {
@@ -42,8 +61,10 @@ func TestArenaFit(t *testing.T) {
 		data, meta, n int
 		fits          bool
 	}{
-		{0, 0, 0, true},
-		{1, 3, 1, true},
+		{0, 0, 0, false}, // small blocks stay on the heap (from a heap buffer)
+		{1, 3, 1, false},
+		{smallBlockBytes - 4096, 3, 1, false},
+		{smallBlockBytes, 3, 1, true},
 		{1 << 20, 20_000, 4000, true}, // a default block of ~260-byte lines
 		{1<<20 - 7, 3, 1, true},
 		{arenaSize - 512, 1, 1, true},
@@ -58,7 +79,7 @@ func TestArenaFit(t *testing.T) {
 			b.fit(c.data, c.meta, c.n)
 			if !c.fits {
 				if addr(b.Data) != addr(heap) || b.meta != nil || b.Offsets != nil {
-					t.Fatal("a block larger than the arena was put in it")
+					t.Fatal("a block too large or too small for the arena was put in it")
 				}
 				return
 			}
@@ -151,7 +172,7 @@ func TestArenaBlocksMatchHeap(t *testing.T) {
 			!slices.Equal(pooled.Times, want.Times) || !slices.Equal(pooled.Streams, want.Streams) {
 			t.Fatalf("segment %d block %d: pooled block differs from the heap one", o.r, o.i)
 		}
-		if pooled.arena != nil && m.RawBytes < 1<<20 && m.Entries < 10_000 {
+		if pooled.arena != nil && m.RawBytes >= smallBlockBytes && m.RawBytes < 1<<20 && m.Entries < 10_000 {
 			if !within(pooled.arena.mem, addr(pooled.Data), cap(pooled.Data)) {
 				t.Fatalf("segment %d block %d (%d bytes) not decoded in the arena", o.r, o.i, m.RawBytes)
 			}
