@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -697,6 +698,53 @@ func TestOTLPTenantsAndAuth(t *testing.T) {
 		if code != 200 || want == "" && n != 0 || want != "" && (n != 1 || !strings.Contains(body, `"`+want+`"`)) {
 			t.Errorf("tenant %s: %d %s", tenant, code, body)
 		}
+	}
+}
+
+// otlpProtocGolden is an ExportLogsServiceRequest encoded by protoc
+// 3.21.12 (--encode, from a text-format message) against the published
+// opentelemetry-proto definitions (an older revision, whose
+// instrumentation_library_logs has ScopeLogs' field number 2, and with
+// severity, name, flags, trace and span ids, dropped counts and schema
+// URLs set), as an encoder other than this package's tests wrote it.
+const otlpProtocGolden = "" +
+	"0a90020a550a1a0a0c736572766963652e6e616d65120a0a08636865636b6f75740a220a13736572766963652e696e73" +
+	"74616e63652e6964120b18d6ffffffffffffffff010a110a09686f73742e6e616d6512040a026831100212b3010a080a" +
+	"036c6962120131125a09001c1ee2fb9c971710111a054552524f52220265762a100a0e7061796d656e74206661696c65" +
+	"64320d0a07757365722e696412021807380145010000004a105b8efff798038103d269b633813fc60c52085b8efff798" +
+	"038103123b2a30322e0a070a0162120218010a0e0a0161120921000000000000f83f0a130a0163120e2a0c0a0210010a" +
+	"043a0200010a005900e6b81dfc9c9717120b2a092150efe2d6e41a4b441a01731a01720a390a190a170a0e636f6e7461" +
+	"696e65722e6e616d6512050a03776562121c121a0900368ffafd9c971710092a0d0a0b6c696e65310a6c696e6532"
+
+func TestOTLPProtocGolden(t *testing.T) {
+	b, err := hex.DecodeString(otlpProtocGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := decodeOTLPProto(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj := new(pushRejects)
+	var got []string
+	for _, s := range otlpStreams(res, base, rj) {
+		var ls []string
+		for k, v := range s.lmap {
+			ls = append(ls, k+"="+v)
+		}
+		slices.Sort(ls)
+		for _, e := range s.entries {
+			got = append(got, fmt.Sprintf("%s %d %s", strings.Join(ls, ","), e.ts, e.line))
+		}
+	}
+	wantLines(t, "protoc-encoded request", got, []string{
+		"service_instance_id=-42,service_name=checkout 1699999990000000000 payment failed",
+		`service_instance_id=-42,service_name=checkout 1699999991000000000 {"a":1.5,"b":1,"c":[true,"AAE=",null]}`,
+		"service_instance_id=-42,service_name=checkout 1700000000000000000 1e+21",
+		"container_name=web,service_name=unknown_service 1699999999000000000 line1\nline2",
+	})
+	if rj.entries != 0 {
+		t.Errorf("refused %d", rj.entries)
 	}
 }
 
