@@ -16,7 +16,8 @@ package server
 // those blocks; a store whose blocks interleave many streams decodes most
 // of them for a volume grouped by a label that differs between them.
 // detected_fields is exact over its sample (the newest line_limit
-// matching entries), as Loki's is a sample too.
+// matching entries), as Loki's is a sample too. Patterns are hay's own
+// simple rule (lineTemplate), counted exactly over every entry in range.
 
 import (
 	"context"
@@ -678,17 +679,151 @@ func isBytes(v string) bool {
 	return false
 }
 
-// lokiPatterns serves /loki/api/v1/patterns: hay mines no patterns, and
-// an empty list is Loki's own answer when its pattern ingester is off
-// (drilldown-limits says it is off, so Drilldown shows that).
+// Pattern mining limits: distinct patterns tracked (lines of patterns
+// first seen after that many are not counted) and patterns answered (the
+// most frequent).
+const (
+	maxPatternsTracked  = 10000
+	maxPatternsAnswered = 500
+)
+
+// lineTemplate is a line's pattern as hay mines them: the line split at
+// runs of white space, each token that holds a digit replaced by <_>
+// (for key=value tokens whose key has no digit, the value only:
+// key=<_>), tokens joined by one space. Lines without a constant token
+// have no pattern (""). This is hay's own, simpler rule than Loki's
+// pattern ingester (which clusters similar lines with the Drain
+// algorithm): lines that differ in a word without digits make two
+// patterns here.
+func lineTemplate(line []byte) string {
+	var b strings.Builder
+	constant := false
+	for tok := range strings.FieldsSeq(string(line)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		if !strings.ContainsAny(tok, "0123456789") {
+			b.WriteString(tok)
+			constant = true
+			continue
+		}
+		if k, _, ok := strings.Cut(tok, "="); ok && k != "" && !strings.ContainsAny(k, "0123456789") {
+			b.WriteString(k)
+			b.WriteString("=<_>")
+			constant = true
+			continue
+		}
+		b.WriteString("<_>")
+	}
+	if !constant {
+		return ""
+	}
+	return b.String()
+}
+
+// lokiPatterns serves /loki/api/v1/patterns: the patterns (lineTemplate)
+// of the entries a stream selector admits in [start, end], each with its
+// count per step ([t, t+step) from start, as volume_range), the most
+// frequent first (at most maxPatternsAnswered). Counts are exact: every
+// entry in the range is read (Loki's pattern ingester keeps them as
+// they arrive instead).
 func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
-	writeJSON(w, map[string]any{"status": "success", "data": []any{}})
+	p := r.URL.Query()
+	plan, err := selectorPlan("query", p.Get("query"))
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	start, end, err := s.rangeParams(r)
+	if err != nil {
+		s.queryErr(w, err)
+		return
+	}
+	if end < start {
+		s.queryErr(w, badRequest("bad_param", "end (%d) is before start (%d)", end, start))
+		return
+	}
+	step := int64(max(1, (end-start)/int64(time.Second)/250)) * int64(time.Second)
+	if v := p.Get("step"); v != "" {
+		d, err := parseDurationParam("step", v)
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		// Samples are in whole seconds: a shorter step would repeat
+		// their times.
+		step = max(int64(d), int64(time.Second))
+	}
+	if (end-start)/step >= 11000 {
+		s.queryErr(w, badRequest("bad_param", "step=%s: more than 11000 samples per pattern: raise step", time.Duration(step)))
+		return
+	}
+	counts := map[string]map[int64]int64{}
+	if ts != nil {
+		v, err := ts.w.View()
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+		sel := &selection{plan: plan, start: start, end: end}
+		err = run(r.Context(), v, sel, anyOrder, 0, func(h *hit) bool {
+			tpl := lineTemplate(h.Line)
+			if tpl == "" {
+				return true
+			}
+			m := counts[tpl]
+			if m == nil {
+				if len(counts) >= maxPatternsTracked {
+					return true
+				}
+				m = map[int64]int64{}
+				counts[tpl] = m
+			}
+			m[(h.Time-start)/step]++
+			return true
+		})
+		if err != nil {
+			s.queryErr(w, err)
+			return
+		}
+	}
+	totals := map[string]int64{}
+	for k, m := range counts {
+		for _, n := range m {
+			totals[k] += n
+		}
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if totals[a] != totals[b] {
+			if totals[a] > totals[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	keys = keys[:min(len(keys), maxPatternsAnswered)]
+	type pattern struct {
+		Pattern string     `json:"pattern"`
+		Samples [][2]int64 `json:"samples"`
+	}
+	out := []pattern{}
+	for _, k := range keys {
+		pt := pattern{Pattern: k}
+		for _, b := range slices.Sorted(maps.Keys(counts[k])) {
+			// Samples are [seconds, count], as Loki's reference shows.
+			pt.Samples = append(pt.Samples, [2]int64{(start + b*step) / 1e9, counts[k][b]})
+		}
+		out = append(out, pt)
+	}
+	writeJSON(w, map[string]any{"status": "success", "data": out})
 }
 
 // lokiDrilldownLimits serves /loki/api/v1/drilldown-limits, which Logs
 // Drilldown reads to decide what to offer: the limits object of Loki's
-// tenant limits that it uses, with hay's values, the pattern ingester
-// (off: no patterns) and the version. Durations are in Prometheus' form;
+// tenant limits that it uses, with hay's values, whether patterns are
+// answered, and the version. Durations are in Prometheus' form;
 // 0s is no limit.
 func (s *Server) lokiDrilldownLimits(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	writeJSON(w, map[string]any{
@@ -712,7 +847,8 @@ func (s *Server) lokiDrilldownLimits(w http.ResponseWriter, r *http.Request, ts 
 			"volume_enabled":              true,
 			"volume_max_series":           volumeMaxSeries,
 		},
-		"pattern_ingester_enabled": false,
+		// Patterns are mined at query time (lokiPatterns).
+		"pattern_ingester_enabled": true,
 		"version":                  "haystack " + version.Get().Version,
 	})
 }

@@ -200,6 +200,9 @@ func ddRanges(es []ddEntry, seed uint64) [][2]int64 {
 		{base - int64(3*time.Hour), base},
 		{base - int64(5*time.Hour), base - int64(4*time.Hour)},
 		{es[0].t, es[0].t},
+		// Entries a nanosecond before a step's end and at a step's start.
+		{es[1].t - int64(time.Minute) + 1, es[1].t + int64(time.Hour)},
+		{es[2].t - int64(7*time.Minute), base},
 	}
 	for range 6 {
 		a, b := es[rng.IntN(len(es))].t+rng.Int64N(3)-1, es[rng.IntN(len(es))].t+rng.Int64N(3)-1
@@ -625,10 +628,124 @@ func TestDrilldownIndexStats(t *testing.T) {
 	}
 }
 
-func TestDrilldownPatternsAndLimits(t *testing.T) {
+// patternGen makes n entries from known templates: each token is a
+// constant word (no digit), a number-bearing value, or key=value, joined
+// by varied white space; it returns them with each entry's pattern ("" for
+// a line without constant tokens).
+func patternGen(seed uint64, n int) ([]ddEntry, map[int64]string) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	num := func() string { return strconv.Itoa(rng.IntN(100000)) }
+	type tok struct{ text, pat string }
+	c := func(w string) tok { return tok{w, w} }
+	templates := []func() []tok{
+		func() []tok { return []tok{c("GET"), {"/api/items/" + num(), "<_>"}, c("took"), {num() + "ms", "<_>"}} },
+		func() []tok {
+			return []tok{c("level=info"), c("msg=served"), {"status=" + num(), "status=<_>"}, {"dur=" + num() + "ms", "dur=<_>"}}
+		},
+		func() []tok { return []tok{c("connection"), c("reset"), c("by"), c("peer")} },
+		func() []tok { return []tok{{num(), "<_>"}, {num(), "<_>"}} },
+		func() []tok {
+			return []tok{c("user"), {"u" + num(), "<_>"}, c("logged"), c("in"), c("from"), {"10.0.0." + num(), "<_>"}}
+		},
+		func() []tok {
+			return []tok{c("panic:"), c("boom"), c("at"), {"main.go:" + num(), "<_>"}, {"2x=" + num(), "<_>"}}
+		},
+	}
+	seps := []string{" ", "  ", "\t", " \n\t"}
+	gap := int64(2*time.Hour) / int64(n)
+	perm := rng.Perm(n)
+	var es []ddEntry
+	pats := map[int64]string{}
+	for i := range n {
+		toks := templates[rng.IntN(len(templates))]()
+		var line strings.Builder
+		var pat []string
+		constant := false
+		for j, tk := range toks {
+			if j > 0 {
+				line.WriteString(seps[rng.IntN(len(seps))])
+			}
+			line.WriteString(tk.text)
+			pat = append(pat, tk.pat)
+			if tk.pat != "<_>" {
+				constant = true
+			}
+		}
+		x := ddEntry{stream: rng.IntN(len(ddStreams)), t: base - int64(2*time.Hour) + int64(perm[i])*gap + rng.Int64N(gap/2), line: line.String()}
+		if constant {
+			pats[x.t] = strings.Join(pat, " ")
+		} else {
+			pats[x.t] = ""
+		}
+		es = append(es, x)
+	}
+	return es, pats
+}
+
+func TestDrilldownPatterns(t *testing.T) {
+	es, pats := patternGen(9, 600)
+	e := ddEnv(t, es, es[:2], false)
+	for _, sel := range ddSelectors {
+		for _, rg := range ddRanges(es, 10) {
+			for _, step := range []int64{int64(time.Minute), int64(7 * time.Minute)} {
+				if (rg[1]-rg[0])/step >= 11000 {
+					continue
+				}
+				counts := map[string]map[int64]int64{}
+				totals := map[string]int64{}
+				for _, x := range es {
+					p := pats[x.t]
+					if x.t < rg[0] || x.t > rg[1] || !sel.match(ddStreams[x.stream]) || p == "" {
+						continue
+					}
+					if counts[p] == nil {
+						counts[p] = map[int64]int64{}
+					}
+					counts[p][(x.t-rg[0])/step]++
+					totals[p]++
+				}
+				keys := slices.Collect(maps.Keys(counts))
+				slices.SortFunc(keys, func(a, b string) int {
+					if totals[a] != totals[b] {
+						return int(totals[b] - totals[a])
+					}
+					return strings.Compare(a, b)
+				})
+				var want []string
+				for _, k := range keys {
+					var smp []string
+					for _, b := range slices.Sorted(maps.Keys(counts[k])) {
+						smp = append(smp, fmt.Sprintf("[%d,%d]", (rg[0]+b*step)/1e9, counts[k][b]))
+					}
+					kb, _ := json.Marshal(k)
+					want = append(want, fmt.Sprintf(`{"pattern":%s,"samples":[%s]}`, kb, strings.Join(smp, ",")))
+				}
+				path := fmt.Sprintf("/loki/api/v1/patterns?query=%s&start=%d&end=%d&step=%ds", q(sel.q), rg[0], rg[1], step/1e9)
+				code, body := e.get(path, "X-Scope-OrgID", "t1")
+				if code != 200 {
+					t.Fatalf("%s: %d %s", path, code, body)
+				}
+				wantJSON(t, path, body, `{"status":"success","data":[`+strings.Join(want, ",")+`]}`)
+			}
+		}
+	}
+	_, body := e.get("/loki/api/v1/patterns?query="+q(`{service_name=~".+"}`), "X-Scope-OrgID", "nobody")
+	wantJSON(t, "no data", body, `{"status":"success","data":[]}`)
+	for _, c := range []struct{ path, param string }{
+		{"/loki/api/v1/patterns", "query"},
+		{"/loki/api/v1/patterns?query=" + q(`{app="x"} |= "a"`), "query"},
+		{"/loki/api/v1/patterns?query=" + q(`{app="x"}`) + "&step=-1s", "step"},
+		{"/loki/api/v1/patterns?query=" + q(`{app="x"}`) + "&step=1s&start=0", "step"},
+	} {
+		code, body := e.get(c.path, "X-Scope-OrgID", "t1")
+		if code != 400 || !strings.Contains(body, c.param) {
+			t.Errorf("GET %s: %d %s; want 400 naming %q", c.path, code, body, c.param)
+		}
+	}
+}
+
+func TestDrilldownLimits(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.QueryTimeout = 90 * time.Second })
-	_, body := e.get("/loki/api/v1/patterns?query=" + q(`{app="x"}`) + "&step=1m")
-	wantJSON(t, "patterns", body, `{"status":"success","data":[]}`)
 	code, body := e.get("/loki/api/v1/drilldown-limits")
 	if code != 200 {
 		t.Fatalf("drilldown-limits: %d %s", code, body)
@@ -641,7 +758,7 @@ func TestDrilldownPatternsAndLimits(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.PatternIngesterEnabled == nil || *got.PatternIngesterEnabled || !strings.HasPrefix(got.Version, "haystack ") {
+	if got.PatternIngesterEnabled == nil || !*got.PatternIngesterEnabled || !strings.HasPrefix(got.Version, "haystack ") {
 		t.Errorf("drilldown-limits: %s", body)
 	}
 	for k, want := range map[string]any{
@@ -655,6 +772,14 @@ func TestDrilldownPatternsAndLimits(t *testing.T) {
 }
 
 func TestDrilldownHelpers(t *testing.T) {
+	for line, want := range map[string]string{
+		"": "", "  \t": "", "12 34": "", "a": "a", "a=1 b2=3": "a=<_> <_>", "=5 x": "<_> x",
+		"k==1 k=v": "k=<_> k=v", "\xff1 ok": "<_> ok", "x\r\ny": "x y",
+	} {
+		if got := lineTemplate([]byte(line)); got != want {
+			t.Errorf("lineTemplate(%q) = %q, want %q", line, got, want)
+		}
+	}
 	for v, want := range map[string]string{
 		"200": "int", "-3": "int", "0.5": "float", "1e3": "float", "true": "boolean", "F": "boolean",
 		"15ms": "duration", "1m30s": "duration", "10KB": "bytes", "3 MiB": "bytes", "512b": "bytes",
