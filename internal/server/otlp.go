@@ -106,10 +106,9 @@ const otlpMaxDepth = 64
 // otlpValue is a decoded AnyValue.
 type otlpValue struct {
 	kind  otlpKind
-	str   string
 	num   int64   // int, bool (0 or 1)
 	dbl   float64 // double
-	bytes []byte
+	bytes []byte  // bytes, and string (decoded from protobuf: aliasing the body, so a line is not copied)
 	arr   []otlpValue
 	kvs   []otlpKV
 }
@@ -285,7 +284,7 @@ func decodeOTLPValue(b []byte, depth int) (otlpValue, error) {
 		b = rest
 		switch {
 		case f == 1 && t == wireLen:
-			val = otlpValue{kind: otlpString, str: string(v)}
+			val = otlpValue{kind: otlpString, bytes: v}
 		case f == 2 && t == wireVarint:
 			val = otlpValue{kind: otlpBool}
 			if num != 0 {
@@ -536,7 +535,7 @@ func (a *otlpJSONAny) decode(depth int) (otlpValue, error) {
 	n := 0
 	if a.StringValue != nil {
 		n++
-		v = otlpValue{kind: otlpString, str: *a.StringValue}
+		v = otlpValue{kind: otlpString, bytes: []byte(*a.StringValue)}
 	}
 	if a.BoolValue != nil {
 		n++
@@ -597,7 +596,7 @@ func (a *otlpJSONAny) decode(depth int) (otlpValue, error) {
 func (v otlpValue) String() string {
 	switch v.kind {
 	case otlpString:
-		return v.str
+		return string(v.bytes)
 	case otlpBool:
 		return strconv.FormatBool(v.num != 0)
 	case otlpInt:
@@ -625,7 +624,7 @@ func (v otlpValue) String() string {
 func (v otlpValue) raw() any {
 	switch v.kind {
 	case otlpString:
-		return v.str
+		return string(v.bytes)
 	case otlpBool:
 		return v.num != 0
 	case otlpInt:
@@ -717,7 +716,7 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 				e.ts = now
 			}
 			if rec.body.kind == otlpString {
-				e.line = []byte(rec.body.str)
+				e.line = rec.body.bytes
 			} else {
 				e.line = []byte(rec.body.String())
 			}

@@ -475,7 +475,7 @@ func TestOTLPValueString(t *testing.T) {
 		want string
 	}{
 		{otlpValue{}, ""},
-		{otlpValue{kind: otlpString, str: "a\x00\xff"}, "a\x00\xff"},
+		{otlpValue{kind: otlpString, bytes: []byte("a\x00\xff")}, "a\x00\xff"},
 		{otlpValue{kind: otlpBool, num: 1}, "true"},
 		{otlpValue{kind: otlpBool}, "false"},
 		{otlpValue{kind: otlpInt, num: math.MinInt64}, "-9223372036854775808"},
@@ -490,7 +490,7 @@ func TestOTLPValueString(t *testing.T) {
 		{otlpValue{kind: otlpBytes}, ""},
 		{otlpValue{kind: otlpArray}, "[]"},
 		{otlpValue{kind: otlpMap}, "{}"},
-		{otlpValue{kind: otlpArray, arr: []otlpValue{{kind: otlpBytes}, {kind: otlpMap, kvs: []otlpKV{{"z", otlpValue{kind: otlpString, str: "&"}}, {"a", otlpValue{}}}}}}, `["",{"a":null,"z":"\u0026"}]`},
+		{otlpValue{kind: otlpArray, arr: []otlpValue{{kind: otlpBytes}, {kind: otlpMap, kvs: []otlpKV{{"z", otlpValue{kind: otlpString, bytes: []byte("&")}}, {"a", otlpValue{}}}}}}, `["",{"a":null,"z":"\u0026"}]`},
 	} {
 		if got := c.v.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.v, got, c.want)
@@ -758,7 +758,7 @@ func encodeOTLP(res []otlpResource) []byte {
 	val = func(v otlpValue) []byte {
 		switch v.kind {
 		case otlpString:
-			return pbLen(1, []byte(v.str))
+			return pbLen(1, v.bytes)
 		case otlpBool:
 			return pbVarint(2, uint64(v.num))
 		case otlpInt:
@@ -864,4 +864,37 @@ func FuzzOTLPJSON(f *testing.F) {
 		}
 		otlpCheckDecoded(t, res)
 	})
+}
+
+// BenchmarkOTLPDecode decodes and maps a request of 1000 records of
+// ~100-byte lines (with severities, attributes and trace ids, as SDKs
+// send them) in each encoding.
+func BenchmarkOTLPDecode(b *testing.B) {
+	tid := bytes.Repeat([]byte{0xab}, 16)
+	var recs []tRec
+	for i := range 1000 {
+		recs = append(recs, tRec{time: ns(time.Duration(i) * time.Millisecond), sev: "INFO", sevNum: 9, traceID: tid,
+			attrs: []tkv{kvS("http.route", "/api/v1/items"), {"http.status_code", tInt(200)}},
+			body:  strBody(fmt.Sprintf("request %06d handled in 12.5ms method=GET path=/api/v1/items user=alice status=200 bytes=5120", i))})
+	}
+	res := []tRes{{attrs: []tkv{kvS("service.name", "api"), kvS("k8s.namespace.name", "prod"), kvS("host.name", "h1")}, scopes: []tScope{{name: "lib", recs: recs}}}}
+	for _, c := range []struct {
+		name   string
+		body   []byte
+		decode func([]byte) ([]otlpResource, error)
+	}{{"protobuf", otlpProtoReq(res), decodeOTLPProto}, {"json", otlpJSONReq(res), decodeOTLPJSON}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := c.decode(c.body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s := otlpStreams(r, base, new(pushRejects)); len(s[0].entries) != 1000 {
+					b.Fatal(len(s[0].entries))
+				}
+			}
+		})
+	}
 }
