@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -859,4 +860,76 @@ func BenchmarkDrilldown(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzLineTemplate checks lineTemplate against its doc comment, token by
+// token: a token without digits stays, key=value with a digit-free key
+// becomes key=<_>, any other token with a digit becomes <_>, and a line
+// without a kept word has no pattern.
+func FuzzLineTemplate(f *testing.F) {
+	for _, s := range []string{"", "GET /a/1 took 5ms", "a=1 b2=3", "=5 x", "k==1", "\xff1 ok", "x\r\ny", "12 34", "\u00a0a\u20281"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		got := lineTemplate([]byte(line))
+		toks := strings.Fields(line)
+		var want []string
+		constant := false
+		for _, tok := range toks {
+			hasDigit := strings.IndexFunc(tok, func(r rune) bool { return r >= '0' && r <= '9' }) >= 0
+			eq := strings.IndexByte(tok, '=')
+			switch {
+			case !hasDigit:
+				want = append(want, tok)
+				constant = true
+			case eq > 0 && strings.IndexFunc(tok[:eq], func(r rune) bool { return r >= '0' && r <= '9' }) < 0:
+				want = append(want, tok[:eq]+"=<_>")
+				constant = true
+			default:
+				want = append(want, "<_>")
+			}
+		}
+		w := strings.Join(want, " ")
+		if !constant {
+			w = ""
+		}
+		if got != w {
+			t.Fatalf("lineTemplate(%q) = %q, want %q", line, got, w)
+		}
+	})
+}
+
+// FuzzFieldType checks the type guess against the parsers it names, in
+// Loki's order, and isBytes against a regular expression of its comment.
+func FuzzFieldType(f *testing.F) {
+	for _, s := range []string{"", "1", "-1", "1.5", "NaN", "inf", "true", "T", "1h", "5ms", "10KB", "3 MiB", "2k", "1.2.3k", "KB", ".5b", "5 b", "5  b"} {
+		f.Add(s)
+	}
+	bytesRE := regexp.MustCompile(`^(?i)[0-9.]*[0-9][0-9.]* ?(b|[kmgtpe](|b|i|ib))$`)
+	f.Fuzz(func(t *testing.T, v string) {
+		_, errInt := strconv.ParseInt(v, 10, 64)
+		_, errFloat := strconv.ParseFloat(v, 64)
+		_, errBool := strconv.ParseBool(v)
+		_, errDur := time.ParseDuration(v)
+		isB := bytesRE.MatchString(v) && strings.Count(v, ".") <= 1
+		want := "string"
+		switch {
+		case errInt == nil:
+			want = "int"
+		case errFloat == nil:
+			want = "float"
+		case errBool == nil:
+			want = "boolean"
+		case errDur == nil:
+			want = "duration"
+		case isB:
+			want = "bytes"
+		}
+		if got := fieldType(v); got != want {
+			t.Fatalf("fieldType(%q) = %s, want %s", v, got, want)
+		}
+		if isBytes(v) != isB {
+			t.Fatalf("isBytes(%q) = %v, want %v", v, !isB, isB)
+		}
+	})
 }
