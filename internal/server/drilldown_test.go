@@ -966,3 +966,26 @@ func TestDrilldownAuth(t *testing.T) {
 	_, body := e.get(paths[0], "Authorization", "Bearer s3cret")
 	wantJSON(t, "t1's volume", dropStats(t, body), volumeOracle(es, ddSelectors[0], base-int64(3*time.Hour), base, 0, []string{"service_name"}, false, 100))
 }
+
+// TestDrilldownTimeout: the endpoints that read entries stop at the query
+// timeout with a 504, as the other queries.
+func TestDrilldownTimeout(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.QueryTimeout = time.Nanosecond
+		c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512}}
+	})
+	ddPush(e, DefaultTenant, ddGen(10, 200))
+	rg := fmt.Sprintf("&start=%d&end=%d", base-int64(3*time.Hour), base-int64(time.Hour))
+	for _, p := range []string{
+		"/loki/api/v1/index/volume?query=" + q(`{service_name=~".+"}`) + rg,
+		"/loki/api/v1/index/volume_range?query=" + q(`{service_name=~".+"}`) + rg,
+		"/loki/api/v1/detected_labels?query=" + q(`{service_name=~".+"}`) + rg,
+		"/loki/api/v1/detected_fields?query=" + q(`{service_name=~".+"}`) + rg,
+		"/loki/api/v1/patterns?query=" + q(`{service_name=~".+"}`) + rg,
+		"/loki/api/v1/index/stats?query=" + q(`{service_name=~".+"}`) + rg,
+	} {
+		if code, body := e.get(p); code != 504 {
+			t.Errorf("GET %s with a 1 ns timeout: %d %s; want 504", p, code, body)
+		}
+	}
+}
