@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/big"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -31,7 +32,15 @@ func checkTimeArg(t *testing.T, s string, now time.Time) {
 	var want *big.Int
 	if d, derr := time.ParseDuration(s); derr == nil {
 		want = new(big.Int).Sub(big.NewInt(now.UnixNano()), big.NewInt(int64(d)))
-	} else if tm, perr := time.Parse(time.RFC3339Nano, s); perr == nil {
+	} else if m := daysForm.FindStringSubmatch(s); m != nil {
+		// Whole days or weeks before now, in exact arithmetic.
+		n, _ := new(big.Int).SetString(m[1], 10)
+		day := big.NewInt(int64(24 * time.Hour))
+		if m[2] == "w" {
+			day.Mul(day, big.NewInt(7))
+		}
+		want = new(big.Int).Sub(big.NewInt(now.UnixNano()), n.Mul(n, day))
+	} else if tm, ok := oracleTimeOfDay(s); ok {
 		want = new(big.Int).Mul(big.NewInt(tm.Unix()), bigNano)
 		want.Add(want, big.NewInt(int64(tm.Nanosecond())))
 	} else {
@@ -57,11 +66,38 @@ func checkTimeArg(t *testing.T, s string, now time.Time) {
 	}
 }
 
+// daysForm is "<N>d" or "<N>w", N a whole number.
+var daysForm = regexp.MustCompile(`^([0-9]+)([dw])$`)
+
+// oracleTimeOfDay reads the documented time forms independently of
+// parseTimeOfDay: RFC 3339, or one of the zone-less forms in UTC, with a
+// space or a T between date and time.
+func oracleTimeOfDay(s string) (time.Time, bool) {
+	if tm, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return tm, true
+	}
+	if m := regexp.MustCompile(`^([0-9]{4}-[0-9]{2}-[0-9]{2})[ T](.*)$`).FindStringSubmatch(s); m != nil {
+		if tm, err := time.Parse(time.RFC3339Nano, m[1]+"T"+m[2]); err == nil {
+			return tm, true
+		}
+		for _, l := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02T15:04"} {
+			if tm, err := time.ParseInLocation(l, m[1]+"T"+m[2], time.UTC); err == nil {
+				return tm, true
+			}
+		}
+		return time.Time{}, false
+	}
+	tm, err := time.ParseInLocation("2006-01-02", s, time.UTC)
+	return tm, err == nil
+}
+
 func FuzzParseTimeArg(f *testing.F) {
 	const now = int64(1764467400123456789)
 	for _, s := range []string{
 		"", "1h", "90m", "-1h", "0", "1.5h", "2025-11-30T01:50:00Z", "2025-11-30T01:50:00.123456789+05:30",
 		"2025-11-30T01:50:00.1234567891Z", "2025-11-30 01:50:00Z", "2025-11-30T01:50:00", "1d", "yesterday",
+		"2d", "1w", "3.5d", "99999999999999999999d", "106751d", "106752d", "2026-11-30", "2026-11-30 10:00", "2026-11-30T10:00",
+		"2026-11-30 10:00:01.5", "2026-02-30", " 2026-11-30", "2026-11-30 ", "d", "-2d",
 		"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2262-04-11T23:47:16.854775807Z", "2262-04-11T23:47:16.854775808Z",
 		"1677-09-21T00:12:43.145224192Z", "1677-09-21T00:12:43.145224191Z", "-2562047h", "2562047h47m16.854775807s",
 	} {

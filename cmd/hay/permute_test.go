@@ -21,6 +21,13 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"err", "--limit", "1"}, []string{"-F", "-m", "1", "err"}},
 		{[]string{"-i", "--", "err", "-c"}, nil}, // two PATTERNs after --: usage
 		{[]string{"--", "-c"}, []string{"-F", "--", "-c"}},
+		// grep's bundled switches.
+		{[]string{"-ic", "err"}, []string{"-F", "-ic", "err"}},
+		{[]string{"-ci", "err"}, []string{"-F", "-ci", "err"}},
+		{[]string{"err", "-ic"}, []string{"-F", "-ic", "err"}},
+		{[]string{"-e", "-ic", "-c"}, []string{"-F", "-c", "-e", "-ic"}},
+		{[]string{"-vc", "err"}, nil}, // -v takes a value: refused
+		{[]string{"-A1", "-ic", "err"}, []string{"-F", "-A1", "-ic", "err"}},
 		{[]string{"-c", "--", "-c"}, []string{"-F", "-c", "--", "-c"}},
 	} {
 		got, code := hayInProcess(t, append([]string{"search", "--data", data}, c.hay...)...)

@@ -121,14 +121,18 @@ func searchCommand(args []string) error {
 	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
 	order := fs.String("order", "oldest", "`oldest` first or newest first (newest: the exact reverse, where each stream's own times ascend)")
-	since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 1h for now-1h)")
-	until := fs.String("until", "", "only entries before `T` (RFC 3339 or a duration)")
+	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
+	until := fs.String("until", "", "only entries before `T` (as --since)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
-	// Flags after PATTERN first (grep -A3 too), then grep's -A3 forms.
-	args, perr := permuteFlags(fs, args, map[string]bool{"v": true})
+	// grep's bundled switches (-ic), flags after PATTERN (grep -A3 too),
+	// then grep's -A3 forms.
+	args, perr := bundledFlags(fs, args)
+	if perr == nil {
+		args, perr = permuteFlags(fs, args, map[string]bool{"v": true})
+	}
 	if perr != nil {
 		return fmt.Errorf("%w: %v", errUsage, perr)
 	}
@@ -331,6 +335,66 @@ func interruptContext(parent context.Context, delay time.Duration) (context.Cont
 	}
 }
 
+// bundledFlags splits grep's bundled one-letter switches, -ic or -ci,
+// into -i -c, before "--" and outside flag values. A bundle with a
+// letter that takes a value (-vc: hay's -v takes the literal to drop) is
+// refused with the way to write it; anything else is left to the flag
+// package.
+func bundledFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...), nil
+		}
+		if f := fs.Lookup(strings.TrimLeft(a, "-")); f != nil && !isBoolFlag(f) && !strings.Contains(a, "=") {
+			out = append(out, a) // its value follows, whatever it looks like
+			if i+1 < len(args) {
+				out = append(out, args[i+1])
+				i++
+			}
+			continue
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' || fs.Lookup(a[1:]) != nil || strings.Contains(a, "=") {
+			out = append(out, a)
+			continue
+		}
+		var split []string
+		for _, c := range a[1:] {
+			f := fs.Lookup(string(c))
+			if f == nil {
+				split = nil
+				break
+			}
+			if !isBoolFlag(f) {
+				if _, err := strconv.Atoi(a[2:]); err == nil && strings.ContainsRune("ABC", rune(a[1])) {
+					split = nil // grep's -A3: grepNumArgs reads it
+					break
+				}
+				return nil, fmt.Errorf("%s: only switches (%s) can be bundled; -%c takes a value: write them apart, e.g. -c -v P", a, boolLetters(fs), c)
+			}
+			split = append(split, "-"+string(c))
+		}
+		if split == nil {
+			out = append(out, a)
+			continue
+		}
+		out = append(out, split...)
+	}
+	return out, nil
+}
+
+// boolLetters lists fs's one-letter switches, as "-c, -i".
+func boolLetters(fs *flag.FlagSet) string {
+	var ls []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if len(f.Name) == 1 && isBoolFlag(f) {
+			ls = append(ls, "-"+f.Name)
+		}
+	})
+	return strings.Join(ls, ", ")
+}
+
 // grepNumArgs rewrites grep's attached context counts (-A3, -C10) to the
 // flag package's -A=3 form, where fs would read a flag: up to "--" or the
 // first argument that is not a flag, and never in the value of a flag
@@ -458,11 +522,64 @@ func parseTimeArg(s string, now time.Time) (int64, error) {
 		}
 		return ingest.UnixNano(now.Add(-d)), nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is neither RFC 3339 nor a duration", s)
+	if n, unit, ok := wholeDays(s); ok {
+		// Days and weeks, "since 2d": whole ones of 24 h (UTC has no
+		// daylight saving), from now; saturating.
+		if n > math.MaxInt32/unit {
+			return math.MinInt64, nil
+		}
+		return ingest.UnixNano(now.UTC().AddDate(0, 0, -int(n*unit))), nil
 	}
-	return ingest.UnixNano(t), nil
+	if t, err := parseTimeOfDay(s); err == nil {
+		return ingest.UnixNano(t), nil
+	}
+	return 0, fmt.Errorf("%q is not a time: want a duration before now (90m, 36h, 2d, 1w) or a time (2026-11-30T10:00:00Z, 2026-11-30 10:00 and 2026-11-30 in UTC)", s)
+}
+
+// wholeDays reads "<N>d" or "<N>w" (N a whole number): N and the days in
+// the unit.
+func wholeDays(s string) (n, unit int64, ok bool) {
+	if len(s) < 2 {
+		return 0, 0, false
+	}
+	switch s[len(s)-1] {
+	case 'd':
+		unit = 1
+	case 'w':
+		unit = 7
+	default:
+		return 0, 0, false
+	}
+	digits := s[:len(s)-1]
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, 0, false
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return math.MaxInt64, unit, true // all digits, too many: far back
+	}
+	return n, unit, true
+}
+
+// timeLayouts are the times --since and --until read besides durations:
+// RFC 3339, and without a zone (as UTC, as ingest reads such times) to the
+// second, to the minute, or a date; a space may stand for the T.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"}
+
+func parseTimeOfDay(s string) (time.Time, error) {
+	if len(s) > 10 && s[10] == ' ' {
+		s = s[:10] + "T" + s[11:]
+	}
+	var err error
+	for _, l := range timeLayouts {
+		var t time.Time
+		if t, err = time.ParseInLocation(l, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, err
 }
 
 type printer struct {
