@@ -101,7 +101,7 @@ var otlpIndexAttributes = map[string]bool{
 // otlpMaxDepth bounds the nesting of AnyValue arrays and maps. A protobuf
 // body of nested 2-byte headers would otherwise recurse once per 2 bytes
 // (millions of frames for a body within the limits).
-const otlpMaxDepth = 64
+const otlpMaxDepth = 128
 
 // otlpValue is a decoded AnyValue.
 type otlpValue struct {

@@ -612,8 +612,8 @@ func TestOTLPMalformed(t *testing.T) {
 		{"truncated protobuf", "application/x-protobuf", "", good[:len(good)-20], 400, "malformed OTLP protobuf logs request"},
 		{"wrong wire type", "application/x-protobuf", "", pbVarint(1, 5), 400, "resource_logs 0: wrong wire type 0"},
 		{"bad time wire type", "application/x-protobuf", "", pbLen(1, pbLen(2, pbLen(2, pbVarint(1, 5)))), 400, "log record 0: field 1: wrong wire type 0"},
-		{"too deep, protobuf", "application/x-protobuf", "", otlpProtoReq(deepReq), 400, "values nested deeper than 64"},
-		{"too deep, JSON", "application/json", "", otlpJSONReq(deepReq), 400, "values nested deeper than 64"},
+		{"too deep, protobuf", "application/x-protobuf", "", otlpProtoReq(deepReq), 400, "values nested deeper than 128"},
+		{"too deep, JSON", "application/json", "", otlpJSONReq(deepReq), 400, "values nested deeper than 128"},
 		{"JSON sent as protobuf", "application/x-protobuf", "", otlpJSONReq(otlpSample()), 400, "malformed OTLP protobuf"},
 		{"protobuf sent as JSON", "application/json", "", good, 400, "invalid JSON"},
 		{"JSON array", "application/json", "", []byte(`[]`), 400, "invalid JSON"},
@@ -655,6 +655,23 @@ func TestOTLPMalformed(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d and %q", c.name, code, msg, c.code, c.msg)
 		}
 	}
+	// The deepest nesting allowed is stored.
+	ok := tStr("leaf")
+	for range otlpMaxDepth - 1 {
+		ok = tArr(ok)
+	}
+	okReq := []tRes{{attrs: []tkv{kvS("service.name", "deep")}, scopes: []tScope{{recs: []tRec{{time: ns(time.Second), body: &ok}}}}}}
+	for _, ct := range []string{"application/x-protobuf", "application/json"} {
+		body := otlpProtoReq(okReq)
+		if ct == "application/json" {
+			body = otlpJSONReq(okReq)
+		}
+		if code, _, b := e.otlpPost(body, "Content-Type", ct, "X-Scope-OrgID", "deep"); code != 200 {
+			t.Errorf("nesting %d, %s: %d %q", otlpMaxDepth-1, ct, code, b)
+		}
+	}
+	line := fmt.Sprintf("service_name=deep %d %s\"leaf\"%s", base-1e9, strings.Repeat("[", otlpMaxDepth-1), strings.Repeat("]", otlpMaxDepth-1))
+	wantLines(t, "deepest nesting", e.otlpRead("deep", `{service_name="deep"}`), []string{line, line})
 	if code, _ := e.get("/otlp/v1/logs"); code != 405 {
 		t.Errorf("GET: %d", code)
 	}
