@@ -91,7 +91,11 @@ func runCompact(args []string) error {
 		err = cerr
 	}
 	if errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("interrupted after %d segments; they stay compacted, and running hay compact again finishes the rest", cs.Segments)
+		msg := fmt.Sprintf("interrupted after %d segments; they stay compacted, and running hay compact again finishes the rest", cs.Segments)
+		if cs.Segments == 0 {
+			msg = "interrupted before any segment was rewritten; the store is as it was"
+		}
+		err = &exitError{code: 130, err: errors.New(msg)} // as hay search and ingest
 	}
 	if cs.Segments > 0 {
 		fmt.Printf("compacted %d segments into %d, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",

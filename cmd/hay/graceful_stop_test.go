@@ -756,7 +756,7 @@ func TestIngestGracefulStop(t *testing.T) {
 		when := fmt.Sprintf("file run %d (%v after %v, double %v)", run, sig, wait, double)
 		switch {
 		case code == 0:
-		case code == 1 && strings.Contains(stderr, "interrupted; everything read so far is stored"):
+		case code == 130 && strings.Contains(stderr, "interrupted; everything read so far is stored"):
 			interrupted++
 		case code == -1 && (double || !strings.Contains(stderr, "resuming")):
 			// Killed: by the second signal, or by the first before
@@ -837,7 +837,7 @@ func TestIngestGracefulStop(t *testing.T) {
 		pr.Close()
 		<-feedDone
 		when := fmt.Sprintf("stdin run %d (%v after %v, quiet %v)", run, sig, wait, quiet)
-		if code != 1 || !strings.Contains(stderr, "interrupted; everything read so far is stored") {
+		if code != 130 || !strings.Contains(stderr, "interrupted; everything read so far is stored") {
 			t.Errorf("%s: exit %d: %s", when, code, stderr)
 		}
 		fmu.Lock()

@@ -121,7 +121,9 @@ func runIngest(args []string) error {
 		ierr = err
 	}
 	if errors.Is(ierr, context.Canceled) {
-		ierr = errors.New("interrupted; everything read so far is stored (running the same command again resumes files)")
+		// 130, a shell's status for a command SIGINT stopped, as hay
+		// search: a script can tell it from a failure (1).
+		ierr = &exitError{code: 130, err: errors.New("interrupted; everything read so far is stored (running the same command again resumes files)")}
 	}
 	if ierr != nil {
 		return ierr

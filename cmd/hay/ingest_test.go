@@ -236,7 +236,7 @@ func TestIngestStdinIdle(t *testing.T) {
 	waitFor("first\nsecond\nthird\n")
 	cmd.Process.Signal(os.Interrupt)
 	err = cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !bytes.Contains(stderr.Bytes(), []byte("interrupted")) {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !bytes.Contains(stderr.Bytes(), []byte("interrupted")) {
 		t.Fatalf("after SIGINT: %v, stderr %q", err, stderr.Bytes())
 	}
 	if got, _ := hayInProcess(t, "search", "--data", dir, ""); string(got) != "first\nsecond\nthird\n" {

@@ -42,6 +42,16 @@ var errUsage = errors.New("usage")
 // flag.ErrHelp (main exits 0 for it, the usage already printed), any
 // other flag error as errUsage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if (a == "-h" || a == "-help" || a == "--help" || a == "--h") && fs.Output() == os.Stderr {
+			// Help asked for goes to stdout (hay search --help | less);
+			// the usage printed for a mistake stays on stderr.
+			fs.SetOutput(os.Stdout)
+		}
+	}
 	args, err := permuteFlags(fs, args, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
