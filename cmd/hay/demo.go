@@ -121,6 +121,14 @@ func demo(ctx context.Context, args []string, out io.Writer, listening func(base
 		return fmt.Errorf("%w: --lines must be at least 1", errUsage)
 	}
 
+	// The port first: finding it taken after generating and storing a
+	// million lines wasted the minute that took (3100 is Loki's port,
+	// busy wherever a Loki runs).
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("%w (use --listen to pick another address)", err)
+	}
+	defer ln.Close()
 	t0 := time.Now()
 	info, reused, err := demoPrepare(ctx, o)
 	if err != nil {
@@ -142,11 +150,6 @@ func demo(ctx context.Context, args []string, out io.Writer, listening func(base
 		return err
 	}
 	if err := srv.OpenExisting(); err != nil {
-		srv.Close()
-		return err
-	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
 		srv.Close()
 		return err
 	}

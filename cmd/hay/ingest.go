@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -94,6 +95,9 @@ func runIngest(args []string) error {
 		// tenant stores, which serve then refuses.
 		return tenantLayoutHint(*data, err)
 	}
+	if err := checkInputs(files); err != nil {
+		return err
+	}
 	st, err := store.Open(*data, opt)
 	if err != nil {
 		return err
@@ -140,6 +144,60 @@ func runIngest(args []string) error {
 		pr.lines.Load(), fmtBytes(in), el, float64(in)/1e6/max(el, 1e-9), fmtBytes(stored), ratio)
 	if stored > 64<<20 && isTerminal(os.Stderr) {
 		fmt.Fprintf(os.Stderr, "hint: hay compact --data %s halves what selective searches decode (they run ~1.4x faster; it costs ~1.5x this ingest's CPU, once)\n", *data)
+	}
+	return nil
+}
+
+// compressedMagic are the first bytes of compressed files hay ingest
+// would otherwise store as binary "lines" that no search finds.
+var compressedMagic = []struct {
+	magic, name, cat string
+}{
+	{"\x1f\x8b", "gzip", "zcat"},
+	{"\x28\xb5\x2f\xfd", "zstd", "zstdcat"},
+	{"BZh", "bzip2", "bzcat"},
+	{"\xfd7zXZ\x00", "xz", "xzcat"},
+}
+
+// checkInputs refuses, before anything is stored, inputs that are missing,
+// directories, or compressed: with several inputs, the ones before a bad
+// one would be stored and the rest not, and a rotated, gzipped log
+// (app.log.1.gz) was stored as binary that no search matched, exit 0.
+func checkInputs(files []string) error {
+	var errs []error
+	for _, path := range files {
+		if path == "-" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%s is a directory: give the files in it (%s/*.log)", path, path))
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			continue // a pipe or device: read as it comes
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		head := make([]byte, 6)
+		n, _ := io.ReadFull(f, head)
+		f.Close()
+		for _, c := range compressedMagic {
+			if strings.HasPrefix(string(head[:n]), c.magic) {
+				base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+				errs = append(errs, fmt.Errorf("%s is %s-compressed, and hay ingest stores text: %s %s | hay ingest --stream source=%s", path, c.name, c.cat, path, base))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w (nothing was stored)", errors.Join(errs...))
 	}
 	return nil
 }

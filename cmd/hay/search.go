@@ -602,13 +602,20 @@ func (p *printer) print(m *search.Match) error {
 		p.printed, p.last = true, m.Stream
 	}
 	if p.json {
-		return p.printJSON(m)
+		if err := p.printJSON(m); err != nil || !p.tty {
+			return err
+		}
+		return p.w.Flush()
 	}
 	if p.tty {
 		p.buf = appendEscaped(p.buf[:0], m.Line)
 		p.buf = append(p.buf, '\n')
-		_, err := p.w.Write(p.buf)
-		return err
+		if _, err := p.w.Write(p.buf); err != nil {
+			return err
+		}
+		// Line by line on a terminal, as grep's stdio: the rare match of
+		// an incident shows when found, not when the scan ends.
+		return p.w.Flush()
 	}
 	p.w.Write(m.Line)
 	return p.w.WriteByte('\n')

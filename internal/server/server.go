@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"haystack/internal/server/web"
 	"haystack/internal/store"
 )
@@ -69,6 +71,8 @@ type Server struct {
 	log *slog.Logger
 	met *metrics
 	sem chan struct{} // query slots
+	// dirLock holds an exclusive lock on DataDir for the server's life.
+	dirLock *os.File
 	// queued counts the queries waiting for a slot (MaxQueuedQueries).
 	queued atomic.Int64
 
@@ -149,7 +153,12 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	dirLock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
+		dirLock: dirLock,
 		cfg:     cfg,
 		log:     cfg.Logger,
 		sem:     make(chan struct{}, cfg.MaxConcurrentQueries),
@@ -339,7 +348,29 @@ func (s *Server) Close() error {
 			first = fmt.Errorf("tenant %s: %w", name, err)
 		}
 	}
+	if s.dirLock != nil {
+		s.dirLock.Close() // releases the lock
+	}
 	return first
+}
+
+// lockDataDir takes an exclusive flock on the data directory itself. Each
+// tenant's store has its own lock, but a second server on the same
+// directory started healthy and failed push by push ("in use by another
+// writer") for the tenants the first had opened.
+func lockDataDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another hay serve (or hay demo)", dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return f, nil
 }
 
 // StopTails ends every live tail (they would otherwise keep a graceful
