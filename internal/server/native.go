@@ -319,8 +319,9 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 	writeJSON(w, map[string]any{"labels": facets})
 }
 
-// maxSkip bounds skip: the server holds limit+skip entries to order them.
-const maxSkip = 1_000_000
+// maxSkip bounds skip: the server holds limit+skip entries to order them
+// (200 pages of the UI's 500 entries sharing one time).
+const maxSkip = 100_000
 
 func parseSkip(v string) (int, error) {
 	if v == "" {

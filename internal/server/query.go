@@ -568,6 +568,7 @@ type topK struct {
 	full     bool  // limit entries kept at the last compaction
 	worst    int64 // the time of the last of them
 	bytes    int64 // line bytes held
+	kept     int64 // line bytes held after the last compaction
 }
 
 func (t *topK) add(h *hit) {
@@ -584,8 +585,11 @@ func (t *topK) add(h *hit) {
 	t.seqs = append(t.seqs, t.seen)
 	t.bytes += int64(len(c.Line))
 	t.sorted = false
-	// Compact by count, and by bytes so that long lines cannot pile up.
-	if len(t.hits) >= 2*t.limit+256 || t.bytes > 64<<20 && len(t.hits) > t.limit {
+	// Compact by count, and by bytes so that long lines cannot pile up:
+	// when what arrived since the last compaction outweighs what it kept
+	// and 64 MiB. (Against a fixed 64 MiB, a limit whose own entries
+	// held more compacted, sorting them all, at every entry added.)
+	if len(t.hits) >= 2*t.limit+256 || t.bytes-t.kept > max(t.kept, 64<<20) && len(t.hits) > t.limit {
 		t.compact()
 	}
 }
@@ -619,6 +623,7 @@ func (t *topK) compact() {
 	for i := range hits {
 		t.bytes += int64(len(hits[i].Line))
 	}
+	t.kept = t.bytes
 	if n == t.limit && n > 0 {
 		t.full, t.worst = true, hits[n-1].Time
 	}

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestTopKOracle: topK keeps exactly the first limit hits by time (either
+// direction), ties by store order then arrival, whatever the mix of line
+// sizes: compactions triggered by count and by bytes (lines of up to
+// 2 MiB, so the kept entries alone pass 64 MiB) must not change the
+// answer.
+func TestTopKOracle(t *testing.T) {
+	seed := envSeed(t, "HAY_TOPK_SEED")
+	t.Logf("seed %d (rerun with HAY_TOPK_SEED=%d)", seed, seed)
+	r := rand.New(rand.NewPCG(seed, 7))
+	for round := range 30 {
+		limit := 1 + r.IntN(300)
+		n := r.IntN(3 * limit)
+		backward := r.IntN(2) == 0
+		big := round%3 == 0
+		k := &topK{limit: limit, backward: backward}
+		type rec struct {
+			h   hit
+			seq int
+		}
+		var all []rec
+		for i := range n {
+			size := r.IntN(64)
+			if big && r.IntN(4) == 0 {
+				size = 1<<20 + r.IntN(1<<20)
+			}
+			h := hit{Time: int64(r.IntN(20)), Ord: int64(r.IntN(50)), Line: bytes.Repeat([]byte{byte('a' + i%26)}, size)}
+			h.Line = append(h.Line, []byte(string(rune('0'+i%10)))...)
+			all = append(all, rec{h, i})
+			k.add(&h)
+		}
+		slices.SortStableFunc(all, func(a, b rec) int {
+			if a.h.Time != b.h.Time {
+				if backward {
+					return cmp.Compare(b.h.Time, a.h.Time)
+				}
+				return cmp.Compare(a.h.Time, b.h.Time)
+			}
+			if c := cmp.Compare(a.h.Ord, b.h.Ord); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
+		want := all[:min(limit, len(all))]
+		got, more := k.result()
+		if len(got) != len(want) || more != (n > limit) {
+			t.Fatalf("seed %d round %d (limit %d, n %d, backward %v): %d hits, more %v; want %d, %v", seed, round, limit, n, backward, len(got), more, len(want), n > limit)
+		}
+		for i := range got {
+			if got[i].Time != want[i].h.Time || got[i].Ord != want[i].h.Ord || !bytes.Equal(got[i].Line, want[i].h.Line) {
+				t.Fatalf("round %d: hit %d is (%d, %d, %d bytes), want (%d, %d, %d bytes)", round, i,
+					got[i].Time, got[i].Ord, len(got[i].Line), want[i].h.Time, want[i].h.Ord, len(want[i].h.Line))
+			}
+		}
+	}
+}
