@@ -76,7 +76,7 @@ func diskfullAvail(t *testing.T, dir string) int64 {
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bavail) * st.Bsize
+	return int64(st.Bavail) * int64(st.Bsize) // Bsize is uint32 on s390x
 }
 
 // diskfullLeave fills the tmpfs at mnt with a file of allocated pages so
