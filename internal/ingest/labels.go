@@ -27,9 +27,23 @@ func ParseLabels(s string) (Labels, error) {
 	return p.parse()
 }
 
+// ParsePushLabels is ParseLabels for labels a client pushes: a label with
+// an empty value is dropped rather than an error, as Loki and Prometheus
+// read it ("no such label"), so that a stream is the same stream whether
+// it came as a JSON map (where hay always dropped them) or as text.
+func ParsePushLabels(s string) (Labels, error) {
+	p := labelParser{s: s, allowEmpty: true}
+	ls, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ls, func(l Label) bool { return l.Value == "" }), nil
+}
+
 type labelParser struct {
-	s string
-	i int
+	s          string
+	i          int
+	allowEmpty bool // ParsePushLabels: empty values parse (and are dropped)
 }
 
 func (p *labelParser) errorf(format string, args ...any) error {
@@ -136,7 +150,7 @@ func (p *labelParser) label(braces bool) (Label, error) {
 		}
 		value = strings.TrimRight(p.s[vs:p.i], " \t")
 	}
-	if value == "" {
+	if value == "" && !p.allowEmpty {
 		return Label{}, p.errorf("label %q has an empty value", name)
 	}
 	return Label{Name: name, Value: value}, nil

@@ -133,3 +133,32 @@ func FuzzParseLabels(f *testing.F) {
 		}
 	})
 }
+
+// TestParsePushLabels: pushed labels with an empty value are dropped, as
+// Loki and Prometheus read them (and as a JSON map push always did); the
+// other rules stay those of ParseLabels.
+func TestParsePushLabels(t *testing.T) {
+	for _, c := range []struct{ in, want, err string }{
+		{`{app="x", env=""}`, `{app="x"}`, ""},
+		{`{env="", app="x"}`, `{app="x"}`, ""},
+		{`{env=""}`, `{}`, ""},
+		{`app=x,env=`, `{app="x"}`, ""},
+		{`{app="x", app=""}`, "", "duplicate label"},
+		{`{app=x}`, "", "must be quoted"},
+		{`{app="x",}`, `{app="x"}`, ""},
+	} {
+		ls, err := ParsePushLabels(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParsePushLabels(%q) = %v, %v; want an error containing %q", c.in, ls, err, c.err)
+			}
+			continue
+		}
+		if err != nil || ls.String() != c.want {
+			t.Errorf("ParsePushLabels(%q) = %s, %v; want %s", c.in, ls, err, c.want)
+		}
+		if _, err := ParseLabels(c.in); err == nil && strings.Contains(c.in, `=""`) {
+			t.Errorf("ParseLabels(%q) accepted an empty value", c.in)
+		}
+	}
+}

@@ -428,7 +428,7 @@ func (s *Server) streamLabels(st pushStream) (ingest.Labels, error) {
 			return nil, fmt.Errorf("labels %q: want Loki's form {name=\"value\", ...}", st.labels)
 		}
 		var err error
-		if labs, err = ingest.ParseLabels(t); err != nil {
+		if labs, err = ingest.ParsePushLabels(t); err != nil {
 			return nil, fmt.Errorf("labels %q: %w", st.labels, err)
 		}
 	}

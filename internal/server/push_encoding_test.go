@@ -85,7 +85,7 @@ func TestPushEncodings(t *testing.T) {
 		if c.wantCode == 204 {
 			want = 2
 		}
-		_, res := e.get(fmt.Sprintf("/api/v1/search?query=%s&end=%d", q(`{app="`+app+`"}`), base+10))
+		_, res := e.get(fmt.Sprintf("/api/v1/search?q=%s&end=%d", q(`{app="`+app+`"}`), base+10))
 		if got := strings.Count(res, `"line":"`+app+` line`); got != want {
 			t.Errorf("%s: stored %d entries, want %d: %s", c.name, got, want, res)
 		}
@@ -100,4 +100,24 @@ func protoOf(app string) []byte { return protoBody(streamsOf(app)) }
 
 func jsonOf(app string) []byte {
 	return []byte(fmt.Sprintf(`{"streams":[{"stream":{"app":%q},"values":[["%d","%s line 1"],["%d","%s line 2"]]}]}`, app, base-2e9, app, base-1e9, app))
+}
+
+// TestPushEmptyLabelValue: a label with an empty value is no label, in
+// every push encoding: the JSON map always dropped it, protobuf and JSON
+// lines refused the whole push. All three land in one stream.
+func TestPushEmptyLabelValue(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mustPush("/loki/api/v1/push", []byte(fmt.Sprintf(`{"streams":[{"stream":{"app":"x","env":""},"values":[["%d","json"]]}]}`, base-3e9)), "Content-Type", "application/json")
+	e.mustPush("/loki/api/v1/push", protoBody([]PushStream{{Labels: `{app="x", env=""}`, Entries: []PushEntry{{Time: base - 2e9, Line: "proto"}}}}), "Content-Type", "application/x-protobuf")
+	e.mustPush("/api/v1/push/jsonl", []byte(fmt.Sprintf(`{"labels":"{app=\"x\", env=\"\"}","ts":"%d","line":"jsonl"}`, base-1e9)))
+	_, body := e.get(fmt.Sprintf("/loki/api/v1/series?match[]=%s&start=%d&end=%d", q(`{app="x"}`), base-10e9, base))
+	if !strings.Contains(body, `"data":[{"app":"x"}]`) {
+		t.Errorf("series: %s; want the one stream {app=\"x\"}", body)
+	}
+	_, body = e.get(fmt.Sprintf("/api/v1/search?q=%s&end=%d&direction=forward", q(`{app="x"}`), base))
+	for _, l := range []string{"json", "proto", "jsonl"} {
+		if !strings.Contains(body, `"line":"`+l+`"`) {
+			t.Errorf("search lacks %q: %s", l, body)
+		}
+	}
 }
