@@ -20,6 +20,7 @@ package server
 // simple rule (lineTemplate), counted exactly over every entry in range.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -263,10 +264,6 @@ func (s *Server) lokiVolume(rangeQuery bool) func(http.ResponseWriter, *http.Req
 			s.queryErr(w, err)
 			return
 		}
-		if end < start {
-			s.queryErr(w, badRequest("bad_param", "end (%d) is before start (%d)", end, start))
-			return
-		}
 		limit, err := parseLimit(p.Get("limit"), 100, volumeMaxSeries)
 		if err != nil {
 			s.queryErr(w, err)
@@ -351,23 +348,7 @@ func (s *Server) lokiVolume(rangeQuery bool) func(http.ResponseWriter, *http.Req
 				return
 			}
 		}
-		totals := map[string]int64{}
-		for k, m := range vol {
-			for _, n := range m {
-				totals[k] += n
-			}
-		}
-		keys := slices.Collect(maps.Keys(vol))
-		slices.SortFunc(keys, func(a, b string) int {
-			if totals[a] != totals[b] {
-				if totals[a] > totals[b] {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a, b)
-		})
-		keys = keys[:min(len(keys), limit)]
+		keys, totals := largestFirst(vol, limit)
 		sec := func(t int64) json.Number { return json.Number(strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64)) }
 		res := []any{}
 		for _, k := range keys {
@@ -739,10 +720,6 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 		s.queryErr(w, err)
 		return
 	}
-	if end < start {
-		s.queryErr(w, badRequest("bad_param", "end (%d) is before start (%d)", end, start))
-		return
-	}
 	step := int64(max(1, (end-start)/int64(time.Second)/250)) * int64(time.Second)
 	if v := p.Get("step"); v != "" {
 		d, err := parseDurationParam("step", v)
@@ -787,23 +764,7 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 			return
 		}
 	}
-	totals := map[string]int64{}
-	for k, m := range counts {
-		for _, n := range m {
-			totals[k] += n
-		}
-	}
-	keys := slices.Collect(maps.Keys(counts))
-	slices.SortFunc(keys, func(a, b string) int {
-		if totals[a] != totals[b] {
-			if totals[a] > totals[b] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	keys = keys[:min(len(keys), maxPatternsAnswered)]
+	keys, _ := largestFirst(counts, maxPatternsAnswered)
 	type pattern struct {
 		Pattern string     `json:"pattern"`
 		Samples [][2]int64 `json:"samples"`
@@ -873,4 +834,24 @@ func promDuration(d time.Duration) string {
 		return "0s"
 	}
 	return b.String()
+}
+
+// largestFirst returns up to limit keys of m (a series' or pattern's
+// counts per bucket), the largest total first, ties by key, and every
+// key's total.
+func largestFirst(m map[string]map[int64]int64, limit int) ([]string, map[string]int64) {
+	totals := map[string]int64{}
+	for k, byBucket := range m {
+		for _, n := range byBucket {
+			totals[k] += n
+		}
+	}
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(totals[b], totals[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return keys[:min(len(keys), limit)], totals
 }

@@ -480,7 +480,7 @@ func aggregate(e *mexpr, in []*series) []*series {
 }
 
 // rangeParams reads start and end for the metadata endpoints (default:
-// the last 6 hours, as Loki).
+// the last 6 hours, as Loki); end before start is a 400.
 func (s *Server) rangeParams(r *http.Request) (int64, int64, error) {
 	p := r.URL.Query()
 	end, err := parseTime("end", p.Get("end"), s.cfg.Now().UnixNano())
@@ -488,6 +488,9 @@ func (s *Server) rangeParams(r *http.Request) (int64, int64, error) {
 		return 0, 0, err
 	}
 	start, err := parseStart(p, end, 6*time.Hour)
+	if err == nil && end < start {
+		err = badRequest("bad_param", "end (%d) is before start (%d)", end, start)
+	}
 	return start, end, err
 }
 
