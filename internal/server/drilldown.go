@@ -254,12 +254,7 @@ func (s *Server) lokiVolume(rangeQuery bool) func(http.ResponseWriter, *http.Req
 	return func(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 		t0 := time.Now()
 		p := r.URL.Query()
-		plan, err := selectorPlan("query", p.Get("query"))
-		if err != nil {
-			s.queryErr(w, err)
-			return
-		}
-		start, end, err := s.rangeParams(r)
+		plan, start, end, err := s.selectorRange(r)
 		if err != nil {
 			s.queryErr(w, err)
 			return
@@ -710,12 +705,7 @@ func lineTemplate(line []byte) string {
 // they arrive instead).
 func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	p := r.URL.Query()
-	plan, err := selectorPlan("query", p.Get("query"))
-	if err != nil {
-		s.queryErr(w, err)
-		return
-	}
-	start, end, err := s.rangeParams(r)
+	plan, start, end, err := s.selectorRange(r)
 	if err != nil {
 		s.queryErr(w, err)
 		return
@@ -854,4 +844,15 @@ func largestFirst(m map[string]map[int64]int64, limit int) ([]string, map[string
 		return strings.Compare(a, b)
 	})
 	return keys[:min(len(keys), limit)], totals
+}
+
+// selectorRange reads the query parameter (a stream selector alone) and
+// start and end, for volume and patterns.
+func (s *Server) selectorRange(r *http.Request) (*query.Plan, int64, int64, error) {
+	plan, err := selectorPlan("query", r.URL.Query().Get("query"))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	start, end, err := s.rangeParams(r)
+	return plan, start, end, err
 }

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -480,12 +478,8 @@ func jsonNumberText(b []byte) (string, bool) {
 // decodeOTLPJSON decodes an OTLP/JSON ExportLogsServiceRequest.
 func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 	var req otlpJSONRequest
-	d := json.NewDecoder(bytes.NewReader(b))
-	if err := d.Decode(&req); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("invalid JSON: data after the top-level object")
+	if err := decodeJSONBody(b, &req); err != nil {
+		return nil, err
 	}
 	out := make([]otlpResource, 0, len(req.ResourceLogs))
 	for i, rl := range req.ResourceLogs {

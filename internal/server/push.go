@@ -133,6 +133,19 @@ func (s *Server) decodeSnappy(raw []byte) ([]byte, error) {
 	return out, nil
 }
 
+// decodeJSONBody decodes a body that is one JSON value into v, refusing
+// anything after it.
+func decodeJSONBody(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("invalid JSON: data after the top-level object")
+	}
+	return nil
+}
+
 // decodePushJSON decodes Loki's JSON push body:
 //
 //	{"streams":[{"stream":{"app":"x"},"values":[["<unix ns>","<line>"], ["<unix ns>","<line>",{...}]]}]}
@@ -145,12 +158,8 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 			Values [][]json.RawMessage `json:"values"`
 		} `json:"streams"`
 	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	if err := d.Decode(&req); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("invalid JSON: data after the top-level object")
+	if err := decodeJSONBody(b, &req); err != nil {
+		return nil, err
 	}
 	out := make([]pushStream, 0, len(req.Streams))
 	for i, st := range req.Streams {
