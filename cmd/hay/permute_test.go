@@ -79,33 +79,3 @@ func TestDashVTakesNoFlag(t *testing.T) {
 		t.Errorf("hay search -v=-i: %q exit %d; grep: %q exit %d", got, code, want, wcode)
 	}
 }
-
-// hayInProcessStderr is hayInProcess that also returns what went to
-// stderr.
-func hayInProcessStderr(t *testing.T, args ...string) ([]byte, int, string) {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	errf, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errf.Close()
-	oldOut, oldErr := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = out, errf
-	code := runMain(args)
-	os.Stdout, os.Stderr = oldOut, oldErr
-	o, err := os.ReadFile(out.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := os.ReadFile(errf.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o, code, string(e)
-}

@@ -18,27 +18,39 @@ import (
 // it returns stdout and the exit code.
 func hayInProcess(t *testing.T, args ...string) ([]byte, int) {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "stdout")
+	// Stderr (summaries, warnings) is not checked here.
+	out, code, _ := hayInProcessStderr(t, args...)
+	return out, code
+}
+
+// hayInProcessStderr runs `hay args...` in this process and returns
+// stdout, the exit code and stderr.
+func hayInProcessStderr(t *testing.T, args ...string) ([]byte, int, string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "stdout"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	// Stderr (summaries, warnings) is not checked here; keep it out of
-	// the test log.
-	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	defer out.Close()
+	errf, err := os.Create(filepath.Join(dir, "stderr"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer devnull.Close()
+	defer errf.Close()
 	oldOut, oldErr := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = f, devnull
+	os.Stdout, os.Stderr = out, errf
 	code := runMain(args)
 	os.Stdout, os.Stderr = oldOut, oldErr
-	out, err := os.ReadFile(f.Name())
+	o, err := os.ReadFile(out.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, code
+	e, err := os.ReadFile(errf.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, code, string(e)
 }
 
 // grepOut runs the real grep: LC_ALL=C grep -a -F args... -- pattern file.
