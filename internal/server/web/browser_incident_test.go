@@ -56,7 +56,7 @@ func TestUIIncident(t *testing.T) {
 	env := newSecEnv(t)
 	// A whole-second range a minute long, ten minutes ago, and entries at
 	// its first and last nanosecond and one nanosecond outside each.
-	fromMs := time.Now().Add(-10*time.Minute).Truncate(time.Second).UnixMilli()
+	fromMs := time.Now().Add(-10 * time.Minute).Truncate(time.Second).UnixMilli()
 	toMs := fromMs + 60_000 - 1
 	first, last := fromMs*1e6, toMs*1e6+999_999
 	edge := map[string]string{"app": "edge"}
