@@ -408,8 +408,11 @@ type dquery struct {
 	limit        int
 	newest       bool
 	count        bool
-	// before and after are the context entries wanted (-B, -A).
+	// before and after are the context entries wanted (-B, -A); grouped
+	// says -A/-B/-C were given, even as 0, which prints "--" between
+	// groups as grep does.
 	before, after int
+	grouped       bool
 	// shown is set by expect with context: the entries printed, in order.
 	shown [][]byte
 }
@@ -417,7 +420,7 @@ type dquery struct {
 // expect is the oracle: what hay search must print for q over es, and
 // its exit status.
 func (q *dquery) expect(es []dentry) ([]byte, int) {
-	if q.before > 0 || q.after > 0 {
+	if q.before > 0 || q.after > 0 || q.grouped {
 		return q.expectContext(es)
 	}
 	var hits [][]byte
@@ -803,10 +806,12 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 				q.before = r.IntN(4)
 				q.after = r.IntN(4)
 				q.args = []string{"-B", strconv.Itoa(q.before), "-A", strconv.Itoa(q.after)}
+				q.grouped = true
 			} else {
 				q.before = 1 + r.IntN(3)
 				q.after = q.before
 				q.args = []string{"-C", strconv.Itoa(q.before)}
+				q.grouped = true
 			}
 			if q.newest {
 				q.args = append(q.args, "--order", "newest")
@@ -831,7 +836,7 @@ func (c *dcorpus) battery(t *testing.T, es []dentry, n int) []*dquery {
 				q.match = func(l []byte) bool { return pm(l) && vm(l) }
 			}
 		}
-		context := q.before > 0 || q.after > 0
+		context := q.before > 0 || q.after > 0 || q.grouped
 		if !context && !q.count && q.limit == 0 && r.IntN(6) == 0 {
 			// Any query counted, or limited (a limited count is the
 			// count of the first N, as grep -c -m N).
@@ -1004,7 +1009,7 @@ func (c *dcorpus) check(t *testing.T, data string, es []dentry, q *dquery, phase
 				max(1, d-3), d+3, diffLines(got, d-3, d+3), diffLines(want, d-3, d+3))
 		}
 	}
-	if q.before > 0 || q.after > 0 {
+	if q.before > 0 || q.after > 0 || q.grouped {
 		// --json: the same entries without the "--" lines, the context
 		// ones (not matching) marked.
 		args := append([]string{"search", "--data", data, "--json"}, q.args...)

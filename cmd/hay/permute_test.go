@@ -28,6 +28,10 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"-e", "-ic", "-c"}, []string{"-F", "-c", "-e", "-ic"}},
 		{[]string{"-vc", "err"}, nil}, // -v takes a value: refused
 		{[]string{"-A1", "-ic", "err"}, []string{"-F", "-A1", "-ic", "err"}},
+		// grep prints "--" between groups even with no context lines.
+		{[]string{"-C", "0", "-i", "err"}, []string{"-F", "-C", "0", "-i", "err"}},
+		{[]string{"-A", "0", "e"}, []string{"-F", "-A", "0", "e"}},
+		{[]string{"-B0", "four"}, []string{"-F", "-B0", "four"}},
 		{[]string{"-c", "--", "-c"}, []string{"-F", "-c", "--", "-c"}},
 	} {
 		got, code := hayInProcess(t, append([]string{"search", "--data", data}, c.hay...)...)

@@ -159,6 +159,8 @@ func searchCommand(args []string) error {
 	if q.Before < 0 || q.After < 0 || *ctxN < 0 {
 		return fmt.Errorf("%w: -A, -B and -C must be >= 0", errUsage)
 	}
+	// Any of them given, even 0, prints grep's "--" between groups.
+	q.Grouped = set["A"] || set["B"] || set["C"]
 	switch *order {
 	case "oldest":
 	case "newest":
@@ -258,7 +260,7 @@ func searchCommand(args []string) error {
 	if *hist {
 		n, err = printHist(ctx, out, snap, q, *asJSON, onErr)
 	} else {
-		p := printer{w: out, tty: isTerminal(os.Stdout), snap: snap, json: *asJSON, context: q.Before > 0 || q.After > 0}
+		p := printer{w: out, tty: isTerminal(os.Stdout), snap: snap, json: *asJSON, context: q.Before > 0 || q.After > 0 || q.Grouped}
 		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
 		if err == nil && *count {
 			fmt.Fprintln(out, n)

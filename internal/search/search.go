@@ -167,6 +167,10 @@ type Query struct {
 	// and after each match (grep -B and -A), in the stream's ingestion
 	// order, whatever Order is. They are ignored when counting.
 	Before, After int
+	// Grouped marks groups (Match.GroupStart) even when Before and After
+	// are 0, as grep -C 0 prints "--" between matches that are not
+	// neighbours.
+	Grouped bool
 	Workers       int // 0 means GOMAXPROCS
 
 	// NoIndex bypasses the skip index: every block in the time range with
@@ -247,7 +251,7 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 		wg.Go(func() { e.worker(ctx) })
 	}
 
-	withContext := !e.q.Count && (e.q.Before > 0 || e.q.After > 0)
+	withContext := !e.q.Count && (e.q.Before > 0 || e.q.After > 0 || e.q.Grouped)
 	if !merging {
 		stream := int64(-1)
 		if withContext && len(e.present) == 1 {
@@ -497,7 +501,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	// keepForContext.
 	req := e.required()
 	useSkip := req != nil && !q.NoIndex
-	withContext := !q.Count && (q.Before > 0 || q.After > 0)
+	withContext := !q.Count && (q.Before > 0 || q.After > 0 || q.Grouped)
 	seen := map[uint32]bool{}
 	var cands []candidate // blocks the time range and streams keep
 	for pi, p := range parts {
@@ -1156,7 +1160,7 @@ func (e *exec) doShared(t *task, m segment.BlockMeta, sc *scratch) {
 
 // wantsContext reports whether context entries are delivered.
 func (e *exec) wantsContext() bool {
-	return !e.q.Count && (e.q.Before > 0 || e.q.After > 0)
+	return !e.q.Count && (e.q.Before > 0 || e.q.After > 0 || e.q.Grouped)
 }
 
 // outOfRange reports whether block m holds no entry in the time range.
@@ -1379,7 +1383,7 @@ type run struct {
 // and not yet consumed), returning the run that delivers them in order.
 func (e *exec) start(ctx context.Context, wg *sync.WaitGroup, tasks []task, window int, stream int64) *run {
 	r := &run{pending: make(chan *task, window), e: e, stream: stream, order: int(stream)}
-	if !e.q.Count && (e.q.Before > 0 || e.q.After > 0) {
+	if !e.q.Count && (e.q.Before > 0 || e.q.After > 0 || e.q.Grouped) {
 		r.cx = &ctxState{before: e.q.Before, after: e.q.After, lastOut: math.MinInt64}
 		if e.rev {
 			r.cx.before, r.cx.after = r.cx.after, r.cx.before
