@@ -171,7 +171,7 @@ type Query struct {
 	// are 0, as grep -C 0 prints "--" between matches that are not
 	// neighbours.
 	Grouped bool
-	Workers       int // 0 means GOMAXPROCS
+	Workers int // 0 means GOMAXPROCS
 
 	// NoIndex bypasses the skip index: every block in the time range with
 	// a selected stream is decoded (brute force). Results are identical;
