@@ -5,7 +5,8 @@ package web_test
 // entries at the range's first and last nanosecond and no others, the
 // times shown are the browser's local time (the UTC instant in the
 // tooltip), a copied line is the line, Escape really ends a live tail, and
-// a tail storm keeps the newest rows within the cap.
+// a tail storm keeps the newest rows within the cap, and a slow search
+// shows that it runs and stops on Escape.
 
 import (
 	"context"
@@ -205,14 +206,16 @@ func TestUIIncident(t *testing.T) {
 		}
 	})
 
+	t.Run("slow search", env.testSlowSearch)
+
 	t.Run("tail storm", func(t *testing.T) {
 		ctx, _ := env.tab(t)
 		env.open(t, ctx, "/?q=stormmark&live=1")
 		browsertest.Wait(t, ctx, `document.getElementById('status').textContent.startsWith('Live: ')`)
 		browsertest.Eval[any](t, ctx, `window.__long = 0; new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long = Math.max(window.__long, e.duration); }).observe({type: 'longtask'}); null`)
 		time.Sleep(200 * time.Millisecond)
-		// 10,000 entries in 20 pushes as fast as the server takes them.
-		const batches, per = 20, 500
+		// 6,000 entries in 12 pushes as fast as the server takes them.
+		const batches, per = 12, 500
 		var all []pushEntry
 		base := time.Now().UnixNano()
 		t0 := time.Now()
@@ -269,3 +272,29 @@ const copyLineJS = `(() => {
 	line.dispatchEvent(ev);
 	return ev.defaultPrevented ? dt.getData('text/plain') : getSelection().toString();
 })()`
+
+// testSlowSearch: a search the server has not answered yet says so, and
+// Escape stops it: the page says where it stopped and the server sees the
+// request end (so it stops searching).
+func (env *secEnv) testSlowSearch(t *testing.T) {
+	ctx, _ := env.tab(t)
+	run(t, ctx, chromedp.Navigate(env.hay.URL+"/?q=slowmark"))
+	browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'running'`)
+	time.Sleep(400 * time.Millisecond) // past SIDE_DELAY: the histogram and facets are asked too
+	if s := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`); s != "Searching… 0" {
+		t.Errorf("status of a running search: %q", s)
+	}
+	run(t, ctx, chromedp.KeyEvent(kb.Escape))
+	browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'stopped'`)
+	select {
+	case q := <-env.slowEnded:
+		if q != "slowmark" {
+			t.Errorf("ended %q", q)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server never saw the search end after Escape")
+	}
+	if s := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`); s != "Stopped at 0 (Escape)" {
+		t.Errorf("status after Escape: %q", s)
+	}
+}

@@ -59,6 +59,9 @@ type secEnv struct {
 	// framed counts the searches for "framemark": the UI's, when a
 	// page showing it runs.
 	framed atomic.Int32
+	// slowEnded receives the query of each "slowmark" search whose
+	// client went away.
+	slowEnded chan string
 }
 
 func newSecEnv(t *testing.T) *secEnv {
@@ -70,11 +73,18 @@ func newSecEnv(t *testing.T) *secEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &secEnv{}
+	env := &secEnv{slowEnded: make(chan string, 16)}
 	h := s.Handler()
 	env.hay = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/search" && strings.Contains(r.URL.Query().Get("q"), "framemark") {
 			env.framed.Add(1)
+		}
+		// A search for "slowmark" is a search that takes forever: it is
+		// answered only when the client goes away.
+		if r.URL.Path == "/api/v1/search" && strings.Contains(r.URL.Query().Get("q"), "slowmark") {
+			<-r.Context().Done()
+			env.slowEnded <- r.URL.Query().Get("q")
+			return
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -524,6 +534,12 @@ func TestUISecurity(t *testing.T) {
 			}
 			clean(t, ctx, dialogs, fmt.Sprintf("error message of query %d", i))
 		}
+		// The live tail's own error message (the tail of a bad query
+		// answers it as an event).
+		q := `{app="<img src=x onerror=window.__pwned=34>"`
+		run(t, ctx, chromedp.Navigate(env.hay.URL+"/?live=1&q="+url.QueryEscape(q)))
+		browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'error' && !document.getElementById('live').checked`)
+		clean(t, ctx, dialogs, "live tail error")
 	})
 
 	t.Run("live tail", func(t *testing.T) {
@@ -584,6 +600,7 @@ func TestUISecurity(t *testing.T) {
 // pages (a victim clicking a link to them): none may be rendered as HTML.
 func (env *secEnv) testAPIPages(t *testing.T) {
 	badQ := url.QueryEscape(`{app="<img src=x onerror=window.__pwned=50>"`)
+	ctx, dialogs := env.tab(t)
 	for _, path := range []string{
 		"/api/v1/hits?q=" + badQ,
 		"/api/v1/facets?q=" + badQ,
@@ -597,7 +614,6 @@ func (env *secEnv) testAPIPages(t *testing.T) {
 		"/static/" + url.PathEscape(`<img src=x onerror=window.__pwned=53>`),
 		"/" + url.PathEscape(`<script>window.__pwned=54</script>`),
 	} {
-		ctx, dialogs := env.tab(t)
 		if _, err := chromedp.Run(ctx, chromedp.Navigate(env.hay.URL+path)); err != nil {
 			// A download (net::ERR_ABORTED) renders nothing either.
 			if strings.Contains(err.Error(), "ERR_ABORTED") {
@@ -675,7 +691,7 @@ const wsTailJS = `function wsTail(base) {
 	return new Promise(res => {
 		let got = 0;
 		const ws = new WebSocket(base + '/loki/api/v1/tail?query=' + encodeURIComponent('{env="prod"}'));
-		ws.onmessage = () => { got++; };
+		ws.onmessage = () => { got++; ws.close(); res('data'); };
 		ws.onclose = () => res(got ? 'data' : 'refused');
 		setTimeout(() => { ws.close(); res(got ? 'data' : 'open, no data'); }, 3000);
 	});
