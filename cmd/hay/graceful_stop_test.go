@@ -798,7 +798,7 @@ func TestIngestGracefulStop(t *testing.T) {
 		sig := sigs[rng.IntN(2)]
 		var fed []string
 		var fmu sync.Mutex
-		feedDone := make(chan struct{})
+		feedDone, stopFeed := make(chan struct{}), make(chan struct{})
 		r := rand.New(rand.NewPCG(seed, uint64(100+run)))
 		wait := time.Duration(100+rng.IntN(300)) * time.Millisecond
 		go func() {
@@ -829,11 +829,12 @@ func TestIngestGracefulStop(t *testing.T) {
 				fmu.Unlock()
 				time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond)
 			}
-			if quiet {
-				<-time.After(time.Second) // keep the pipe open past the signal
-			}
+			// Keep the pipe open until ingest has stopped: an EOF before a
+			// late signal (a loaded machine) would end it with exit 0.
+			<-stopFeed
 		}()
 		code, stderr := gsIngest(t, pr, sdir, wait, sig, false, "--data", sdir, "--stream", "job=stdin")
+		close(stopFeed)
 		pr.Close()
 		<-feedDone
 		when := fmt.Sprintf("stdin run %d (%v after %v, quiet %v)", run, sig, wait, quiet)
