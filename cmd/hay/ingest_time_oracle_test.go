@@ -869,4 +869,68 @@ func torRun(t *testing.T, seed uint64) {
 			torCompare(t, fmt.Sprintf("--format %s %q", format, args), torSearch(t, dataDir, args...), sub)
 		}
 	}
+
+	// The same file ingested in two runs (the second resumes where the
+	// first stopped, at a line boundary), then compacted: lines before
+	// the first timestamp of each run take that run's first timestamp
+	// (docs/STORE.md), and compaction changes no time, byte or order.
+	cut := torSplit(r, specs)
+	if cut < 0 {
+		return
+	}
+	off := 0
+	for _, s := range specs[:cut] {
+		off += len(s.content) + len(s.lineTerminator)
+	}
+	resumed := filepath.Join(dir, "resumed.log")
+	if err := os.WriteFile(resumed, data[:off], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data-resumed")
+	if out, code := hayInProcess(t, "ingest", "--data", dataDir, resumed); code != 0 {
+		t.Fatalf("ingest (first run): exit %d: %s", code, out)
+	}
+	if err := os.WriteFile(resumed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := hayInProcess(t, "ingest", "--data", dataDir, resumed); code != 0 {
+		t.Fatalf("ingest (second run): exit %d: %s", code, out)
+	}
+	want := append(torExpect(data[:off], specs[:cut], "auto"), torExpect(data[off:], specs[cut:], "auto")...)
+	if !torCompare(t, "two runs", torSearch(t, dataDir), want) {
+		return
+	}
+	if out, code := hayInProcess(t, "compact", "--data", dataDir); code != 0 {
+		t.Fatalf("compact: exit %d: %s", code, out)
+	}
+	torCompare(t, "two runs, compacted", torSearch(t, dataDir), want)
+}
+
+// torSplit picks a line index splitting specs into two runs that both
+// hold an "auto" timestamp, with a line without one right after the cut
+// when there is such a split (to exercise the second run's leading
+// lines); -1 when there is none.
+func torSplit(r *rand.Rand, specs []torSpec) int {
+	timed := func(s torSpec) bool { return s.jsonOK || s.plainOK }
+	var cuts, leading []int
+	firstTimed := slices.IndexFunc(specs, timed)
+	lastTimed := -1
+	for i, s := range specs {
+		if timed(s) {
+			lastTimed = i
+		}
+	}
+	for i := firstTimed + 1; i <= lastTimed && firstTimed >= 0; i++ {
+		cuts = append(cuts, i)
+		if !timed(specs[i]) {
+			leading = append(leading, i)
+		}
+	}
+	switch {
+	case len(leading) > 0:
+		return leading[r.IntN(len(leading))]
+	case len(cuts) > 0:
+		return cuts[r.IntN(len(cuts))]
+	}
+	return -1
 }
