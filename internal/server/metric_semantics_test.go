@@ -106,6 +106,9 @@ func msLine(r *rand.Rand) string {
 		for range 1 + r.IntN(5) {
 			w = append(w, msWords[r.IntN(len(msWords))])
 		}
+		if r.IntN(6) == 0 { // a stack trace pushed as one entry, CRLF
+			w = append(w, "\r\n\tat x.Y(Z.java:1)")
+		}
 		return strings.Join(w, " ")
 	case 1:
 		var kv []string
@@ -254,6 +257,10 @@ var msFilters = []struct {
 	{` != "ok"`, func(l string) bool { return !strings.Contains(l, "ok") }},
 	{` |~ "[0-9]"`, regexp.MustCompile(`[0-9]`).MatchString},
 	{` |= "é"`, func(l string) bool { return strings.Contains(l, "é") }},
+	{` |~ "(?i)ERR"`, func(l string) bool { return strings.Contains(strings.ToLower(l), "err") }},
+	{` !~ "ok|err" |= "t"`, func(l string) bool {
+		return !strings.Contains(l, "ok") && !strings.Contains(l, "err") && strings.Contains(l, "t")
+	}},
 }
 
 // msParser is a pipeline after the line filters.
