@@ -109,6 +109,9 @@ func msLine(r *rand.Rand) string {
 		if r.IntN(6) == 0 { // a stack trace pushed as one entry, CRLF
 			w = append(w, "\r\n\tat x.Y(Z.java:1)")
 		}
+		if r.IntN(25) == 0 { // longer than a block
+			w = append(w, strings.Repeat("日本語 ok ", 50+r.IntN(250)))
+		}
 		return strings.Join(w, " ")
 	case 1:
 		var kv []string
