@@ -96,6 +96,12 @@
 // Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
 // 1), and beyond --max-queued-queries waiting they get 429 at once.
 //
+// Requests that change state (pushes, POSTed queries) sent by another
+// site's page in a browser (Sec-Fetch-Site cross-site or same-site, or an
+// Origin other than the Host) get 403 (net/http's CrossOriginProtection):
+// any page open in a responder's browser could otherwise plant lines in
+// the store. Shippers and Grafana's backend send neither header.
+//
 // # Tenants and auth
 //
 // X-Scope-OrgID names the tenant ([A-Za-z0-9_.-]{1,64}, not . or ..;

@@ -121,3 +121,37 @@ func TestPushEmptyLabelValue(t *testing.T) {
 		}
 	}
 }
+
+// TestPushCrossSite: a push sent by another site's page (a CORS "simple"
+// request: a form or a no-cors fetch, which browsers mark with
+// Sec-Fetch-Site or Origin) is refused and stores nothing; shippers, which
+// send neither header, and the same origin are served.
+func TestPushCrossSite(t *testing.T) {
+	e := newEnv(t, nil)
+	body := func(line string) []byte {
+		return []byte(fmt.Sprintf(`{"streams":[{"stream":{"app":"csrf"},"values":[["%d","%s"]]}]}`, base-1e9, line))
+	}
+	for _, c := range []struct {
+		hdr  []string
+		code int
+	}{
+		{[]string{"Content-Type", "text/plain", "Sec-Fetch-Site", "cross-site"}, 403},
+		{[]string{"Content-Type", "text/plain", "Sec-Fetch-Site", "same-site"}, 403},
+		{[]string{"Content-Type", "text/plain", "Origin", "https://evil.example"}, 403},
+		{[]string{"Content-Type", "application/json"}, 204},
+		{[]string{"Content-Type", "application/json", "Sec-Fetch-Site", "same-origin"}, 204},
+		{[]string{"Content-Type", "application/json", "Sec-Fetch-Site", "none"}, 204},
+	} {
+		line := strings.Join(c.hdr, " ")
+		if code, resp := e.do("POST", "/loki/api/v1/push", body(line), c.hdr...); code != c.code {
+			t.Errorf("push with %q: %d %s, want %d", c.hdr, code, resp, c.code)
+		}
+		_, res := e.get(fmt.Sprintf("/api/v1/search?q=%s&end=%d", q(`{app="csrf"}`), base))
+		if stored := strings.Contains(res, line); stored != (c.code == 204) {
+			t.Errorf("push with %q: stored %v", c.hdr, stored)
+		}
+	}
+	if code, _ := e.do("POST", "/api/v1/push/jsonl", []byte(`{"labels":{"app":"csrf"},"line":"jsonl"}`), "Sec-Fetch-Site", "cross-site"); code != 403 {
+		t.Errorf("cross-site jsonl push: %d, want 403", code)
+	}
+}

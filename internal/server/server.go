@@ -220,7 +220,12 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/tail", s.auth(http.HandlerFunc(s.nativeTail)))
 
 	mux.Handle("/", web.Handler())
-	return mux
+	// A push (or a POSTed query) from another site's page in the
+	// browser of someone who can reach this server would be stored:
+	// forged lines planted in what responders read. Browsers mark such
+	// requests (Sec-Fetch-Site, Origin); shippers and Grafana's backend
+	// send neither and pass.
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 // writeError answers with status and {"error": msg}; Loki clients show
