@@ -732,6 +732,24 @@ func (x *msExpr) exact() bool {
 
 // ---- the test ----
 
+// msTimeParam writes t as Loki's API reads a time: Unix nanoseconds, RFC
+// 3339 with nanoseconds, or Unix seconds with a decimal fraction (exact).
+func msTimeParam(r *rand.Rand, t int64) string {
+	switch r.IntN(3) {
+	case 0:
+		return time.Unix(0, t).UTC().Format(time.RFC3339Nano)
+	case 1:
+		if t > 0 {
+			frac := strings.TrimRight(fmt.Sprintf("%09d", t%1e9), "0")
+			if frac == "" {
+				return strconv.FormatInt(t/1e9, 10)
+			}
+			return fmt.Sprintf("%d.%s", t/1e9, frac)
+		}
+	}
+	return strconv.FormatInt(t, 10)
+}
+
 // msSecToNs reads a JSON number of seconds exactly (its decimal text),
 // as nanoseconds rounded to the nearest.
 func msSecToNs(s string) (int64, error) {
@@ -832,14 +850,14 @@ func msCheck(t *testing.T, env *testEnv, r *rand.Rand, d *msData) (int, bool) {
 	if instant {
 		at := pick()
 		path = "/loki/api/v1/query"
-		p.Set("time", strconv.FormatInt(at, 10))
+		p.Set("time", msTimeParam(r, at))
 		steps = []int64{at}
 	} else {
 		start := pick()
 		step := []int64{1e6, 250e6, 1e9, 5e9, 10e9, 60e9, 90e9}[r.IntN(7)]
 		end := start + int64(r.IntN(120))*step + int64(r.IntN(3))*step/2
-		p.Set("start", strconv.FormatInt(start, 10))
-		p.Set("end", strconv.FormatInt(end, 10))
+		p.Set("start", msTimeParam(r, start))
+		p.Set("end", msTimeParam(r, end))
 		switch r.IntN(4) {
 		case 0:
 			p.Set("step", time.Duration(step).String())
