@@ -279,8 +279,10 @@ func clean(t *testing.T, ctx context.Context, dialogs *atomic.Int32, where strin
 	if st["pwned"] != "undefined" {
 		t.Errorf("%s: window.__pwned is set: a payload ran", where)
 	}
-	if st["title"] != "Haystack" {
-		t.Errorf("%s: document.title is %q", where, st["title"])
+	// (A title that names the search, "q — Haystack", is fine; the
+	// payloads set it to exactly PWNED.)
+	if title, _ := st["title"].(string); title == "PWNED" || !strings.HasSuffix(title, "Haystack") {
+		t.Errorf("%s: document.title is %q", where, title)
 	}
 	if v, _ := st["csp"].([]any); len(v) > 0 {
 		t.Errorf("%s: the CSP blocked %d injected things: %v", where, len(v), v)
