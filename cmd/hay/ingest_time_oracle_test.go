@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"haystack/internal/store"
 )
 
 // The time oracle test of `hay ingest` as seen through `hay search`: what
@@ -766,11 +768,16 @@ func TestIngestTimeOracle(t *testing.T) {
 		seeds = append(seeds, uint64(time.Now().UnixNano()))
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { torRun(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { torRun(t, seed, 1500, []string{"auto", "plain", "jsonl"}) })
 	}
+	// A larger file: several batches (1 MiB each at most) and, with
+	// a small head, several segments, the format changing across them.
+	t.Run("large", func(t *testing.T) {
+		torRun(t, seeds[len(seeds)-1]+1, 20000, []string{"auto"}, "--head-bytes", "1048576")
+	})
 }
 
-func torRun(t *testing.T, seed uint64) {
+func torRun(t *testing.T, seed uint64, lines int, formats []string, ingestArgs ...string) {
 	t.Logf("HAY_TIME_ORACLE_SEED=%d", seed)
 	r := rand.New(rand.NewPCG(seed, 0x7157))
 	dir := t.TempDir()
@@ -783,7 +790,7 @@ func torRun(t *testing.T, seed uint64) {
 	// jump backwards and forwards at random.
 	var data []byte
 	var specs []torSpec
-	n := 1500 + r.IntN(500)
+	n := lines + r.IntN(lines/3)
 	regime := r.IntN(3)
 	for len(specs) < n {
 		if r.IntN(200) == 0 {
@@ -812,7 +819,7 @@ func torRun(t *testing.T, seed uint64) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, format := range []string{"auto", "plain", "jsonl"} {
+	for _, format := range formats {
 		want := torExpect(data, specs, format)
 		// A line's framed bytes must be its content (the "\r" of the
 		// content above is kept: it was followed by "\r\n").
@@ -822,8 +829,20 @@ func torRun(t *testing.T, seed uint64) {
 			}
 		}
 		dataDir := filepath.Join(dir, "data-"+format)
-		if out, code := hayInProcess(t, "ingest", "--data", dataDir, "--format", format, file); code != 0 {
+		if out, code := hayInProcess(t, append(append([]string{"ingest", "--data", dataDir, "--format", format}, ingestArgs...), file)...); code != 0 {
 			t.Fatalf("ingest --format %s: exit %d: %s", format, code, out)
+		}
+		if len(ingestArgs) > 0 {
+			// The large run is meant to span segments: make sure it does.
+			snap, err := store.OpenSnapshot(dataDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := len(snap.Parts)
+			snap.Close()
+			if parts < 2 {
+				t.Fatalf("%d bytes made %d segment(s); the test wants several", len(data), parts)
+			}
 		}
 		got := torSearch(t, dataDir)
 		if !torCompare(t, "--format "+format, got, want) {
@@ -887,13 +906,13 @@ func torRun(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(dir, "data-resumed")
-	if out, code := hayInProcess(t, "ingest", "--data", dataDir, resumed); code != 0 {
+	if out, code := hayInProcess(t, append(append([]string{"ingest", "--data", dataDir}, ingestArgs...), resumed)...); code != 0 {
 		t.Fatalf("ingest (first run): exit %d: %s", code, out)
 	}
 	if err := os.WriteFile(resumed, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := hayInProcess(t, "ingest", "--data", dataDir, resumed); code != 0 {
+	if out, code := hayInProcess(t, append(append([]string{"ingest", "--data", dataDir}, ingestArgs...), resumed)...); code != 0 {
 		t.Fatalf("ingest (second run): exit %d: %s", code, out)
 	}
 	want := append(torExpect(data[:off], specs[:cut], "auto"), torExpect(data[off:], specs[cut:], "auto")...)
