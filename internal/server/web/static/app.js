@@ -413,6 +413,10 @@
 
   function enqueue(e, top) {
     (top ? tops : queue).push(e);
+    // Frames do not run in a hidden tab: a live tail's queue would hold a
+    // whole log storm, and the first frame back would build every row.
+    // Only the newest TAIL_CAP can stay on screen.
+    if (top && tops.length > TAIL_CAP) tops.splice(0, tops.length - TAIL_CAP);
     if (!frame) frame = requestAnimationFrame(paint);
   }
 
@@ -461,7 +465,8 @@
   }
 
   function updateStatus() {
-    const shown = el.rows.childElementCount + queue.length + tops.length;
+    let shown = el.rows.childElementCount + queue.length + tops.length;
+    if (tail) shown = Math.min(shown, TAIL_CAP);
     el.status.dataset.state = cur.phase || '';
     if (cur.phase === 'error') return;
     // A live tail that ended on an error says so until the next search,
