@@ -596,6 +596,7 @@ func TestUISecurity(t *testing.T) {
 	t.Run("api answers opened as pages", env.testAPIPages)
 	t.Run("headers", env.testHeaders)
 	t.Run("other origin", env.testOtherOrigin)
+	t.Run("other origin push", env.testCSRFPush)
 }
 
 // testAPIPages opens the API's answers to hostile requests as top-level
@@ -753,5 +754,44 @@ func (env *secEnv) testOtherOrigin(t *testing.T) {
 	browsertest.Wait(t, ctx2, `window.__wsres`)
 	if got := browsertest.Eval[string](t, ctx2, `window.__wsres`); got != "data" {
 		t.Errorf("control: the same-origin WebSocket tail got %q, want data", got)
+	}
+}
+
+// testCSRFPush: a web page of another origin open in the on-call
+// engineer's browser must not write log lines into their hay serve (no
+// auth, the default on 127.0.0.1:3100): a no-cors fetch with a text/plain
+// body, or a plain HTML form with enctype=text/plain, is a "simple"
+// request that needs no CORS preflight, and the push endpoints read a
+// body that starts with '{' as JSON whatever its Content-Type. The
+// control: the same fetch from the server's own origin stores its line.
+func (env *secEnv) testCSRFPush(t *testing.T) {
+	now := strconv.FormatInt(time.Now().UnixNano(), 10)
+	src := `<!doctype html><title>evil</title>
+<form id="f" method="POST" action="HAY/loki/api/v1/push" enctype="text/plain" target="sink"><input type="hidden" name='{"streams":[{"stream":{"app":"csrf"},"values":[["NOW","csrfmark forged by a form' value='"]]}]}'></form>
+<iframe name="sink"></iframe>
+<script>
+fetch("HAY/loki/api/v1/push", {method: 'POST', mode: 'no-cors', body: JSON.stringify({streams: [{stream: {app: 'csrf'}, values: [["NOW", 'csrfmark forged by fetch']]}]})})
+	.then(() => fetch("HAY/api/v1/push/jsonl", {method: 'POST', mode: 'no-cors', body: '{"labels":{"app":"csrf"},"line":"csrfmark forged jsonl"}'}))
+	.finally(() => { document.getElementById('f').submit(); window.__sent = true; });
+</script>`
+	env.evilSrc.Store(strings.NewReplacer("HAY", env.hay.URL, "NOW", now).Replace(src))
+	ctx, _ := env.tab(t)
+	run(t, ctx, chromedp.Navigate(env.evil.URL+"/"))
+	browsertest.Wait(t, ctx, `window.__sent`)
+	time.Sleep(500 * time.Millisecond) // the form's POST
+	if got := env.search(t, url.Values{"q": {"csrfmark"}}); len(got) != 0 {
+		var lines []string
+		for _, g := range got {
+			lines = append(lines, g.Line)
+		}
+		t.Errorf("a page from %s pushed %d entries into the server: %q", env.evil.URL, len(got), lines)
+	}
+	ctx2, _ := env.tab(t)
+	env.open(t, ctx2, "/?q=csrfmark")
+	browsertest.Eval[any](t, ctx2, `fetch('loki/api/v1/push', {method: 'POST', body: JSON.stringify({streams: [{stream: {app: 'same'}, values: [["`+now+`", 'csrfmark same origin']]}]})}).then(r => { window.__pushStatus = r.status; }); null`)
+	browsertest.Wait(t, ctx2, `window.__pushStatus`)
+	status := browsertest.Eval[float64](t, ctx2, `window.__pushStatus`)
+	if got := env.search(t, url.Values{"q": {"csrfmark"}}); status != 204 || len(got) != 1 || got[0].Line != "csrfmark same origin" {
+		t.Errorf("control: a push from the server's own origin: status %v, stored %+v", status, got)
 	}
 }
