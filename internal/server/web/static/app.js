@@ -174,8 +174,37 @@
     return -1;
   }
 
-  // goRegexToJS turns an RE2 pattern into a JS RegExp, or null.
+  // backtracks reports whether a pattern has a repeated group that holds
+  // a repetition or an alternation, as (x+x+)+y or (a|ab)*c: the
+  // browser's regex engine backtracks, unlike the server's RE2, and such a
+  // pattern over a line an attacker logged can take minutes, freezing the
+  // tab (a crafted permalink is enough). Those are not highlighted.
+  function backtracks(src) {
+    const risky = []; // per open group: holds a repetition or '|'
+    for (let i = 0; i < src.length; i++) {
+      const c = src[i];
+      if (c === '\\') { i++; continue; }
+      if (c === '[') {
+        for (i++; i < src.length && src[i] !== ']'; i++) if (src[i] === '\\') i++;
+        continue;
+      }
+      if (c === '(') { risky.push(false); continue; }
+      if (c === ')') {
+        const inner = risky.pop();
+        const next = src[i + 1];
+        if (inner && (next === '*' || next === '+' || next === '{')) return true;
+        if (inner && risky.length) risky[risky.length - 1] = true;
+        continue;
+      }
+      if ((c === '*' || c === '+' || c === '{' || c === '|') && risky.length) risky[risky.length - 1] = true;
+    }
+    return false;
+  }
+
+  // goRegexToJS turns an RE2 pattern into a JS RegExp, or null (also for
+  // patterns that backtrack badly: see backtracks).
   function goRegexToJS(src) {
+    if (backtracks(src)) return null;
     let flags = 'g';
     const m = /^\(\?([imsU]+)\)/.exec(src);
     if (m) {
