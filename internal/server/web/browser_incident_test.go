@@ -207,6 +207,7 @@ func TestUIIncident(t *testing.T) {
 	})
 
 	t.Run("slow search", env.testSlowSearch)
+	t.Run("hidden tab tail", env.testHiddenTail)
 
 	t.Run("tail storm", func(t *testing.T) {
 		ctx, _ := env.tab(t)
@@ -296,5 +297,59 @@ func (env *secEnv) testSlowSearch(t *testing.T) {
 	}
 	if s := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`); s != "Stopped at 0 (Escape)" {
 		t.Errorf("status after Escape: %q", s)
+	}
+}
+
+// pausedFrames models a hidden tab: browsers do not run
+// requestAnimationFrame callbacks for a hidden document; here they wait
+// in window.__raf until the test "shows" the tab. It also counts the
+// tail's messages as they reach the page.
+const pausedFrames = `window.__raf = [];
+window.requestAnimationFrame = cb => { window.__raf.push(cb); return window.__raf.length; };
+window.__msgs = 0;
+const RealES = window.EventSource;
+window.EventSource = function (u) { const es = new RealES(u); es.addEventListener('message', () => { window.__msgs++; }); return es; };
+window.EventSource.prototype = RealES.prototype;
+window.EventSource.CLOSED = RealES.CLOSED;`
+
+// testHiddenTail: in a background tab no frame paints the live tail's
+// queue; it must still keep only the newest TAIL_CAP entries (it held
+// every entry of a storm before a1de384, and the first frame once the tab
+// was shown built a row for each).
+func (env *secEnv) testHiddenTail(t *testing.T) {
+	ctx, _ := env.tab(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: pausedFrames}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, chromedp.Navigate(env.hay.URL+"/?q=hiddenmark&live=1"))
+	browsertest.Wait(t, ctx, `document.getElementById('status').textContent.startsWith('Live: ')`)
+	time.Sleep(200 * time.Millisecond)
+	const n = 5000
+	var es []pushEntry
+	base := time.Now().UnixNano()
+	for i := range n {
+		es = append(es, pushEntry{labels: map[string]string{"app": "storm"}, ts: base + int64(i), line: fmt.Sprintf("hiddenmark %05d %s", i, strings.Repeat("z", 200))})
+	}
+	env.push(t, es)
+	browsertest.Wait(t, ctx, `window.__msgs === `+strconv.Itoa(n))
+	// Show the tab: run the frame callbacks, counting the rows built.
+	r := browsertest.Eval[map[string]float64](t, ctx, `(() => {
+		let added = 0;
+		const mo = new MutationObserver(ms => { for (const m of ms) added += m.addedNodes.length; });
+		mo.observe(document.getElementById('rows'), {childList: true});
+		const t0 = performance.now();
+		for (const f of window.__raf.splice(0)) f(t0);
+		const ms = performance.now() - t0;
+		const recs = mo.takeRecords();
+		for (const m of recs) added += m.addedNodes.length;
+		mo.disconnect();
+		return {added, ms, rows: document.querySelectorAll('#rows .row').length};
+	})()`)
+	t.Logf("shown again after %d tailed entries: first frame built %v rows in %.0f ms; %v rows kept", n, r["added"], r["ms"], r["rows"])
+	if r["rows"] != secTailCap {
+		t.Errorf("%v rows kept, want %d", r["rows"], secTailCap)
+	}
+	if r["added"] > secTailCap {
+		t.Errorf("the hidden tab held all %d entries and built %v rows in one frame (%.0f ms) to keep %d", n, r["added"], r["ms"], secTailCap)
 	}
 }
