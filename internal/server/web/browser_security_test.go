@@ -79,6 +79,27 @@ func newSecEnv(t *testing.T) *secEnv {
 		if r.URL.Path == "/api/v1/search" && strings.Contains(r.URL.Query().Get("q"), "framemark") {
 			env.framed.Add(1)
 		}
+		// A search for "failmark" fails after two entries, as the server
+		// reports an error once lines are out (native.go): the error is
+		// the last line. One for "cutmark" loses its connection instead.
+		if r.URL.Path == "/api/v1/search" && (strings.Contains(r.URL.Query().Get("q"), "failmark") || strings.Contains(r.URL.Query().Get("q"), "cutmark")) {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			now := time.Now()
+			for i := range 2 {
+				fmt.Fprintf(w, "{\"ts\":\"%d\",\"time\":%q,\"labels\":{\"app\":\"fail\"},\"line\":\"failmark row %d\"}\n", now.UnixNano()-int64(i), now.Add(-time.Duration(i)).UTC().Format(time.RFC3339Nano), i)
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond) // the rows reach the page first
+			if strings.Contains(r.URL.Query().Get("q"), "cutmark") {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.Close()
+				}
+				return
+			}
+			io.WriteString(w, `{"error":"<img src=x onerror=\"window.__pwned=60\"> scan failed: context deadline exceeded"}`+"\n")
+			return
+		}
 		// A search for "slowmark" is a search that takes forever: it is
 		// answered only when the client goes away.
 		if r.URL.Path == "/api/v1/search" && strings.Contains(r.URL.Query().Get("q"), "slowmark") {
@@ -535,6 +556,21 @@ func TestUISecurity(t *testing.T) {
 				t.Errorf("query %d %q: status %q, histogram %q, query box %q", i, q, st[0], st[1], st[2])
 			}
 			clean(t, ctx, dialogs, fmt.Sprintf("error message of query %d", i))
+		}
+		// A search that fails after its first rows keeps them, says why,
+		// offers no "load more", and the message is text. (A "cutmark"
+		// search, whose connection drops, is in the uifindings tests.)
+		for _, c := range []struct{ q, status string }{
+			{"failmark", `Error: <img src=x onerror="window.__pwned=60"> scan failed: context deadline exceeded`},
+		} {
+			run(t, ctx, chromedp.Navigate(env.hay.URL+"/?q="+c.q))
+			browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'error'`)
+			time.Sleep(100 * time.Millisecond) // rows still queued are painted
+			st := browsertest.Eval[[]any](t, ctx, `[document.getElementById('status').textContent, document.getElementById('status').className, document.querySelectorAll('#rows .row').length, document.getElementById('more').hidden]`)
+			if fmt.Sprint(st) != fmt.Sprint([]any{c.status, "error", 2.0, true}) {
+				t.Errorf("%s: status, class, rows, load more hidden: %q", c.q, st)
+			}
+			clean(t, ctx, dialogs, c.q+" mid-stream")
 		}
 		// The live tail's own error message (the tail of a bad query
 		// answers it as an event).
