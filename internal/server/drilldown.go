@@ -344,7 +344,7 @@ func (s *Server) lokiVolume(rangeQuery bool) func(http.ResponseWriter, *http.Req
 			}
 		}
 		keys, totals := largestFirst(vol, limit)
-		sec := func(t int64) json.Number { return json.Number(strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64)) }
+		sec := func(t int64) json.Number { return json.Number(appendUnixSeconds(nil, t)) }
 		res := []any{}
 		for _, k := range keys {
 			if !rangeQuery {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -212,7 +213,12 @@ func ddRanges(es []ddEntry, seed uint64) [][2]int64 {
 	return out
 }
 
-func secJSON(t int64) string { return strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64) }
+// secJSON is t in exact decimal seconds, as the API writes times.
+func secJSON(t int64) string {
+	s := big.NewRat(t, 1e9).FloatString(9)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
 
 // volumeOracle computes index/volume's (step 0) or volume_range's
 // expected result from the pushed entries.

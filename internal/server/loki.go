@@ -196,7 +196,7 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		return
 	}
 	sec := func(t int64) json.Number {
-		return json.Number(strconv.FormatFloat(float64(t)/1e9, 'f', -1, 64))
+		return json.Number(appendUnixSeconds(nil, t))
 	}
 	val := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	lm := func(ls ingest.Labels) map[string]string {
@@ -242,12 +242,33 @@ func (m matrixValues) MarshalJSON() ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = strconv.AppendFloat(b, float64(t)/1e9, 'f', -1, 64)
+		b = appendUnixSeconds(b, t)
 		b = append(b, ',', '"')
 		b = strconv.AppendFloat(b, m.vs[i], 'f', -1, 64)
 		b = append(b, '"', ']')
 	}
 	return append(b, ']'), nil
+}
+
+// appendUnixSeconds writes Unix nanoseconds t as decimal seconds, exactly
+// and without trailing zeros (1724099053.735): float64 division printed
+// ms-aligned times with noise (1724099053.7350001), 1 ms early for a reader
+// that truncates.
+func appendUnixSeconds(b []byte, t int64) []byte {
+	u := uint64(t)
+	if t < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/1e9, 10)
+	if frac := u % 1e9; frac != 0 {
+		digits := strconv.AppendUint(nil, frac+1e9, 10)[1:] // 9 digits, leading zeros kept
+		for digits[len(digits)-1] == '0' {
+			digits = digits[:len(digits)-1]
+		}
+		b = append(append(b, '.'), digits...)
+	}
+	return b
 }
 
 // nonEmpty counts the series that have points (the ones answered).

@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,20 @@ func TestMetricQueryLimits(t *testing.T) {
 	code, body = get(`sum(count_over_time({app=~"s.+"}[1h]))`, base-4000e9, base, "1")
 	if code != 200 {
 		t.Errorf("4M points: %d %.300s", code, body)
+	}
+}
+
+// TestAppendUnixSeconds: exact decimal seconds, no trailing zeros, against
+// big-number arithmetic.
+func TestAppendUnixSeconds(t *testing.T) {
+	for _, ns := range []int64{0, 1, 999_999_999, 1e9, 1724099053735000000, 1724099053735000001, -1, -1e9, -1500000000, math.MaxInt64, math.MinInt64} {
+		got := string(appendUnixSeconds(nil, ns))
+		r, ok := new(big.Rat).SetString(got)
+		if !ok || r.Cmp(big.NewRat(ns, 1e9)) != 0 || strings.HasSuffix(got, "0") && strings.Contains(got, ".") || strings.HasSuffix(got, ".") {
+			t.Errorf("appendUnixSeconds(%d) = %q", ns, got)
+		}
+	}
+	if got := string(appendUnixSeconds(nil, 1724099053735000000)); got != "1724099053.735" {
+		t.Errorf("ms time: %q", got)
 	}
 }

@@ -107,19 +107,27 @@ func (p *mparser) ident() string {
 	return p.s[st:p.pos]
 }
 
-func (p *mparser) expr() (*mexpr, error) {
-	l, err := p.term()
+// expr reads a sum of products: * and / bind tighter than + and -, as
+// in Loki (and Prometheus); each level is left-associative.
+func (p *mparser) expr() (*mexpr, error) { return p.binary("+-", p.product) }
+
+func (p *mparser) product() (*mexpr, error) { return p.binary("*/", p.term) }
+
+// binary reads operand (op operand)* for the operators in ops, folding
+// constants: arithmetic is supported between constants only.
+func (p *mparser) binary(ops string, operand func() (*mexpr, error)) (*mexpr, error) {
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
 	for {
 		p.ws()
-		if p.pos >= len(p.s) || !strings.ContainsRune("+-*/", rune(p.s[p.pos])) {
+		if p.pos >= len(p.s) || !strings.ContainsRune(ops, rune(p.s[p.pos])) {
 			return l, nil
 		}
 		op := p.s[p.pos]
 		p.pos++
-		r, err := p.term()
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
