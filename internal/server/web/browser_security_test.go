@@ -633,6 +633,7 @@ func TestUISecurity(t *testing.T) {
 	t.Run("headers", env.testHeaders)
 	t.Run("other origin", env.testOtherOrigin)
 	t.Run("other origin push", env.testCSRFPush)
+	t.Run("crafted regex", env.testReDoS)
 }
 
 // testAPIPages opens the API's answers to hostile requests as top-level
@@ -829,5 +830,32 @@ fetch("HAY/loki/api/v1/push", {method: 'POST', mode: 'no-cors', body: JSON.strin
 	status := browsertest.Eval[float64](t, ctx2, `window.__pushStatus`)
 	if got := env.search(t, url.Values{"q": {"csrfmark"}}); status != 204 || len(got) != 1 || got[0].Line != "csrfmark same origin" {
 		t.Errorf("control: a push from the server's own origin: status %v, stored %+v", status, got)
+	}
+}
+
+// testReDoS: the page highlights |~ matches with the query's regex run by
+// the browser's backtracking engine, while the server matches with RE2
+// (linear). A permalink whose regex backtracks exponentially over a line
+// an attacker logged froze the victim's tab (29 x's: 5 s; 40 would take
+// hours) before 455c300; now such a pattern is not highlighted, so the
+// page settles (a hang fails at the tab's deadline), while a harmless
+// regex still is.
+func (env *secEnv) testReDoS(t *testing.T) {
+	line := "redosmark " + strings.Repeat("x", 40) + "z"
+	env.push(t, []pushEntry{{labels: map[string]string{"app": "redos"}, ts: time.Now().Add(-time.Minute).UnixNano(), line: line}})
+	ctx, _ := env.tab(t)
+	for _, c := range []struct {
+		q     string
+		marks []string
+	}{
+		{`{app="redos"} |~ "(x+x+)+y|z"`, nil},
+		{`{app="redos"} |~ "(a|xx)*z"`, nil},
+		{`{app="redos"} |~ "x+z"`, []string{strings.Repeat("x", 40) + "z"}},
+	} {
+		env.open(t, ctx, "/?q="+url.QueryEscape(c.q))
+		got := pageRows(t, ctx)
+		if len(got) != 1 || got[0].Line != line || !slices.Equal(got[0].Marks, c.marks) {
+			t.Errorf("%s: rows %+v, want the line with marks %q", c.q, got, c.marks)
+		}
 	}
 }
