@@ -203,31 +203,40 @@ func FuzzParseTime(f *testing.F) {
 	})
 }
 
-var promUnitRE = regexp.MustCompile(`^\+?([0-9]+)([dwy])$`)
-
 // promDurationOracle: what time.ParseDuration accepts, else a positive
-// integer count of days, weeks or 365-day years that fits a Duration.
+// Prometheus duration (whole y, w, d, h, m, s, ms in that order; years of
+// 365 days) that fits a Duration.
 func promDurationOracle(v string) (time.Duration, bool) {
 	if d, err := time.ParseDuration(v); err == nil {
 		return d, true
 	}
-	m := promUnitRE.FindStringSubmatch(v)
-	if m == nil {
+	// Prometheus' form: whole numbers of y w d h m s ms, in that order.
+	m := promCompoundRE.FindStringSubmatch(v)
+	if m == nil || v == "" {
 		return 0, false
 	}
-	k, _ := new(big.Int).SetString(m[1], 10)
-	unit := map[string]int64{"d": 24 * 3600e9, "w": 7 * 24 * 3600e9, "y": 365 * 24 * 3600e9}[m[2]]
-	d := k.Mul(k, big.NewInt(unit))
+	units := []int64{365 * 24 * 3600e9, 7 * 24 * 3600e9, 24 * 3600e9, 3600e9, 60e9, 1e9, 1e6}
+	d := new(big.Int)
+	for i, u := range units {
+		if m[i+1] == "" {
+			continue
+		}
+		k, _ := new(big.Int).SetString(m[i+1], 10)
+		d.Add(d, k.Mul(k, big.NewInt(u)))
+	}
 	if d.Sign() <= 0 || !fitsInt64(d) {
 		return 0, false
 	}
 	return time.Duration(d.Int64()), true
 }
 
+var promCompoundRE = regexp.MustCompile(`^(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?$`)
+
 func FuzzParsePromDuration(f *testing.F) {
 	for _, s := range []string{
 		"5m", "1h30m", "1.5h", "-5m", "0", "", "7d", "2w", "1y", "0d", "+3d", "-3d", "1d12h", "1.5d",
 		"106751d", "106752d", "15250w", "292y", "293y", "1000000000y", "585y", "9223372036854775807d", "5D",
+		"1w1d", "1y2w3d4h5m6s7ms", "1d1y", "1h1d", "1m1ms", "1ms1m", "292y1w", "0d0h", "1d0s", "5m5m", "ms", "1dd",
 	} {
 		f.Add(s, int64(90*time.Second))
 	}

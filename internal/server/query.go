@@ -217,26 +217,55 @@ func parseDurationParam(name, v string) (time.Duration, error) {
 	return 0, bad
 }
 
-// parsePromDuration is time.ParseDuration plus Prometheus' d, w and y,
-// with an error where the value overflows a Duration (as Prometheus).
+// parsePromDuration is time.ParseDuration, or Prometheus' duration syntax
+// (what Loki reads): whole numbers of y, w, d, h, m, s and ms, in that
+// order, each at most once (1d12h, 1w1d); a value that overflows a
+// Duration is an error, as in Prometheus.
 func parsePromDuration(v string) (time.Duration, error) {
 	if d, err := time.ParseDuration(v); err == nil {
 		return d, nil
 	}
-	for _, u := range []struct {
+	bad := fmt.Errorf("bad duration %q", v)
+	units := []struct {
 		suf string
 		d   time.Duration
-	}{{"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour}, {"y", 365 * 24 * time.Hour}} {
-		if n, ok := strings.CutSuffix(v, u.suf); ok {
-			if k, err := strconv.ParseInt(n, 10, 64); err == nil && k > 0 {
-				if k > math.MaxInt64/int64(u.d) {
-					return 0, fmt.Errorf("duration %q out of range", v)
-				}
-				return time.Duration(k) * u.d, nil
+	}{{"y", 365 * 24 * time.Hour}, {"w", 7 * 24 * time.Hour}, {"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}}
+	var total time.Duration
+	rest, next := v, 0
+	for rest != "" {
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		if i == 0 {
+			return 0, bad
+		}
+		n, err := strconv.ParseInt(rest[:i], 10, 64)
+		rest = rest[i:]
+		u := -1
+		for k := next; k < len(units); k++ {
+			// "ms" before "m": the longer unit where both fit.
+			if k == 4 && strings.HasPrefix(rest, "ms") {
+				continue
+			}
+			if strings.HasPrefix(rest, units[k].suf) {
+				u = k
+				break
 			}
 		}
+		if u < 0 {
+			return 0, bad
+		}
+		rest, next = rest[len(units[u].suf):], u+1
+		if err != nil || n > (math.MaxInt64-int64(total))/int64(units[u].d) {
+			return 0, fmt.Errorf("duration %q out of range", v)
+		}
+		total += time.Duration(n) * units[u].d
 	}
-	return 0, fmt.Errorf("bad duration %q", v)
+	if total <= 0 {
+		return 0, bad
+	}
+	return total, nil
 }
 
 // selection is what entries a query reads: LogQL (plan) or a plain-text
