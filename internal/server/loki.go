@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -189,6 +190,9 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		s.queryErr(w, err)
 		return
 	}
+	// Label by label, as Loki (and Prometheus) sort series: by the
+	// labels' text, {app="a b"} came before {app="a"}.
+	slices.SortStableFunc(out, func(a, b *series) int { return compareLabels(a.labels, b.labels) })
 	if n := nonEmpty(out); n > s.cfg.MaxQuerySeries {
 		// As Loki's max_query_series: a result no one can read, whose
 		// answer alone could take gigabytes.
@@ -269,6 +273,20 @@ func appendUnixSeconds(b []byte, t int64) []byte {
 		b = append(append(b, '.'), digits...)
 	}
 	return b
+}
+
+// compareLabels orders label sets as Prometheus' labels.Compare: name,
+// then value, label by label; a prefix first.
+func compareLabels(a, b ingest.Labels) int {
+	for i := range min(len(a), len(b)) {
+		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
 }
 
 // nonEmpty counts the series that have points (the ones answered).
