@@ -768,16 +768,19 @@ func TestIngestTimeOracle(t *testing.T) {
 		seeds = append(seeds, uint64(time.Now().UnixNano()))
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { torRun(t, seed, 1500, []string{"auto", "plain", "jsonl"}) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { torRun(t, seed, 1500, 12, []string{"auto", "plain", "jsonl"}) })
 	}
-	// A larger file: several batches (1 MiB each at most) and, with
-	// a small head, several segments, the format changing across them.
+	// A larger file (over 2 MiB): several batches (1 MiB each at most) and, with
+	// a small head (256 KiB), several segments, the format changing across
+	// them.
 	t.Run("large", func(t *testing.T) {
-		torRun(t, seeds[len(seeds)-1]+1, 20000, []string{"auto"}, "--head-bytes", "1048576")
+		torRun(t, seeds[len(seeds)-1]+1, 45000, 3, []string{"auto"}, "--head-bytes", "262144")
 	})
 }
 
-func torRun(t *testing.T, seed uint64, lines int, formats []string, ingestArgs ...string) {
+// torRun generates about lines lines with seed, ingests them with each
+// format and checks them through n time-window searches each.
+func torRun(t *testing.T, seed uint64, lines, windows int, formats []string, ingestArgs ...string) {
 	t.Logf("HAY_TIME_ORACLE_SEED=%d", seed)
 	r := rand.New(rand.NewPCG(seed, 0x7157))
 	dir := t.TempDir()
@@ -852,41 +855,7 @@ func torRun(t *testing.T, seed uint64, lines int, formats []string, ingestArgs .
 		slices.Reverse(newest)
 		torCompare(t, "--format "+format+" --order newest (reversed)", newest, want)
 
-		// Time windows: bounds on an oracle instant, a nanosecond either
-		// side, or the 1970/2201 limits; each selects exactly the entries
-		// with since <= time < until, in file order.
-		bound := func() (string, int64) {
-			switch r.IntN(8) {
-			case 0:
-				return torFmt(0), 0
-			case 1:
-				return torFmt(torMaxNano), torMaxNano
-			}
-			v := want[r.IntN(len(want))].time + int64(r.IntN(3)-1)
-			return torFmt(v), v
-		}
-		for range 12 {
-			s, since := bound()
-			u, until := bound()
-			if since > until {
-				s, since, u, until = u, until, s, since
-			}
-			var args []string
-			noSince, noUntil := r.IntN(6) == 0, r.IntN(6) == 0
-			if !noSince {
-				args = append(args, "--since", s)
-			}
-			if !noUntil {
-				args = append(args, "--until", u)
-			}
-			var sub []torWant
-			for _, w := range want {
-				if (noSince || w.time >= since) && (noUntil || w.time < until) {
-					sub = append(sub, w)
-				}
-			}
-			torCompare(t, fmt.Sprintf("--format %s %q", format, args), torSearch(t, dataDir, args...), sub)
-		}
+		torWindows(t, r, dataDir, "--format "+format, want, windows)
 	}
 
 	// The same file ingested in two runs (the second resumes where the
@@ -922,7 +891,49 @@ func torRun(t *testing.T, seed uint64, lines int, formats []string, ingestArgs .
 	if out, code := hayInProcess(t, "compact", "--data", dataDir); code != 0 {
 		t.Fatalf("compact: exit %d: %s", code, out)
 	}
-	torCompare(t, "two runs, compacted", torSearch(t, dataDir), want)
+	if torCompare(t, "two runs, compacted", torSearch(t, dataDir), want) {
+		torWindows(t, r, dataDir, "two runs, compacted", want, (windows+1)/2)
+	}
+}
+
+// torWindows runs n searches with time windows: bounds on an oracle
+// instant, a nanosecond either side, or the 1970/2201 limits, or none;
+// each must select exactly the entries with since <= time < until, in
+// file order.
+func torWindows(t *testing.T, r *rand.Rand, dataDir, what string, want []torWant, n int) {
+	t.Helper()
+	bound := func() (string, int64) {
+		switch r.IntN(8) {
+		case 0:
+			return torFmt(0), 0
+		case 1:
+			return torFmt(torMaxNano), torMaxNano
+		}
+		v := want[r.IntN(len(want))].time + int64(r.IntN(3)-1)
+		return torFmt(v), v
+	}
+	for range n {
+		s, since := bound()
+		u, until := bound()
+		if since > until {
+			s, since, u, until = u, until, s, since
+		}
+		var args []string
+		noSince, noUntil := r.IntN(6) == 0, r.IntN(6) == 0
+		if !noSince {
+			args = append(args, "--since", s)
+		}
+		if !noUntil {
+			args = append(args, "--until", u)
+		}
+		var sub []torWant
+		for _, w := range want {
+			if (noSince || w.time >= since) && (noUntil || w.time < until) {
+				sub = append(sub, w)
+			}
+		}
+		torCompare(t, fmt.Sprintf("%s %q", what, args), torSearch(t, dataDir, args...), sub)
+	}
 }
 
 // torSplit picks a line index splitting specs into two runs that both
