@@ -394,11 +394,6 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		}
 	}
 	var out []*series
-	for _, k := range slices.Sorted(maps.Keys(groups)) {
-		if err := pipelineError(k); err != nil {
-			return nil, err
-		}
-	}
 	if n := len(groups) * len(steps); n > maxRangePoints {
 		return nil, badRequest("too_many_points", "%s over %d series and %d steps is %d points, more than the limit of %d: narrow the selector, or use a larger step", e.fn, len(groups), len(steps), n, maxRangePoints)
 	}
@@ -442,6 +437,15 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 			}
 			se.ts = append(se.ts, t)
 			se.vs = append(se.vs, v)
+		}
+		// A pipeline error fails the query only where its series has a
+		// point, as in Loki: an unparsable line outside every window
+		// (between windows with step > range, after the last step) counts
+		// nowhere.
+		if len(se.ts) > 0 {
+			if err := pipelineError(k); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, se)
 	}

@@ -176,3 +176,32 @@ func mfCompare(a, b map[string]any) int {
 	}
 	return len(ka) - len(kb)
 }
+
+// F2. A pipeline error from an entry that no evaluation window holds.
+// Loki fails a metric query when a series carrying __error__ has a
+// sample at some step; Haystack checks every entry it read in
+// (start-range, end] (loki.go evalRange: pipelineError over all groups
+// before windows are cut), so a malformed line between two windows (step
+// > range, the usual Grafana panel over a long time range) or after the
+// last step fails the whole panel.
+func TestMetricRegressPipelineErrorOutsideWindows(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mustPush("/loki/api/v1/push", protoBody([]PushStream{{Labels: `{app="a"}`, Entries: []PushEntry{
+		{Time: base - 200e9, Line: `{"n":1}`},
+		{Time: base - 170e9, Line: `not json`}, // in no window: (base-260s, base-200s], (base-160s, base-100s], (base-60s, base]
+		{Time: base, Line: `{"n":2}`},
+		{Time: base + 50e9, Line: `not json either`}, // after the last step (base), before end (base+60s)
+	}}}), "Content-Type", "application/x-protobuf")
+	for _, end := range []string{"1700000000", "1700000060"} {
+		p := "/loki/api/v1/query_range?start=1699999800&end=" + end + "&step=100&query=" + url.QueryEscape(`sum by (app) (count_over_time({app="a"} | json [1m]))`)
+		code, res, body := mfQuery(t, e, p)
+		if code != 200 {
+			t.Errorf("end=%s: %d %.200s; want 200 with {app=\"a\"}: [1699999800,\"1\"],[1700000000,\"1\"] (no window holds a malformed line)", end, code, body)
+			continue
+		}
+		b, _ := json.Marshal(res)
+		if want := `[{"metric":{"app":"a"},"values":[[1699999800,"1"],[1700000000,"1"]]}]`; string(b) != want {
+			t.Errorf("end=%s: %s, want %s", end, b, want)
+		}
+	}
+}
