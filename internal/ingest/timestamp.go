@@ -73,7 +73,9 @@ func (r *refTime) resolve() bool {
 //	081109 203615                    yyMMdd HHmmss (HDFS)
 //	17/06/09 20:10:40                yy/MM/dd HH:mm:ss (Spark)
 //	[Sun Dec 04 04:47:44 2005]       asctime, optional fraction (Apache error log)
-//	[10/Oct/2000:13:55:36 -0700]     common log format
+//	[10/Oct/2000:13:55:36 -0700]     common log format, also after "host ident authuser "
+//	                                 as Apache and nginx access logs write it (the one
+//	                                 layout found after other text)
 //	29-Jul-2015 17:41:44.747         Tomcat
 //	Jun 14 15:16:01                  syslog (RFC 3164), day may be space-padded
 //	I1130 01:02:03.123456            klog / glog (Kubernetes)
@@ -90,6 +92,38 @@ func LeadingTime(line []byte, ref time.Time) (unixNano int64, ok bool) {
 }
 
 func leadingTime(b []byte, ref *refTime) (int64, bool) {
+	if t, ok := timeAtStart(b, ref); ok {
+		return t, true
+	}
+	return accessLogTime(b)
+}
+
+// accessLogTime reads the time of a line in the common or combined log
+// format, "127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] ...": three
+// tokens without blanks (at most 256 bytes each), one space after each,
+// then the bracketed time. Access logs never start with their time, so a
+// whole log used to take the time it was ingested.
+func accessLogTime(b []byte) (int64, bool) {
+	i := 0
+	for range 3 {
+		st := i
+		for i < len(b) && i-st < 256 && b[i] != ' ' && b[i] != '\t' && b[i] != '[' {
+			i++
+		}
+		if i == st || i >= len(b) || b[i] != ' ' {
+			return 0, false
+		}
+		i++
+	}
+	if i+3 >= len(b) || b[i] != '[' || !isDigit(b[i+1]) || !isDigit(b[i+2]) || b[i+3] != '/' {
+		return 0, false
+	}
+	return clfTime(b, i+1)
+}
+
+// timeAtStart is leadingTime for a timestamp at the start of b (after the
+// prefixes LeadingTime skips).
+func timeAtStart(b []byte, ref *refTime) (int64, bool) {
 	i := skipSpace(b, skipBOM(b))
 	if i < len(b) && (b[i] == 't' || b[i] == '@') {
 		i = skipLogfmtTimeKey(b, i)

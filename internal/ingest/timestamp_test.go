@@ -420,3 +420,36 @@ func TestUnixNano(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLogTime: Apache's and nginx's access logs (common and
+// combined log format) put the time after "host ident authuser "; the
+// whole log used to take the time it was ingested.
+func TestAccessLogTime(t *testing.T) {
+	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		line string
+		want time.Time // zero: no time
+	}{
+		{`127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326`, time.Date(2000, 10, 10, 20, 55, 36, 0, time.UTC)},
+		{`192.168.1.20 - - [30/Nov/2026:10:00:00 +0100] "POST /api HTTP/1.1" 500 12 "-" "curl/8.0"`, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)},
+		{`2001:db8::1 - - [01/Jan/2026:00:00:00 +0000] "GET / HTTP/2.0" 200 5`, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{`a b c d [10/Oct/2000:13:55:36 -0700] four tokens`, time.Time{}},
+		{`a b [10/Oct/2000:13:55:36 -0700] two tokens`, time.Time{}},
+		{`a  b c [10/Oct/2000:13:55:36 -0700] two spaces`, time.Time{}},
+		{`host - - [not a time] x`, time.Time{}},
+		{`host - - [10/Oct/2000:13:55:36 -0700`, time.Date(2000, 10, 10, 20, 55, 36, 0, time.UTC)},
+		{`host - - [32/Oct/2000:13:55:36 -0700] bad day`, time.Time{}},
+		{`host - - `, time.Time{}},
+	} {
+		got, ok := LeadingTime([]byte(c.line), ref)
+		if c.want.IsZero() {
+			if ok {
+				t.Errorf("LeadingTime(%q) = %s, want none", c.line, time.Unix(0, got).UTC())
+			}
+			continue
+		}
+		if !ok || got != c.want.UnixNano() {
+			t.Errorf("LeadingTime(%q) = %s, %v; want %s", c.line, time.Unix(0, got).UTC(), ok, c.want)
+		}
+	}
+}
