@@ -145,21 +145,25 @@ func stringTime(s []byte, ref *refTime) (int64, bool) {
 	}
 	str := string(s)
 	for _, layout := range fallbackLayouts {
-		t, err := time.Parse(layout, str)
+		// In UTC, not the machine's zone: time.Parse resolves a zone
+		// abbreviation with the local zone's offset when that zone knows
+		// the name ("CST" was +8 under TZ=Asia/Shanghai, -6 elsewhere).
+		t, err := time.ParseInLocation(layout, str, time.UTC)
 		if err != nil {
 			continue
 		}
 		n := t.UnixNano()
-		if name, off := t.Zone(); off == 0 && strings.Contains(layout, "MST") && !strings.HasPrefix(name, "+") && !strings.HasPrefix(name, "-") {
-			// time.Parse gives a zone abbreviation it does not know
-			// offset 0, which would put "05:06 PST" at 05:06 UTC, eight
-			// hours off: take RFC 822's own zones, refuse the others.
-			// (A numeric name such as "+00" carries its offset.)
-			z, ok := rfc822Zones[name]
+		if name, off := t.Zone(); off == 0 && strings.Contains(layout, "MST") && name != "UTC" {
+			// A zone abbreviation parses with offset 0, which would put
+			// "05:06 PST" at 05:06 UTC, eight hours off: take RFC 822's
+			// own zones and tzdata's numeric names ("-03", "+0530", as
+			// date writes them in zones without a letter abbreviation),
+			// refuse the others.
+			z, ok := zoneNameOffset(name)
 			if !ok {
 				continue
 			}
-			n -= int64(z) * int64(time.Hour)
+			n -= int64(z) * int64(time.Second)
 		}
 		if t.Year() >= 1969 && t.Year() <= 2201 && n >= 0 && n < maxNano {
 			return n, true
@@ -167,6 +171,36 @@ func stringTime(s []byte, ref *refTime) (int64, bool) {
 		return 0, false
 	}
 	return 0, false
+}
+
+// zoneNameOffset is the offset from UTC, in seconds, of a zone name: one
+// of RFC 822's, or a numeric one, ±hh or ±hhmm.
+func zoneNameOffset(name string) (int, bool) {
+	if h, ok := rfc822Zones[name]; ok {
+		return h * 3600, true
+	}
+	if (len(name) != 3 && len(name) != 5) || name[0] != '+' && name[0] != '-' {
+		return 0, false
+	}
+	n := 0
+	for i := 1; i < len(name); i++ {
+		if !isDigit(name[i]) {
+			return 0, false
+		}
+		n = n*10 + int(name[i]-'0')
+	}
+	h, m := n, 0
+	if len(name) == 5 {
+		h, m = n/100, n%100
+	}
+	if h > 14 || m > 59 {
+		return 0, false
+	}
+	off := h*3600 + m*60
+	if name[0] == '-' {
+		off = -off
+	}
+	return off, true
 }
 
 // rfc822Zones are the zone names RFC 822 defines (section 5.1), as hours

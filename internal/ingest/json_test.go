@@ -173,3 +173,45 @@ func TestJSONTimeZoneNames(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONTimeZoneLocal: a JSON time string's zone name means the same
+// whatever the machine's zone (time.Parse read "CST" as +8 where the local
+// zone is China's), and tzdata's numeric names carry their offset (they
+// were read as UTC).
+func TestJSONTimeZoneLocal(t *testing.T) {
+	cases := []struct{ line, want string }{
+		{`{"time":"Mon, 02 Jan 2006 15:04:05 CST"}`, "2006-01-02T21:04:05Z"},
+		{`{"time":"Mon Jan  2 15:04:05 PST 2006"}`, "2006-01-02T23:04:05Z"},
+		{`{"time":"Mon Nov 30 10:00:00 -03 2026"}`, "2026-11-30T13:00:00Z"},
+		{`{"time":"Mon, 30 Nov 2026 10:00:00 +04"}`, "2026-11-30T06:00:00Z"},
+		{`{"time":"Monday, 30-Nov-26 10:00:00 -03"}`, "2026-11-30T13:00:00Z"},
+		{`{"time":"Mon Nov 30 10:00:00 +0530 2026"}`, "2026-11-30T04:30:00Z"},
+		{`{"time":"Mon, 30 Nov 2026 10:00:00 IST"}`, ""}, // ambiguous: refused
+		{`{"time":"Mon Nov 30 10:00:00 +15 2026"}`, ""},
+	}
+	check := func(zone string) {
+		for _, c := range cases {
+			got, ok := JSONTime([]byte(c.line))
+			if c.want == "" {
+				if ok {
+					t.Errorf("TZ %s: JSONTime(%s) = %s, want none", zone, c.line, time.Unix(0, got).UTC().Format(time.RFC3339))
+				}
+				continue
+			}
+			if w, _ := time.Parse(time.RFC3339, c.want); !ok || got != w.UnixNano() {
+				t.Errorf("TZ %s: JSONTime(%s) = %s, %v; want %s", zone, c.line, time.Unix(0, got).UTC().Format(time.RFC3339), ok, c.want)
+			}
+		}
+	}
+	check("UTC")
+	old := time.Local
+	defer func() { time.Local = old }()
+	for _, name := range []string{"Asia/Shanghai", "Asia/Kolkata", "America/Sao_Paulo"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			continue // no tzdata for it on this machine: the UTC run stands
+		}
+		time.Local = loc
+		check(name)
+	}
+}
