@@ -355,6 +355,13 @@ func clockEnd(b []byte, i int, zoned bool) (sod, frac, off int64, ok bool) {
 	frac, j = fraction(b, j)
 	if zoned {
 		off, j = zone(b, j)
+		// A sign and a digit right after the clock that did not read as
+		// a zone (+15:00, +05:60, +05:3, +530, +2:00) make no timestamp,
+		// as any field out of range does: ignoring it read the clock as
+		// UTC, up to 15 h off.
+		if j+1 < len(b) && (b[j] == '+' || b[j] == '-') && isDigit(b[j+1]) {
+			return 0, 0, 0, false
+		}
 	}
 	if j < len(b) && isDigit(b[j]) {
 		return 0, 0, 0, false

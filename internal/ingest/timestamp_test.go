@@ -453,3 +453,38 @@ func TestAccessLogTime(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidNumericZone: a zone out of range right after the clock makes
+// no timestamp (it was dropped and the clock read as UTC, up to 15 h off);
+// valid ones, and a sign after a space that is not a zone, are unchanged.
+func TestInvalidNumericZone(t *testing.T) {
+	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	at := time.Date(2015, 7, 29, 17, 41, 44, 0, time.UTC)
+	for _, c := range []struct {
+		line string
+		want time.Time
+	}{
+		{"2015-07-29T17:41:44+15:00 x", time.Time{}},
+		{"2015-07-29T17:41:44+05:60 x", time.Time{}},
+		{"2015-07-29T17:41:44+05:3 x", time.Time{}},
+		{"2015-07-29T17:41:44+530 x", time.Time{}},
+		{"2015-07-29T17:41:44+2:00 x", time.Time{}},
+		{"2015-07-29T17:41:44+14:00 x", at.Add(-14 * time.Hour)},
+		{"2015-07-29T17:41:44-0530 x", at.Add(5*time.Hour + 30*time.Minute)},
+		{"2015-07-29T17:41:44-07 x", at.Add(7 * time.Hour)},
+		{"2015-07-29T17:41:44Z x", at},
+		{"2015-07-29 17:41:44 -1 retries", at},
+		{"2015-07-29T17:41:44-x", at},
+	} {
+		got, ok := LeadingTime([]byte(c.line), ref)
+		if c.want.IsZero() {
+			if ok {
+				t.Errorf("LeadingTime(%q) = %s, want none", c.line, time.Unix(0, got).UTC())
+			}
+			continue
+		}
+		if !ok || got != c.want.UnixNano() {
+			t.Errorf("LeadingTime(%q) = %s, %v; want %s", c.line, time.Unix(0, got).UTC(), ok, c.want)
+		}
+	}
+}
