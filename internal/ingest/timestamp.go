@@ -433,6 +433,11 @@ func zone(b []byte, i int) (off int64, j int) {
 		}
 		if i+4 <= len(b) && (string(b[i+1:i+4]) == "UTC" || string(b[i+1:i+4]) == "GMT") &&
 			(i+4 == len(b) || !isLetter(b[i+4])) {
+			if i+4 < len(b) && (b[i+4] == '+' || b[i+4] == '-') {
+				// GMT+01:00 (Java's name for a zone without one),
+				// UTC+02:00, GMT-0800: the offset that follows.
+				return numericZone(b, i+4)
+			}
 			return 0, i + 4
 		}
 	}

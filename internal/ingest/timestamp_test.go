@@ -488,3 +488,32 @@ func TestInvalidNumericZone(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneAfterUTCName: "GMT+01:00", "UTC+02:00" and "GMT-0800" after the
+// time carry their offset (they were read as UTC).
+func TestZoneAfterUTCName(t *testing.T) {
+	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	at := time.Date(2015, 7, 29, 17, 41, 44, 0, time.UTC)
+	for _, c := range []struct {
+		line string
+		want time.Time
+	}{
+		{"2015-07-29 17:41:44 GMT+01:00 x", at.Add(-time.Hour)},
+		{"2015-07-29 17:41:44 UTC+02:00 x", at.Add(-2 * time.Hour)},
+		{"2015-07-29 17:41:44 GMT-0800 x", at.Add(8 * time.Hour)},
+		{"2015-07-29 17:41:44 GMT x", at},
+		{"2015-07-29 17:41:44 UTC", at},
+		{"2015-07-29 17:41:44 GMT+15:00 x", time.Time{}},
+	} {
+		got, ok := LeadingTime([]byte(c.line), ref)
+		if c.want.IsZero() {
+			if ok {
+				t.Errorf("LeadingTime(%q) = %s, want none", c.line, time.Unix(0, got).UTC())
+			}
+			continue
+		}
+		if !ok || got != c.want.UnixNano() {
+			t.Errorf("LeadingTime(%q) = %s, %v; want %s", c.line, time.Unix(0, got).UTC(), ok, c.want)
+		}
+	}
+}
