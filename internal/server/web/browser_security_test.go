@@ -739,13 +739,20 @@ const wsTailJS = `function wsTail(base) {
 
 // otherOriginJS is the attacker's page: it tries to read the API with
 // fetch, to read the Loki tail over a WebSocket (not covered by CORS, so
-// only an Origin check stops it), and frames the UI (clickjacking). It
-// reports into window.__r.
+// only an Origin check stops it) and the native tail with EventSource,
+// and frames the UI (clickjacking). It reports into window.__r.
 const otherOriginJS = `<!doctype html><title>evil</title><script>
 window.__r = {};
 (async () => {
 	try { const r = await fetch(HAY + '/api/v1/search?q=pwnmark'); window.__r.read = 'read ' + (await r.text()).length; } catch (e) { window.__r.read = 'blocked'; }
 	window.__r.ws = await wsTail(WS);
+	window.__r.sse = await new Promise(res => {
+		let got = 0;
+		const es = new EventSource(HAY + '/api/v1/tail?q=');
+		es.onmessage = () => { got++; };
+		es.onerror = () => { es.close(); res(got ? 'data' : 'refused'); };
+		setTimeout(() => { es.close(); res(got ? 'data' : 'open, no data'); }, 3000);
+	});
 	window.__r.done = true;
 })();
 ` + wsTailJS + `
@@ -771,6 +778,9 @@ func (env *secEnv) testOtherOrigin(t *testing.T) {
 	}
 	if r["ws"] != "refused" {
 		t.Errorf("another origin's WebSocket to /loki/api/v1/tail: %v", r["ws"])
+	}
+	if r["sse"] != "refused" {
+		t.Errorf("another origin's EventSource on /api/v1/tail: %v", r["sse"])
 	}
 	time.Sleep(300 * time.Millisecond)
 	if n := env.framed.Load() - before; n != 0 {
