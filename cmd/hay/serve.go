@@ -76,6 +76,8 @@ func runServe(args []string) error {
 	maxQueries := fs.Int("max-concurrent-queries", 2*runtime.GOMAXPROCS(0), "queries run at once; more wait in a queue (--query-queue-wait)")
 	queueWait := fs.Duration("query-queue-wait", 5*time.Second, "how long a query waits for a slot before it gets 429 with Retry-After (0: 429 at once)")
 	maxQueued := fs.Int("max-queued-queries", 100, "queries waiting for a slot at once; more get 429 at once")
+	var allowedHosts stringList
+	fs.Var(&allowedHosts, "allowed-host", "a host name browsers may reach this server at without --auth-file, besides localhost and IP addresses (repeatable; guards against DNS rebinding)")
 	maxQuerySeries := fs.Int("max-query-series", 500, "most series a metric query may answer (Loki's max_query_series); more is a 400")
 	maxQueryLimit := fs.Int("max-query-limit", 5000, "largest limit (entries) a log query may ask for; Loki's max_entries_limit_per_query (Grafana's \"Maximum lines\" must not exceed it)")
 	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
@@ -114,6 +116,7 @@ func runServe(args []string) error {
 		MaxLabelValueBytes:   *maxLabelValue,
 		MaxQueryLimit:        *maxQueryLimit,
 		MaxQuerySeries:       *maxQuerySeries,
+		AllowedHosts:         allowedHosts,
 		RejectOlderThan:      *older,
 		RejectNewerThan:      *newer,
 		MaxLabels:            *maxLabels,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,6 +63,14 @@ type Config struct {
 	// CompactMergeBytes bounds the segments those compactions merge
 	// (store.WriterOptions.CompactMergeBytes; 0: the default).
 	CompactMergeBytes int64
+	// AllowedHosts are the host names (without port) a server without
+	// Auth answers browsers at, besides IP literals and localhost. A web
+	// page can make a browser reach a loopback or intranet server under
+	// the page's own name by DNS rebinding, and would then be same-origin
+	// with it and read every log; so without auth a browser's request
+	// naming any other host is refused (421). Clients that are not
+	// browsers are not checked.
+	AllowedHosts []string
 }
 
 // Server is the HTTP API. Create it with New, serve Handler, and Close it
@@ -137,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueryLimit <= 0 {
 		cfg.MaxQueryLimit = 5000
+	}
+	for i, h := range cfg.AllowedHosts {
+		cfg.AllowedHosts[i] = strings.TrimSuffix(strings.ToLower(h), ".")
 	}
 	if cfg.MaxQuerySeries <= 0 {
 		cfg.MaxQuerySeries = 500
@@ -225,7 +237,35 @@ func (s *Server) routes() http.Handler {
 	// forged lines planted in what responders read. Browsers mark such
 	// requests (Sec-Fetch-Site, Origin); shippers and Grafana's backend
 	// send neither and pass.
-	return http.NewCrossOriginProtection().Handler(mux)
+	return s.hostCheck(http.NewCrossOriginProtection().Handler(mux))
+}
+
+// hostCheck refuses, on a server without auth, browser requests whose
+// Host is a name other than localhost or one of cfg.AllowedHosts (see
+// AllowedHosts). Only browsers send Sec-Fetch-Site (all of them since
+// 2023), and only a browser can be turned against the server by DNS
+// rebinding: shippers, Prometheus and Grafana's backend pass.
+func (s *Server) hostCheck(h http.Handler) http.Handler {
+	if s.cfg.Auth != nil {
+		return h // rebinding gets no credentials: they belong to the real name
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Sec-Fetch-Site") == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		host := r.Host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			host = hh
+		}
+		host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+		if host == "" || host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(host) != nil || slices.Contains(s.cfg.AllowedHosts, host) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.met.rejected.WithLabelValues("host").Inc()
+		writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("host %q is not served to browsers without auth: add it with --allowed-host (a web page could otherwise reach this server under its own name by DNS rebinding and read every log)", host))
+	})
 }
 
 // writeError answers with status and {"error": msg}; Loki clients show

@@ -8,6 +8,7 @@
 (function () {
   const PAGE = 500;         // rows per search request unless the URL says limit=
   const TAIL_CAP = 1000;    // live tail keeps at most this many rows
+  const HL_REGEX_MAX = 1000; // characters of a line a |~ highlight regex runs over
   const TRUNC = 1000;       // characters of a line shown before "expand"
   const MAX_MARKS = 500;    // highlights per line, against pathological regexes
   const FACET_VALUES = 20;  // values shown per label in the sidebar
@@ -175,12 +176,14 @@
   }
 
   // backtracks reports whether a pattern has a repeated group that holds
-  // a repetition or an alternation, as (x+x+)+y or (a|ab)*c: the
+  // a repetition or an alternation, as (x+x+)+y or (a|ab)*c, or more than
+  // three unbounded repetitions, as x*x*x*x*y: the
   // browser's regex engine backtracks, unlike the server's RE2, and such a
   // pattern over a line an attacker logged can take minutes, freezing the
   // tab (a crafted permalink is enough). Those are not highlighted.
   function backtracks(src) {
     const risky = []; // per open group: holds a repetition or '|'
+    let unbounded = 0; // * + and {n,}: more than 3 make x*x*x*x*y-like blowups
     for (let i = 0; i < src.length; i++) {
       const c = src[i];
       if (c === '\\') { i++; continue; }
@@ -188,6 +191,7 @@
         for (i++; i < src.length && src[i] !== ']'; i++) if (src[i] === '\\') i++;
         continue;
       }
+      if ((c === '*' || c === '+' || (c === '{' && /^\{\d*,\}/.test(src.slice(i)))) && ++unbounded > 3) return true;
       if (c === '(') { risky.push(false); continue; }
       if (c === ')') {
         const inner = risky.pop();
@@ -271,9 +275,13 @@
           rs.push([i, i + h.lit.length]);
         }
       } else {
+        // A regex runs over the first HL_REGEX_MAX characters only: the
+        // browser's engine backtracks (user.*id.*error over a 24 KB line
+        // took over 15 s), and the rest of a long line starts folded.
+        const part = text.length > HL_REGEX_MAX ? text.slice(0, HL_REGEX_MAX) : text;
         h.re.lastIndex = 0;
         let m;
-        while (rs.length < MAX_MARKS && (m = h.re.exec(text)) !== null) {
+        while (rs.length < MAX_MARKS && (m = h.re.exec(part)) !== null) {
           if (m[0].length === 0) { h.re.lastIndex++; continue; }
           rs.push([m.index, m.index + m[0].length]);
         }
