@@ -52,8 +52,8 @@ const RowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
 })`
 
 // Display is what the page (app.js) shows for a raw line: control
-// characters as visible symbols, bidi controls named, cut after limit
-// UTF-16 code units.
+// characters as visible symbols, bidi controls and invisible characters
+// named, cut after limit UTF-16 code units.
 func Display(line string, limit int) string {
 	u := utf16.Encode([]rune(line))
 	if len(u) > limit {
@@ -66,8 +66,9 @@ func Display(line string, limit int) string {
 			b.WriteRune(0x2400 + r)
 		case r == 0x7f:
 			b.WriteRune('\u2421')
-		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-			fmt.Fprintf(&b, "<U+%X>", r)
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+			r == 0xad, r == 0x61c, r >= 0x200b && r <= 0x200f, r >= 0x2060 && r <= 0x2064, r == 0xfeff:
+			fmt.Fprintf(&b, "<U+%04X>", r)
 		default:
 			b.WriteRune(r)
 		}

@@ -21,7 +21,7 @@
     form: $('search'), q: $('q'), range: $('range'), custom: $('custom'), from: $('from'), to: $('to'),
     fold: $('fold'), dir: $('dir'), live: $('live'), permalink: $('permalink'), facets: $('facet-list'),
     hits: $('hits'), zoomout: $('zoomout'), hist: $('hist'), status: $('status'), rows: $('rows'),
-    more: $('more'), moreFoot: $('more-foot'),
+    more: $('more'), moreFoot: $('more-foot'), stop: $('stop'),
   };
 
   // ---- URL state -------------------------------------------------------
@@ -84,6 +84,8 @@
     }
     el.fold.disabled = isLogQL(s.q);
     el.permalink.href = urlFor(s);
+    // Tabs (and history entries) say what they search.
+    document.title = s.q ? s.q.slice(0, 80) + ' — Haystack' : 'Haystack';
   }
 
   function stateFromControls() {
@@ -118,6 +120,16 @@
     const d = new Date(ms);
     return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + 'T' +
       pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
+  }
+
+  // zoneName names the browser's zone and its offset at ms, as
+  // "Asia/Kolkata (UTC+05:30)": the times on the page are in it, and two
+  // responders reading one permalink in two zones see different times.
+  function zoneName(ms) {
+    const off = -new Date(ms).getTimezoneOffset(), a = Math.abs(off);
+    const utc = 'UTC' + (off < 0 ? '-' : '+') + pad(Math.floor(a / 60)) + ':' + pad(a % 60);
+    const name = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    return name && name !== 'UTC' ? name + ' (' + utc + ')' : utc;
   }
 
   function fmtTime(ms) {
@@ -358,15 +370,18 @@
   // ---- rendering rows ------------------------------------------------------
 
   // Control characters become visible symbols: ESC shows as ␛ (U+241B), any
-  // other C0 as its Control Pictures glyph, DEL as ␡, bidi overrides as <U+202E>.
-  // Tab and newline stay as they are.
-  const CTL = /[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]/g;
+  // other C0 as its Control Pictures glyph, DEL as ␡, bidi overrides and
+  // isolates as <U+202E>, and so do the characters that render as nothing
+  // or reorder text: soft hyphen, ALM, zero-width space and joiners, LRM,
+  // RLM, word joiner and invisible operators, BOM ("pass\u200bword" must not
+  // read as "password"). Tab and newline stay as they are.
+  const CTL = /[\x00-\x08\x0b-\x1f\x7f\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
 
   function ctlGlyph(c) {
     const n = c.charCodeAt(0);
     if (n < 0x20) return String.fromCharCode(0x2400 + n);
     if (n === 0x7f) return '\u2421';
-    return '<U+' + n.toString(16).toUpperCase() + '>';
+    return '<U+' + n.toString(16).toUpperCase().padStart(4, '0') + '>';
   }
 
   function appendText(parent, s) {
@@ -418,6 +433,7 @@
     for (const k of names) {
       const l = document.createElement('span');
       l.className = 'lbl';
+      l.title = k + '=' + e.labels[k]; // the chip may be cut short (app.css)
       appendText(l, k + '=' + e.labels[k]);
       labels.appendChild(l);
     }
@@ -505,7 +521,7 @@
     let shown = el.rows.childElementCount + queue.length + tops.length;
     if (tail) shown = Math.min(shown, TAIL_CAP);
     el.status.dataset.state = cur.phase || '';
-    if (cur.phase === 'error') return;
+    if (cur.phase === 'error') { el.stop.hidden = !tail; return; }
     // A live tail that ended on an error says so until the next search,
     // whatever the search's own progress (its count is in the rows).
     if (cur.tailError) setStatus('Live tail: ' + cur.tailError, true);
@@ -514,6 +530,7 @@
     else if (cur.phase === 'stopped') setStatus('Stopped at ' + shown + ' (Escape)');
     else if (cur.phase === 'done' && cur.limited) setStatus('Stopped at ' + shown + ' — load more');
     else if (cur.phase === 'done') setStatus(shown + (shown === 1 ? ' result' : ' results') + (cur.elapsed !== undefined ? ' · ' + cur.elapsed + ' ms' : ''));
+    el.stop.hidden = !(cur.phase === 'running' || tail);
     const more = cur.phase === 'done' && cur.limited && !tail;
     el.more.hidden = !more;
     el.moreFoot.hidden = !more;
@@ -619,8 +636,17 @@
       if (c !== cur) return;
       if (err.name === 'AbortError') { c.phase = 'stopped'; await flushed(); updateStatus(); return; }
       c.phase = 'error';
+      // fetch rejects a dropped connection with a TypeError whose message
+      // ("network error", "Failed to fetch") does not say the rows on
+      // screen are incomplete.
+      await flushed();
+      if (c !== cur) return;
       updateStatus();
-      setStatus('Error: ' + err.message, true);
+      const shown = el.rows.childElementCount;
+      const msg = !(err instanceof TypeError) ? err.message : shown
+        ? 'connection lost after ' + shown + (shown === 1 ? ' row' : ' rows') + ': the results are incomplete'
+        : 'connection lost (is the server reachable?)';
+      setStatus('Error: ' + msg, true);
     }
   }
 
@@ -660,7 +686,7 @@
       if (c !== cur) return;
       if (!Array.isArray(h.buckets)) h.buckets = [];
       c.histData = h;
-      el.hits.textContent = h.total + (h.total === 1 ? ' hit' : ' hits') + ' · ' + fmtTime(c.fromMs) + ' – ' + fmtTime(c.toMs);
+      el.hits.textContent = h.total + (h.total === 1 ? ' hit' : ' hits') + ' · ' + fmtTime(c.fromMs) + ' – ' + fmtTime(c.toMs) + ' ' + zoneName(c.toMs);
       drawHist(c);
     } catch (err) {
       if (c !== cur || err.name === 'AbortError') return;
@@ -924,6 +950,7 @@
   });
   el.q.addEventListener('input', () => { el.fold.disabled = isLogQL(el.q.value); });
   el.more.addEventListener('click', loadMore);
+  el.stop.addEventListener('click', stop);
   el.moreFoot.addEventListener('click', loadMore);
   window.addEventListener('popstate', () => run(readURL()));
 
@@ -937,15 +964,20 @@
     } else if (ev.key === 'Escape') {
       if (cur.phase === 'running' || tail) {
         ev.preventDefault();
-        if (tail) {
-          stopTail();
-          navigateQuiet(Object.assign({}, state, { live: false }));
-        }
-        if (cur.ac) cur.ac.abort();
-        updateStatus();
+        stop();
       }
     }
   });
+
+  // stop ends the running search and the live tail (Escape, the Stop button).
+  function stop() {
+    if (tail) {
+      stopTail();
+      navigateQuiet(Object.assign({}, state, { live: false }));
+    }
+    if (cur.ac) cur.ac.abort();
+    updateStatus();
+  }
 
   // navigateQuiet updates the URL for a state change that needs no new search.
   function navigateQuiet(s) {
@@ -953,6 +985,32 @@
     history.replaceState(null, '', urlFor(s));
     showState(s);
   }
+
+  // Copying from the rows gives the log's own characters: each control
+  // character's symbol (see ctlGlyph) is turned back into the character.
+  el.rows.addEventListener('copy', (ev) => {
+    const sel = getSelection();
+    if (!sel.rangeCount || !ev.clipboardData) return;
+    let changed = false;
+    const parts = [];
+    for (let i = 0; i < sel.rangeCount; i++) {
+      const box = document.createElement('div');
+      box.appendChild(sel.getRangeAt(i).cloneContents());
+      for (const c of box.querySelectorAll('.ctl')) {
+        const g = c.textContent, n = g.codePointAt(0);
+        let raw = null;
+        if (g.length === 1 && n >= 0x2400 && n < 0x2420) raw = String.fromCharCode(n - 0x2400);
+        else if (g === '\u2421') raw = '\x7f';
+        else { const m = /^<U\+([0-9A-F]{4})>$/.exec(g); if (m) raw = String.fromCharCode(parseInt(m[1], 16)); }
+        if (raw !== null) { c.replaceWith(raw); changed = true; }
+      }
+      for (const b of box.querySelectorAll('button.expand')) b.remove();
+      parts.push(box.textContent);
+    }
+    if (!changed) return; // the browser's own copy keeps the row layout
+    ev.clipboardData.setData('text/plain', parts.join('\n'));
+    ev.preventDefault();
+  });
 
   // The pure helpers, for browser_test.go to check against Go's parsers.
   window.__haystack = { highlighters, withLabel, ranges };
