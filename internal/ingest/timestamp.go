@@ -440,9 +440,19 @@ func zone(b []byte, i int) (off int64, j int) {
 			}
 			return 0, i + 4
 		}
+		// One of RFC 822's US zone names (PostgreSQL's log prefix
+		// writes them: "10:00:00.123 PST [1234]"); other names, which
+		// are ambiguous (IST, CST in China), are left as text.
+		if i+4 <= len(b) && isUpper(b[i+1]) && isUpper(b[i+2]) && isUpper(b[i+3]) && (i+4 == len(b) || !isLetter(b[i+4])) {
+			if h, ok := rfc822Zones[string(b[i+1:i+4])]; ok {
+				return int64(h) * 3600, i + 4
+			}
+		}
 	}
 	return 0, i
 }
+
+func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
 
 func numericZone(b []byte, i int) (off int64, j int) {
 	h, ok := digits2(b, i+1)

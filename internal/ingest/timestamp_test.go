@@ -490,7 +490,8 @@ func TestInvalidNumericZone(t *testing.T) {
 }
 
 // TestZoneAfterUTCName: "GMT+01:00", "UTC+02:00" and "GMT-0800" after the
-// time carry their offset (they were read as UTC).
+// time carry their offset, and so do RFC 822's US zone names (all were
+// read as UTC).
 func TestZoneAfterUTCName(t *testing.T) {
 	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	at := time.Date(2015, 7, 29, 17, 41, 44, 0, time.UTC)
@@ -504,6 +505,11 @@ func TestZoneAfterUTCName(t *testing.T) {
 		{"2015-07-29 17:41:44 GMT x", at},
 		{"2015-07-29 17:41:44 UTC", at},
 		{"2015-07-29 17:41:44 GMT+15:00 x", time.Time{}},
+		// RFC 822's US names, as PostgreSQL writes them; others stay text.
+		{"2015-07-29 17:41:44.000 PST [1234] LOG: ready", at.Add(8 * time.Hour)},
+		{"2015-07-29 17:41:44 EDT x", at.Add(4 * time.Hour)},
+		{"2015-07-29 17:41:44 IST x", at},
+		{"2015-07-29 17:41:44 PSTX x", at},
 	} {
 		got, ok := LeadingTime([]byte(c.line), ref)
 		if c.want.IsZero() {
