@@ -80,6 +80,11 @@ func (r *refTime) resolve() bool {
 //	Jun 14 15:16:01                  syslog (RFC 3164), day may be space-padded
 //	I1130 01:02:03.123456            klog / glog (Kubernetes)
 //
+// After one space a zone may also be UTC or GMT, with an offset or not
+// (GMT+01:00), or one of RFC 822's US names (EST, EDT, CST, CDT, MST, MDT,
+// PST, PDT); a sign and digits right after the clock that are no valid
+// offset make no timestamp.
+//
 // Two-digit years 00–69 are 2000–2069, 70–99 are 1970–1999. Syslog and klog
 // carry no year: it is ref's year (in UTC), or the year before when that would
 // put the time more than one day after ref; a zero ref disables them.
