@@ -538,14 +538,8 @@ func (s *Server) fieldParams(r *http.Request) (q string, start, end int64, lineL
 // is bare ({"fields": [...], "limit": N}), as Loki's; limit is given only
 // when some field was found, as Loki does.
 func (s *Server) lokiDetectedFields(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
-	q, start, end, lineLimit, limit, err := s.fieldParams(r)
-	if err != nil {
-		s.queryErr(w, err)
-		return
-	}
-	fields, err := detectFields(r.Context(), ts, q, start, end, lineLimit)
-	if err != nil {
-		s.queryErr(w, err)
+	fields, limit, ok := s.detectedSample(w, r, ts)
+	if !ok {
 		return
 	}
 	out := []*detectedField{}
@@ -572,14 +566,8 @@ func (s *Server) lokiDetectedFields(w http.ResponseWriter, r *http.Request, ts *
 // at most limit of them: {"values": [...], "limit": N}.
 func (s *Server) lokiDetectedFieldValues(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	name := r.PathValue("name")
-	q, start, end, lineLimit, limit, err := s.fieldParams(r)
-	if err != nil {
-		s.queryErr(w, err)
-		return
-	}
-	fields, err := detectFields(r.Context(), ts, q, start, end, lineLimit)
-	if err != nil {
-		s.queryErr(w, err)
+	fields, limit, ok := s.detectedSample(w, r, ts)
+	if !ok {
 		return
 	}
 	vals := []string{}
@@ -855,4 +843,19 @@ func (s *Server) selectorRange(r *http.Request) (*query.Plan, int64, int64, erro
 	}
 	start, end, err := s.rangeParams(r)
 	return plan, start, end, err
+}
+
+// detectedSample reads the detected-field parameters and the fields of
+// the sampled entries, for detected_fields and detected_field values; on
+// an error it has answered the request.
+func (s *Server) detectedSample(w http.ResponseWriter, r *http.Request, ts *tenantStore) (map[string]*detectedField, int, bool) {
+	q, start, end, lineLimit, limit, err := s.fieldParams(r)
+	if err == nil {
+		var fields map[string]*detectedField
+		if fields, err = detectFields(r.Context(), ts, q, start, end, lineLimit); err == nil {
+			return fields, limit, true
+		}
+	}
+	s.queryErr(w, err)
+	return nil, 0, false
 }
