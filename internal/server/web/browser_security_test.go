@@ -253,14 +253,6 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.
 	}
 }
 
-// jsDo runs expr in the page for its effect.
-func jsDo(expr string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[any](expr)(ctx, t)
-		return chromedp.Void{}, err
-	}
-}
-
 // open navigates to path on the server and waits for the page to settle.
 func (env *secEnv) open(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
