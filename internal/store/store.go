@@ -512,6 +512,12 @@ func (s *Store) Append(b *Batch) error {
 			return err
 		}
 		j, err := s.rotate()
+		var re *rotateError
+		if errors.As(err, &re) {
+			// The batch is in the WAL (and synced as asked); the head
+			// flushes at a later Append, once a WAL file can be started.
+			return nil
+		}
 		if err != nil {
 			return s.fail(err)
 		}
@@ -520,6 +526,13 @@ func (s *Store) Append(b *Batch) error {
 	}
 	return nil
 }
+
+// rotateError is a failure to start the next WAL file, which left the
+// store as it was: the flush can be tried again.
+type rotateError struct{ err error }
+
+func (e *rotateError) Error() string { return "start the next wal file: " + e.err.Error() }
+func (e *rotateError) Unwrap() error { return e.err }
 
 // Sync makes every appended batch durable.
 func (s *Store) Sync() error {
@@ -544,6 +557,10 @@ func (s *Store) Flush() error {
 		return nil
 	}
 	j, err := s.rotate()
+	var re *rotateError
+	if errors.As(err, &re) {
+		return err // nothing changed: the head stays in the WAL and memory
+	}
 	if err != nil {
 		return s.fail(err)
 	}
@@ -579,12 +596,16 @@ func (s *Store) rotate() (*flushJob, error) {
 	if err := s.wal.sync(); err != nil {
 		return nil, err
 	}
-	if err := s.wal.f.Close(); err != nil {
-		return nil, err
+	// The next WAL file first, the current one closed after: a failure
+	// to start it (out of file descriptors, EMFILE) then changes nothing,
+	// and the flush is tried again later instead of failing the store.
+	old, seq := s.wal.f, s.wal.seq
+	if err := s.startWAL(seq+1, s.wal.size); err != nil {
+		os.Remove(walPath(s.dir, seq+1)) // a file made before the failure
+		return nil, &rotateError{err}
 	}
-	if err := s.startWAL(s.wal.seq+1, s.wal.size); err != nil {
-		return nil, err
-	}
+	// Synced above and never written again: a close error loses nothing.
+	_ = old.Close()
 	j := &flushJob{
 		blocks:   s.head.blocks,
 		entries:  s.head.entries,
