@@ -202,6 +202,7 @@ func (g *diffGen) yearless() time.Time {
 }
 
 // inferredYear is LeadingTime's documented rule for a date without a year:
+// the next year when that puts the time at most a day after ref, else
 // ref's year (UTC), or the year before when that would put the time more
 // than one day after ref. Feb 29 goes to the latest leap year at or before.
 func inferredYear(t, ref time.Time) time.Time {
@@ -211,6 +212,9 @@ func inferredYear(t, ref time.Time) time.Time {
 	}
 	y := ref.UTC().Year()
 	feb29 := t.Month() == 2 && t.Day() == 29
+	if n := y + 1; (!feb29 || leap(n)) && !at(n).After(ref.Add(24*time.Hour)) {
+		return at(n) // just after New Year
+	}
 	for feb29 && !leap(y) {
 		y--
 	}

@@ -323,9 +323,10 @@ func (g *torGen) stamp() (string, torCivil, string) {
 	}
 }
 
-// yearlessYear is the documented year of a date without one: the
-// clock's UTC year, or the year before when that would put it more than a
-// day after the clock; Feb 29 takes the latest leap year at or before.
+// yearlessYear is the documented year of a date without one: the next
+// year when that puts it at most a day after the clock, else the clock's
+// UTC year, or the year before when that would put it more than a day
+// after the clock; Feb 29 takes the latest leap year at or before.
 func yearlessYear(c torCivil, ref time.Time) int {
 	at := func(y int) time.Time {
 		return time.Date(y, time.Month(c.mo), c.d, c.h, c.mi, c.s, c.ns, time.UTC)
@@ -335,6 +336,9 @@ func yearlessYear(c torCivil, ref time.Time) int {
 			y--
 		}
 		return y
+	}
+	if n := ref.UTC().Year() + 1; (c.mo != 2 || c.d != 29 || torDaysIn(n, 2) == 29) && !at(n).After(ref.Add(24*time.Hour)) {
+		return n // just after New Year
 	}
 	y := leapFix(ref.UTC().Year())
 	if at(y).After(ref.Add(24 * time.Hour)) {

@@ -66,11 +66,16 @@ func TestParserClockPerLine(t *testing.T) {
 	if a.Time != 1700000001e9 || b.Time != 1700000002e9 || a.HasTime || b.HasTime {
 		t.Fatalf("times %d %d", a.Time, b.Time)
 	}
-	// A year boundary between two syslog lines.
+	// A year boundary between two syslog lines: read 31 s before New
+	// Year, "Jan 1 00:00:30" is the coming one (within the day of
+	// tolerance), not 364 days ago; read after it, the same.
 	clock := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
 	p = NewParser(FormatPlain, func() time.Time { return clock })
-	if e := p.Parse([]byte("Jan  1 00:00:30 x")); e.Time != utc(2026, 1, 1, 0, 0, 30, 0) {
+	if e := p.Parse([]byte("Jan  1 00:00:30 x")); e.Time != utc(2027, 1, 1, 0, 0, 30, 0) {
 		t.Fatalf("before new year: %v", fmtNano(e.Time))
+	}
+	if e := p.Parse([]byte("Dec 31 23:59:00 x")); e.Time != utc(2026, 12, 31, 23, 59, 0, 0) {
+		t.Fatalf("before new year, this year's line: %v", fmtNano(e.Time))
 	}
 	clock = clock.Add(time.Minute)
 	if e := p.Parse([]byte("Jan  1 00:00:30 x")); e.Time != utc(2027, 1, 1, 0, 0, 30, 0) {

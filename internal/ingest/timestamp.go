@@ -86,8 +86,10 @@ func (r *refTime) resolve() bool {
 // offset make no timestamp.
 //
 // Two-digit years 00–69 are 2000–2069, 70–99 are 1970–1999. Syslog and klog
-// carry no year: it is ref's year (in UTC), or the year before when that would
-// put the time more than one day after ref; a zero ref disables them.
+// carry no year: it is the next year (of ref, in UTC) when that puts the
+// time at most one day after ref (a line just after New Year), else ref's
+// year, or the year before when that would put the time more than one day
+// after ref; a zero ref disables them.
 // Every field is range-checked and the timestamp must not be followed by a
 // digit, so "2015 was a year" or "12345" are not timestamps. Results outside
 // years 1970..2200 are rejected. LeadingTime does not allocate.
@@ -335,6 +337,14 @@ func inferYear(month, day int, sod, frac int64, ref *refTime) (int64, bool) {
 			y--
 		}
 		return y
+	}
+	// Next year's date when it is at most a day after ref: a line written
+	// just after New Year, read just before it in UTC (a clock ahead, a
+	// zone east of UTC), is not 364 days old.
+	if !(month == 2 && day == 29 && !isLeap(y+1)) {
+		if t, ok := civil(y+1, month, day, sod, frac, 0); ok && t <= ref.nanos+nanosPerDay {
+			return t, true
+		}
 	}
 	if month == 2 && day == 29 && !isLeap(y) {
 		y = prev(y)

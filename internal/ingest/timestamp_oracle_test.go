@@ -73,9 +73,10 @@ func (c oracleCivil) instant() (int64, bool) {
 	return t.UnixNano(), true
 }
 
-// oracleYear is the documented year of a date without one: ref's UTC
-// year, or the year before when that would put it more than a day after
-// ref; Feb 29 takes the latest leap year at or before.
+// oracleYear is the documented year of a date without one: the next
+// year when that puts it at most a day after ref, else ref's UTC year, or
+// the year before when that would put it more than a day after ref; Feb
+// 29 takes the latest leap year at or before.
 func oracleYear(c oracleCivil, ref time.Time) int {
 	leap := func(y int) bool { return time.Date(y, 2, 29, 0, 0, 0, 0, time.UTC).Day() == 29 }
 	fix := func(y int) int {
@@ -86,8 +87,11 @@ func oracleYear(c oracleCivil, ref time.Time) int {
 	}
 	y := fix(ref.Year())
 	if c.mo >= 1 && c.mo <= 12 && c.h <= 23 && c.mi <= 59 && c.s <= 60 && c.d >= 1 {
-		at := time.Date(y, time.Month(c.mo), c.d, c.h, c.mi, c.s, c.ns, time.UTC)
-		if at.After(ref.Add(24 * time.Hour)) {
+		at := func(y int) time.Time { return time.Date(y, time.Month(c.mo), c.d, c.h, c.mi, c.s, c.ns, time.UTC) }
+		if n := ref.Year() + 1; (c.mo != 2 || c.d != 29 || leap(n)) && !at(n).After(ref.Add(24*time.Hour)) {
+			return n // just after New Year
+		}
+		if at(y).After(ref.Add(24 * time.Hour)) {
 			y = fix(y - 1)
 		}
 	}
