@@ -426,10 +426,7 @@ func TestUnixNano(t *testing.T) {
 // whole log used to take the time it was ingested.
 func TestAccessLogTime(t *testing.T) {
 	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		line string
-		want time.Time // zero: no time
-	}{
+	checkLeadingTimes(t, ref, []leadingCase{
 		{`127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326`, time.Date(2000, 10, 10, 20, 55, 36, 0, time.UTC)},
 		{`192.168.1.20 - - [30/Nov/2026:10:00:00 +0100] "POST /api HTTP/1.1" 500 12 "-" "curl/8.0"`, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)},
 		{`2001:db8::1 - - [01/Jan/2026:00:00:00 +0000] "GET / HTTP/2.0" 200 5`, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
@@ -440,18 +437,7 @@ func TestAccessLogTime(t *testing.T) {
 		{`host - - [10/Oct/2000:13:55:36 -0700`, time.Date(2000, 10, 10, 20, 55, 36, 0, time.UTC)},
 		{`host - - [32/Oct/2000:13:55:36 -0700] bad day`, time.Time{}},
 		{`host - - `, time.Time{}},
-	} {
-		got, ok := LeadingTime([]byte(c.line), ref)
-		if c.want.IsZero() {
-			if ok {
-				t.Errorf("LeadingTime(%q) = %s, want none", c.line, time.Unix(0, got).UTC())
-			}
-			continue
-		}
-		if !ok || got != c.want.UnixNano() {
-			t.Errorf("LeadingTime(%q) = %s, %v; want %s", c.line, time.Unix(0, got).UTC(), ok, c.want)
-		}
-	}
+	})
 }
 
 // TestInvalidNumericZone: a zone out of range right after the clock makes
@@ -460,10 +446,7 @@ func TestAccessLogTime(t *testing.T) {
 func TestInvalidNumericZone(t *testing.T) {
 	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	at := time.Date(2015, 7, 29, 17, 41, 44, 0, time.UTC)
-	for _, c := range []struct {
-		line string
-		want time.Time
-	}{
+	checkLeadingTimes(t, ref, []leadingCase{
 		{"2015-07-29T17:41:44+15:00 x", time.Time{}},
 		{"2015-07-29T17:41:44+05:60 x", time.Time{}},
 		{"2015-07-29T17:41:44+05:3 x", time.Time{}},
@@ -475,18 +458,7 @@ func TestInvalidNumericZone(t *testing.T) {
 		{"2015-07-29T17:41:44Z x", at},
 		{"2015-07-29 17:41:44 -1 retries", at},
 		{"2015-07-29T17:41:44-x", at},
-	} {
-		got, ok := LeadingTime([]byte(c.line), ref)
-		if c.want.IsZero() {
-			if ok {
-				t.Errorf("LeadingTime(%q) = %s, want none", c.line, time.Unix(0, got).UTC())
-			}
-			continue
-		}
-		if !ok || got != c.want.UnixNano() {
-			t.Errorf("LeadingTime(%q) = %s, %v; want %s", c.line, time.Unix(0, got).UTC(), ok, c.want)
-		}
-	}
+	})
 }
 
 // TestZoneAfterUTCName: "GMT+01:00", "UTC+02:00" and "GMT-0800" after the
@@ -495,10 +467,7 @@ func TestInvalidNumericZone(t *testing.T) {
 func TestZoneAfterUTCName(t *testing.T) {
 	ref := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	at := time.Date(2015, 7, 29, 17, 41, 44, 0, time.UTC)
-	for _, c := range []struct {
-		line string
-		want time.Time
-	}{
+	checkLeadingTimes(t, ref, []leadingCase{
 		{"2015-07-29 17:41:44 GMT+01:00 x", at.Add(-time.Hour)},
 		{"2015-07-29 17:41:44 UTC+02:00 x", at.Add(-2 * time.Hour)},
 		{"2015-07-29 17:41:44 GMT-0800 x", at.Add(8 * time.Hour)},
@@ -510,7 +479,19 @@ func TestZoneAfterUTCName(t *testing.T) {
 		{"2015-07-29 17:41:44 EDT x", at.Add(4 * time.Hour)},
 		{"2015-07-29 17:41:44 IST x", at},
 		{"2015-07-29 17:41:44 PSTX x", at},
-	} {
+	})
+}
+
+// leadingCase is a line and the time LeadingTime must find in it (zero:
+// none).
+type leadingCase struct {
+	line string
+	want time.Time
+}
+
+func checkLeadingTimes(t *testing.T, ref time.Time, cases []leadingCase) {
+	t.Helper()
+	for _, c := range cases {
 		got, ok := LeadingTime([]byte(c.line), ref)
 		if c.want.IsZero() {
 			if ok {
