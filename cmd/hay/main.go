@@ -42,6 +42,12 @@ var errUsage = errors.New("usage")
 // flag.ErrHelp (main exits 0 for it, the usage already printed), any
 // other flag error as errUsage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	return parseFlagsWith(fs, args, nil, nil)
+}
+
+// parseFlagsWith is parseFlags with permuteFlags' strict flags, and
+// rewrite (hay search's grep forms) run on the permuted arguments.
+func parseFlagsWith(fs *flag.FlagSet, args []string, strict map[string]bool, rewrite func([]string) []string) error {
 	for _, a := range args {
 		if a == "--" {
 			break
@@ -52,9 +58,12 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			fs.SetOutput(os.Stdout)
 		}
 	}
-	args, err := permuteFlags(fs, args, nil)
+	args, err := permuteFlags(fs, args, strict)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if rewrite != nil {
+		args = rewrite(args)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

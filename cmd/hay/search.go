@@ -130,13 +130,11 @@ func searchCommand(args []string) error {
 	// grep's bundled switches (-ic), flags after PATTERN (grep -A3 too),
 	// then grep's -A3 forms.
 	args, perr := bundledFlags(fs, args)
-	if perr == nil {
-		args, perr = permuteFlags(fs, args, map[string]bool{"v": true})
-	}
 	if perr != nil {
 		return fmt.Errorf("%w: %v", errUsage, perr)
 	}
-	if err := parseFlags(fs, grepNumArgs(fs, args)); err != nil {
+	grepForms := func(a []string) []string { return grepNumArgs(fs, a) }
+	if err := parseFlagsWith(fs, args, map[string]bool{"v": true}, grepForms); err != nil {
 		return err
 	}
 	set := map[string]bool{}
