@@ -159,7 +159,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if singleStore(cfg.DataDir) {
+	// Serving a store as a directory of tenants would open its internal
+	// directories as tenants and plant stores inside them.
+	if store.HasStore(cfg.DataDir) {
 		return nil, fmt.Errorf("%s is one store (as hay ingest makes), not a directory of tenant stores: hay serve keeps each tenant in DIR/<tenant>, and Loki's default tenant is %q; to serve it, move it there (mkdir NEW && mv %s NEW/%s) and serve NEW", cfg.DataDir, DefaultTenant, cfg.DataDir, DefaultTenant)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -352,18 +354,6 @@ func (s *Server) OpenExisting() error {
 		}
 	}
 	return nil
-}
-
-// singleStore reports whether dir is itself a store (a MANIFEST, or WAL
-// files in its wal directory) rather than a directory of tenant stores.
-// Serving one would open its internal directories as tenants and plant
-// stores inside them.
-func singleStore(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err == nil {
-		return true
-	}
-	wals, _ := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
-	return len(wals) > 0
 }
 
 // Close stops the tails, flushes every tenant's head into a segment and

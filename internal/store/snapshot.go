@@ -260,6 +260,18 @@ var testHookSnapshotRead func()
 // WAL). Open would make a store in any directory.
 func CheckStore(dir string) error { return checkStore(dir) }
 
+// HasStore reports whether dir itself holds a store's files: a manifest,
+// or WAL files. Unlike CheckStore it does not take a bare wal directory
+// for one, so that a directory of tenant stores with a tenant named
+// "wal" is not mistaken for a store.
+func HasStore(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, manifestName)); err == nil {
+		return true
+	}
+	wals, _ := filepath.Glob(filepath.Join(dir, walDir, "*"+walExt))
+	return len(wals) > 0
+}
+
 func checkStore(dir string) error {
 	for _, name := range []string{manifestName, walDir} {
 		_, err := os.Stat(filepath.Join(dir, name))
