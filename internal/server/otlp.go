@@ -733,12 +733,7 @@ const (
 // handleOTLPLogs serves POST /otlp/v1/logs.
 func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "use POST")
-		return
-	}
-	tenant, ok := s.tenant(w, r)
+	tenant, ok := s.pushTenant(w, r)
 	if !ok {
 		return
 	}

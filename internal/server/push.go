@@ -461,17 +461,23 @@ func validLabelName(n string) bool {
 	return true
 }
 
+// pushTenant checks a push is a POST and returns its tenant; otherwise it
+// has answered the request.
+func (s *Server) pushTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "use POST")
+		return "", false
+	}
+	return s.tenant(w, r)
+}
+
 // handlePush serves the Loki push endpoint (JSON or protobuf+snappy) and
 // the JSON-lines endpoint.
 func (s *Server) handlePush(format string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			writeError(w, http.StatusMethodNotAllowed, "use POST")
-			return
-		}
-		tenant, ok := s.tenant(w, r)
+		tenant, ok := s.pushTenant(w, r)
 		if !ok {
 			return
 		}
