@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -223,6 +224,20 @@ func (l Labels) Get(name string) string {
 		return l[i].Value
 	}
 	return ""
+}
+
+// Compare orders label sets as Prometheus' labels.Compare (and Loki's
+// series): name, then value, label by label; a prefix first.
+func (l Labels) Compare(o Labels) int {
+	for i := range min(len(l), len(o)) {
+		if c := strings.Compare(l[i].Name, o[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(l[i].Value, o[i].Value); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(l), len(o))
 }
 
 // With returns a sorted copy of l with the label name set to value; an empty

@@ -162,3 +162,33 @@ func TestParsePushLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelsCompare: label by label, name then value, a prefix first (as
+// Prometheus' labels.Compare), not by the labels' text.
+func TestLabelsCompare(t *testing.T) {
+	l := func(s string) Labels {
+		ls, err := ParseLabels(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ls
+	}
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{`{app="a"}`, `{app="a b"}`, -1}, // the text order is the reverse
+		{`{app="a"}`, `{app="a", level="x"}`, -1},
+		{`{app="a", level="x"}`, `{app="b"}`, -1},
+		{`{a="z"}`, `{b="a"}`, -1},
+		{`{app="a"}`, `{app="a"}`, 0},
+		{`{}`, `{}`, 0},
+	} {
+		if got := l(c.a).Compare(l(c.b)); got != c.want {
+			t.Errorf("%s.Compare(%s) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := l(c.b).Compare(l(c.a)); got != -c.want {
+			t.Errorf("%s.Compare(%s) = %d, want %d", c.b, c.a, got, -c.want)
+		}
+	}
+}

@@ -22,7 +22,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -344,17 +343,16 @@ func (s *Server) lokiVolume(rangeQuery bool) func(http.ResponseWriter, *http.Req
 			}
 		}
 		keys, totals := largestFirst(vol, limit)
-		sec := func(t int64) json.Number { return json.Number(appendUnixSeconds(nil, t)) }
 		res := []any{}
 		for _, k := range keys {
 			if !rangeQuery {
-				res = append(res, map[string]any{"metric": g.metrics[k], "value": []any{sec(end), strconv.FormatInt(totals[k], 10)}})
+				res = append(res, map[string]any{"metric": g.metrics[k], "value": []any{unixSecondsJSON(end), strconv.FormatInt(totals[k], 10)}})
 				continue
 			}
 			bs := slices.Sorted(maps.Keys(vol[k]))
 			vals := make([][]any, 0, len(bs))
 			for _, b := range bs {
-				vals = append(vals, []any{sec(start + b*step), strconv.FormatInt(vol[k][b], 10)})
+				vals = append(vals, []any{unixSecondsJSON(start + b*step), strconv.FormatInt(vol[k][b], 10)})
 			}
 			res = append(res, map[string]any{"metric": g.metrics[k], "values": vals})
 		}

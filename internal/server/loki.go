@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -192,15 +191,12 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 	}
 	// Label by label, as Loki (and Prometheus) sort series: by the
 	// labels' text, {app="a b"} came before {app="a"}.
-	slices.SortStableFunc(out, func(a, b *series) int { return compareLabels(a.labels, b.labels) })
+	slices.SortStableFunc(out, func(a, b *series) int { return a.labels.Compare(b.labels) })
 	if n := nonEmpty(out); n > s.cfg.MaxQuerySeries {
 		// As Loki's max_query_series: a result no one can read, whose
 		// answer alone could take gigabytes.
 		s.queryErr(w, badRequest("too_many_series", "maximum number of series (%d) reached for a single query; the answer has %d: narrow the selector or aggregate (sum by ...)", s.cfg.MaxQuerySeries, n))
 		return
-	}
-	sec := func(t int64) json.Number {
-		return json.Number(appendUnixSeconds(nil, t))
 	}
 	val := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	lm := func(ls ingest.Labels) map[string]string {
@@ -214,7 +210,7 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		res := []any{}
 		for _, se := range out {
 			if len(se.ts) > 0 {
-				res = append(res, map[string]any{"metric": lm(se.labels), "value": []any{sec(se.ts[0]), val(se.vs[0])}})
+				res = append(res, map[string]any{"metric": lm(se.labels), "value": []any{unixSecondsJSON(se.ts[0]), val(se.vs[0])}})
 			}
 		}
 		writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "vector", Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
@@ -254,6 +250,9 @@ func (m matrixValues) MarshalJSON() ([]byte, error) {
 	return append(b, ']'), nil
 }
 
+// unixSecondsJSON is t as a JSON number of seconds (appendUnixSeconds).
+func unixSecondsJSON(t int64) json.Number { return json.Number(appendUnixSeconds(nil, t)) }
+
 // appendUnixSeconds writes Unix nanoseconds t as decimal seconds, exactly
 // and without trailing zeros (1724099053.735): float64 division printed
 // ms-aligned times with noise (1724099053.7350001), 1 ms early for a reader
@@ -275,19 +274,6 @@ func appendUnixSeconds(b []byte, t int64) []byte {
 	return b
 }
 
-// compareLabels orders label sets as Prometheus' labels.Compare: name,
-// then value, label by label; a prefix first.
-func compareLabels(a, b ingest.Labels) int {
-	for i := range min(len(a), len(b)) {
-		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
-			return c
-		}
-	}
-	return cmp.Compare(len(a), len(b))
-}
 
 // nonEmpty counts the series that have points (the ones answered).
 func nonEmpty(out []*series) int {
