@@ -274,7 +274,6 @@ func appendUnixSeconds(b []byte, t int64) []byte {
 	return b
 }
 
-
 // nonEmpty counts the series that have points (the ones answered).
 func nonEmpty(out []*series) int {
 	n := 0
