@@ -254,17 +254,7 @@ func TestENOSPCRepairFullDiskLeavesPartialCopy(t *testing.T) {
 	if _, err := stdin.Write([]byte(in.String())); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, _ := hayInProcess(t, "search", "--data", dir, "-c", "")
-		if string(n) == "20000\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ingest of stdin stored %q entries, want 20000", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStored(t, dir, 20000)
 	time.Sleep(100 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()

@@ -285,17 +285,7 @@ func TestDiskFullReadOnly(t *testing.T) {
 	if _, err := stdin.Write(want.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, _ := hayInProcess(t, "search", "--data", dir, "-c", "")
-		if string(n) == "3000\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ingest of stdin stored %q entries, want 3000", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStored(t, dir, 3000)
 	time.Sleep(100 * time.Millisecond) // past the 10 ms fsync
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -466,4 +456,22 @@ func TestDiskFullServe(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged lines are not stored, e.g. %q", len(missing), len(acked), missing[0])
 	}
 	t.Logf("%d lines acknowledged, %d stored", len(acked), len(stored))
+}
+
+// waitStored waits up to 10 s until the store in dir holds n entries (a
+// running ingest of stdin has stored them).
+func waitStored(t *testing.T, dir string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("%d\n", n)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := hayInProcess(t, "search", "--data", dir, "-c", "")
+		if string(got) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ingest of stdin stored %q entries, want %d", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
