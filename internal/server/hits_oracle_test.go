@@ -130,18 +130,7 @@ func hoPush(t *testing.T, env *testEnv, r *rand.Rand, es []hoEntry) {
 		env.mustPush("/loki/api/v1/push", protoBody(ps), "Content-Type", "application/x-protobuf")
 		i += n
 		if k := r.IntN(8); k < 3 {
-			ts, err := env.srv.openTenant(DefaultTenant, false)
-			if err != nil || ts == nil {
-				t.Fatalf("tenant: %v", err)
-			}
-			if err := ts.w.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if k == 0 { // merge the segments: equal times across them
-				if _, err := ts.w.Compact(context.Background(), store.CompactOptions{Segment: &segment.Options{BlockSize: 1 << 10}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			env.flushDefault(t, k == 0)
 		}
 	}
 }
@@ -720,6 +709,25 @@ func TestHitsEdgeTable(t *testing.T) {
 		want := `{"status":"success","data":{"resultType":"matrix","result":` + c.want + `}}`
 		if code != 200 || canon(t, dropStats(t, body)) != canon(t, want) {
 			t.Errorf("GET %s: %d\n got %s\nwant %s", p, code, body, want)
+		}
+	}
+}
+
+// flushDefault flushes the default tenant's head into a segment and, when
+// merge, compacts its segments into 1 KiB blocks (equal times then lie
+// across segments and blocks).
+func (e *testEnv) flushDefault(t *testing.T, merge bool) {
+	t.Helper()
+	ts, err := e.srv.openTenant(DefaultTenant, false)
+	if err != nil || ts == nil {
+		t.Fatalf("tenant: %v", err)
+	}
+	if err := ts.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if merge {
+		if _, err := ts.w.Compact(context.Background(), store.CompactOptions{Segment: &segment.Options{BlockSize: 1 << 10}}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -40,7 +40,6 @@ package server
 // HAY_METRICSEM_SEED=N reruns one seed.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -220,18 +219,7 @@ func msPush(t *testing.T, env *testEnv, r *rand.Rand, d *msData) {
 		env.mustPush("/loki/api/v1/push", protoBody(ps), "Content-Type", "application/x-protobuf")
 		i += n
 		if k := r.IntN(8); k < 3 {
-			ts, err := env.srv.openTenant(DefaultTenant, false)
-			if err != nil || ts == nil {
-				t.Fatalf("tenant: %v", err)
-			}
-			if err := ts.w.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if k == 0 {
-				if _, err := ts.w.Compact(context.Background(), store.CompactOptions{Segment: &segment.Options{BlockSize: 1 << 10}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			env.flushDefault(t, k == 0)
 		}
 	}
 }
