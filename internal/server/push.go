@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -576,4 +577,11 @@ func (s *Server) store(r *http.Request, tenant, format string, body []byte) erro
 		s.met.rejected.WithLabelValues("line_truncated").Add(float64(cuts))
 	}
 	return rejects.err(len(entries))
+}
+
+// pushLimiter holds what pushes share across requests: the new streams
+// being appended under the tenant stream limit and the in-flight push
+// budget. Its zero value is ready.
+type pushLimiter struct {
+	mu sync.Mutex
 }

@@ -71,15 +71,34 @@ type Config struct {
 	// naming any other host is refused (421). Clients that are not
 	// browsers are not checked.
 	AllowedHosts []string
+	// MaxStreamsPerTenant bounds the streams of a tenant's stream table
+	// (every stream its store ever held), as Loki's
+	// max_global_streams_per_user: a push's entries for new streams past
+	// it are refused with 429, the others stored. 0: no limit (hay
+	// serve's default is Loki's, 5000).
+	MaxStreamsPerTenant int
+	// MaxInflightPushBytes bounds the decompressed push bodies being
+	// decoded and stored at once, server-wide (push.go:
+	// defaultInflightPushBytes; negative: no bound). A push beyond it
+	// waits up to PushQueueWait (5 s; negative: not at all) and then
+	// gets 429 with Retry-After; a body larger than it gets 413.
+	MaxInflightPushBytes int64
+	PushQueueWait        time.Duration
+	// NoServiceNameDiscovery turns off adding service_name to pushed
+	// streams without one (push.go: discoverServiceName).
+	NoServiceNameDiscovery bool
 }
 
 // Server is the HTTP API. Create it with New, serve Handler, and Close it
 // after the HTTP server has shut down.
 type Server struct {
 	cfg Config
-	log *slog.Logger
-	met *metrics
-	sem chan struct{} // query slots
+	// pushLim holds the stream-limit reservations and the in-flight
+	// push budget (push.go); its zero value is ready.
+	pushLim pushLimiter
+	log     *slog.Logger
+	met     *metrics
+	sem     chan struct{} // query slots
 	// dirLock holds an exclusive lock on DataDir for the server's life.
 	dirLock *os.File
 	// queued counts the queries waiting for a slot (MaxQueuedQueries).
