@@ -84,6 +84,9 @@ func runServe(args []string) error {
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
 	maxLabelValue := fs.Int("max-label-value-bytes", 2048, "longest label value a push may have (names: 1 KiB)")
+	maxStreams := fs.Int("max-streams-per-tenant", 5000, "streams a tenant may have (every stream its store ever held; Loki's max_global_streams_per_user): a push's entries for streams past it get 429 (0: no limit)")
+	inflightPush := int64(256 << 20)
+	fs.Var(byteSizeFlag{&inflightPush}, "max-inflight-push-bytes", "decompressed push bodies processed at once, all tenants; a push beyond it waits up to 5s, then gets 429 with Retry-After (0: no bound)")
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
 	mergeBytes := int64(store.DefaultMergeBytes)
 	fs.Var(byteSizeFlag{&mergeBytes}, "merge-bytes", "the background compaction merges consecutive segments into one of up to this many raw bytes (0: rewrite each alone; see hay compact)")
@@ -120,11 +123,16 @@ func runServe(args []string) error {
 		RejectOlderThan:      *older,
 		RejectNewerThan:      *newer,
 		MaxLabels:            *maxLabels,
+		MaxStreamsPerTenant:  *maxStreams,
+		MaxInflightPushBytes: inflightPush,
 		CompactInterval:      *compactEvery,
 		CompactMergeBytes:    mergeBytes,
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	cfg.Store.HeadBytes = headBytes
+	if inflightPush <= 0 {
+		cfg.MaxInflightPushBytes = -1 // server: negative means no bound
+	}
 	if mergeBytes == 0 {
 		cfg.CompactMergeBytes = -1 // store: negative means no merging
 	}
