@@ -16,7 +16,10 @@ import (
 //   - a string in one of LeadingTime's layouts that carry a year (RFC 3339,
 //     "2015-07-29 17:41:44,747", …), or in an RFC 1123/850/822, Unix date or
 //     Ruby date layout, or holding a number as below (a Parser also accepts
-//     the yearless syslog and klog layouts, with the year from its clock);
+//     the yearless syslog and klog layouts, with the year from its clock).
+//     A two-digit year is read as LeadingTime reads one (69 is 2069); a
+//     zone name must be one of RFC 822's (UT, UTC, GMT, Z, EST ... PDT) or
+//     numeric ("-03", as date writes it where a zone has no letters);
 //   - a number of unix seconds, milliseconds, microseconds or nanoseconds,
 //     judged by magnitude: below 1e11 seconds, below 1e14 milliseconds,
 //     below 1e17 microseconds, else nanoseconds. Fractions are kept.
@@ -143,7 +146,7 @@ func stringTime(s []byte, ref *refTime) (int64, bool) {
 	if !isLetter(s[0]) && !isDigit(s[0]) || len(s) > 64 {
 		return 0, false
 	}
-	str := string(s)
+	str := spellUTC(string(s))
 	for _, layout := range fallbackLayouts {
 		// In UTC, not the machine's zone: time.Parse resolves a zone
 		// abbreviation with the local zone's offset when that zone knows
@@ -151,6 +154,14 @@ func stringTime(s []byte, ref *refTime) (int64, bool) {
 		t, err := time.ParseInLocation(layout, str, time.UTC)
 		if err != nil {
 			continue
+		}
+		if y := t.Year(); !strings.Contains(layout, "2006") && year2(y%100) != y {
+			// A two-digit year (RFC 850, RFC 822) takes LeadingTime's
+			// pivot: time.Parse makes 69 1969, so "01-Jan-69" was
+			// refused and "31-Dec-69 23:00:00 EST" stored in 1970,
+			// where "69/12/31 23:00:00" is 2069. Only 69 differs, and
+			// 1969 has no Feb 29 for AddDate to move.
+			t = t.AddDate(year2(y%100)-y, 0, 0)
 		}
 		n := t.UnixNano()
 		if name, off := t.Zone(); off == 0 && strings.Contains(layout, "MST") && name != "UTC" {
@@ -171,6 +182,28 @@ func stringTime(s []byte, ref *refTime) (int64, bool) {
 		return 0, false
 	}
 	return 0, false
+}
+
+// spellUTC writes RFC 822's zone names "UT" and "Z" (rfc822Zones) as
+// "UTC" where they stand as a word after a space: time.Parse takes no zone
+// name shorter than three letters, so "Mon, 30 Nov 2026 11:00:00 UT" was
+// refused. In these layouts a word of those letters can only be a zone.
+func spellUTC(s string) string {
+	for _, name := range [...]string{" UT", " Z"} {
+		for i := 0; ; {
+			k := strings.Index(s[i:], name)
+			if k < 0 {
+				break
+			}
+			st := i + k + 1 // the name, after its space
+			i = i + k + len(name)
+			if i == len(s) || s[i] == ' ' {
+				s = s[:st] + "UTC" + s[i:]
+				i = st + 3
+			}
+		}
+	}
+	return s
 }
 
 // zoneNameOffset is the offset from UTC, in seconds, of a zone name: one
