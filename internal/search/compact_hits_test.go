@@ -1,0 +1,146 @@
+package search
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"haystack/internal/segment"
+	"haystack/internal/store"
+)
+
+// buildFileStreams writes the entries of each stream one stream after the
+// other, as `hay ingest` of many files stores them: each stream's times
+// start again at 0, so all streams overlap in time, and most blocks hold
+// one stream (the block where one stream ends and the next begins holds
+// two). Lines are padded with pad bytes so that a stream spans several
+// blocks.
+func buildFileStreams(t testing.TB, r *rand.Rand, streams, perStream, pad, blockSize int) ([]entry, *store.Snapshot) {
+	t.Helper()
+	words := []string{"error", "warn", "timeout", "ok", "ok", "ok"}
+	var es []entry
+	for s := range streams {
+		for i := range perStream {
+			line := fmt.Sprintf("s%d n%d %s", s, i, words[r.IntN(len(words))])
+			if r.IntN(40) == 0 {
+				line += " rareword"
+			}
+			line += strings.Repeat("x", r.IntN(pad+1))
+			es = append(es, entry{time: int64(i / 2), stream: uint32(s), line: line})
+		}
+	}
+	dir := t.TempDir()
+	st, err := store.Open(dir, store.Options{Segment: segment.Options{BlockSize: blockSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range streams {
+		if id := st.Stream(fmt.Sprintf(`{s="%d",g="%d"}`, s, s%3)); id != uint32(s) {
+			t.Fatalf("stream %d got id %d", s, id)
+		}
+	}
+	for i := 0; i < len(es); i += 100 {
+		var b store.Batch
+		for _, e := range es[i:min(i+100, len(es))] {
+			b.Entries = append(b.Entries, store.Entry{Time: e.time, Stream: e.stream, Line: []byte(e.line)})
+		}
+		if err := st.Append(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.OpenSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snap.Close() })
+	return es, snap
+}
+
+// TestCompactHits: merging more streams than the task window, a search
+// without context copies the hits of a block out of it when they are at
+// most half of it (compactHits), so that each stream's run holds its hits
+// and not a decoded block (finding E6). The entries delivered are the
+// oracle's, in both orders, with limits, time bounds, selectors and the
+// skip index, for blocks of one stream and blocks shared by two; and
+// blocks are compacted (Stats.Compacted) for selective needles and not
+// for one that every line holds.
+func TestCompactHits(t *testing.T) {
+	const streams = 9
+	r := rand.New(rand.NewPCG(60, 61))
+	es, snap := buildFileStreams(t, r, streams, 600, 300, 8<<10)
+	single, shared := 0, 0
+	for _, p := range snap.Parts {
+		for bi := range p.NumBlocks() {
+			switch len(p.BlockMeta(bi).Streams) {
+			case 1:
+				single++
+			case 2:
+				shared++
+			}
+		}
+	}
+	if single < 5*streams || shared < streams/2 {
+		t.Fatalf("%d blocks of one stream, %d of two: want both kinds", single, shared)
+	}
+	last := es[len(es)-1].time
+	cases := []struct {
+		src, pat     string
+		limit        int64
+		since, until int64
+		compacts     bool // when the streams selected are more than 2 × workers
+		selected     int  // 0: all
+	}{
+		{src: `{s=~".+"} |= "rareword"`, compacts: true},
+		{src: `{s=~".+"} |= "rareword"`, limit: 5, compacts: true},
+		{src: `{s=~".+"} |= "error"`, limit: 40, compacts: true},
+		{src: `{g=~"0|1"} |= "timeout"`, since: last / 3, until: 2 * last / 3, compacts: true, selected: 6},
+		{src: `{s=~".+"} |~ "(?i)WARN|rareword"`, compacts: true},
+		{src: `{s=~".+"} |= "x" != "rareword"`},
+		{src: `{s=~".+"}`, limit: 300},
+		{pat: "rareword", compacts: true},
+		{pat: "zzz-absent"},
+	}
+	for _, c := range cases {
+		for _, order := range []Order{Oldest, Newest} {
+			for _, workers := range []int{1, 2, 4} {
+				for _, noIndex := range []bool{false, true} {
+					var st Stats
+					q := Query{Pattern: []byte(c.pat), Limit: c.limit, Since: c.since, Until: c.until,
+						Order: order, Workers: workers, NoIndex: noIndex, Stats: &st}
+					if c.src != "" {
+						q.Plan, q.Labels = mustPlan(t, c.src), snap.Labels
+					}
+					want, wn := manyOracle(t, snap, es, q, streams)
+					got, n := collectOut(t, snap, q)
+					if d := firstMismatch(got, want); d != "" || n != wn {
+						t.Fatalf("%+v order %d workers %d noIndex %v: got %d entries (n %d), want %d (n %d): %s",
+							c, order, workers, noIndex, len(got), n, len(want), wn, d)
+					}
+					sel := streams
+					if c.selected > 0 {
+						sel = c.selected
+					}
+					if (c.compacts && sel > 2*workers) != (st.Compacted > 0) {
+						t.Fatalf("%+v order %d workers %d noIndex %v: %d blocks compacted of %d decoded",
+							c, order, workers, noIndex, st.Compacted, st.Decoded)
+					}
+				}
+			}
+		}
+	}
+	// With context the runs need the blocks' other entries: no copies.
+	var st Stats
+	q := Query{Plan: mustPlan(t, `{s=~".+"} |= "rareword"`), Labels: snap.Labels, Before: 1, After: 1, Workers: 1, Stats: &st}
+	want, wn := manyOracle(t, snap, es, q, streams)
+	got, n := collectOut(t, snap, q)
+	if d := firstMismatch(got, want); d != "" || n != wn {
+		t.Fatalf("context: got %d (n %d), want %d (n %d): %s", len(got), n, len(want), wn, d)
+	}
+	if st.Compacted != 0 {
+		t.Fatalf("context: %d blocks compacted", st.Compacted)
+	}
+}
