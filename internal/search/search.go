@@ -431,7 +431,7 @@ type exec struct {
 	stats   Stats
 	decoded atomic.Int64
 	copied  atomic.Int64 // Stats.Compacted
-	cache   *blockCache // merging: blocks shared by the stream runs
+	cache   *blockCache  // merging: blocks shared by the stream runs
 	// compact: merging more streams than the task window bounds, without
 	// context; a block of one stream whose hits are a small part of it
 	// hands its run a copy of just those entries (see compactHits).
