@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -60,7 +61,10 @@ func runIngest(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: hay ingest [flags] [FILE|-]...")
 		fmt.Fprintln(fs.Output(), "\nStores each line of the files (stdin when none) as an entry. Running it")
-		fmt.Fprintln(fs.Output(), "again on a file resumes after what was already stored.")
+		fmt.Fprintln(fs.Output(), "again on a file resumes after what was already stored. A file is known by")
+		fmt.Fprintln(fs.Output(), "its device and inode, so a symlink, hard link or rename (logrotate) of it")
+		fmt.Fprintln(fs.Output(), "resumes too, and by a checksum of its first and last stored bytes, so a")
+		fmt.Fprintln(fs.Output(), "truncated or rewritten file is stored from its start.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -211,7 +215,7 @@ func checkInputs(files []string) error {
 // even while a read is blocked.
 func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.Labels, format ingest.Format, pr *ingestProgress, syncEvery time.Duration) error {
 	var r io.Reader
-	var key string
+	var keys []string // the Source keys this input's progress is recorded under
 	var start int64
 	var prefix []byte    // the first CheckLen bytes, for Source.Check
 	var regular *os.File // the input, when it is a regular file
@@ -233,7 +237,8 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		}
 		if fi.Mode().IsRegular() {
 			size = fi.Size()
-			if key, err = filepath.Abs(path); err != nil {
+			var lookup []string
+			if keys, lookup, err = sourceKeys(path, fi); err != nil {
 				return err
 			}
 			prefix = make([]byte, store.CheckLen)
@@ -243,10 +248,14 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			}
 			prefix = prefix[:n]
 			regular = f
-			if src, ok := st.Source(key); ok && src.Offset <= size && sameSource(f, prefix, src) {
+			if src, ok := resumeSource(st, f, prefix, size, lookup); ok {
 				start = src.Offset
 				if start > 0 {
-					fmt.Fprintf(os.Stderr, "hay ingest: %s: resuming after the %d bytes already stored\n", path, start)
+					other := ""
+					if p, ok := st.Source(keys[len(keys)-1]); !ok || p.Offset != start {
+						other = " (stored before under another name: same device and inode)"
+					}
+					fmt.Fprintf(os.Stderr, "hay ingest: %s: resuming after the %d bytes already stored%s\n", path, start, other)
 				}
 				if _, err := f.Seek(start, io.SeekStart); err != nil {
 					return err
@@ -294,13 +303,15 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		}
 		batch.Entries = entries
 		batch.Sources = batch.Sources[:0]
-		if key != "" {
+		if len(keys) > 0 {
 			off := start + lr.Offset()
 			chk, err := sourceCheck(regular, prefix, off)
 			if err != nil {
 				return err
 			}
-			batch.Sources = append(batch.Sources, store.Source{Key: key, Offset: off, Check: chk})
+			for _, k := range keys {
+				batch.Sources = append(batch.Sources, store.Source{Key: k, Offset: off, Check: chk})
+			}
 		}
 		if err := st.Append(&batch); err != nil {
 			return err
@@ -382,6 +393,54 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			}
 		}
 	}
+}
+
+// sourceKeys returns the keys a regular file's progress is recorded under
+// (record) and those a re-run looks up, best first (lookup).
+//
+// The first key is the file's identity, "inode:DEV:INO" from fi (an fstat
+// of the opened file, so symlinks are followed): a file reached through a
+// symlink or another hard link, or renamed by logrotate (app.log to
+// app.log.1), is the file already stored, and resumes instead of being
+// stored again; log shippers (Filebeat, Promtail) key files the same way.
+// The second is the absolute path with symlinks resolved: an older hay
+// (which looks paths up) still resumes, and so does a file whose device
+// number changed (a reboot, a container's overlay), since the path is
+// checked against the same checksum. Lookup also tries the absolute path
+// as given, what versions before the identity key recorded.
+func sourceKeys(path string, fi os.FileInfo) (record, lookup []string, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		resolved = abs // gone since it was opened: the path as given
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		record = append(record, fmt.Sprintf("inode:%d:%d", uint64(sys.Dev), uint64(sys.Ino)))
+	}
+	record = append(record, resolved)
+	lookup = record
+	if abs != resolved {
+		lookup = append(slices.Clip(lookup), abs)
+	}
+	return record, lookup, nil
+}
+
+// resumeSource returns the recorded progress to resume f (size bytes, its
+// first bytes prefix) from: that of the first key in keys whose offset is
+// within the file and whose check still matches (sameSource). A key whose
+// check fails is a different file now: an inode reused after a delete, a
+// file truncated (copytruncate) or rewritten in place. None: the file is
+// new content, stored from its start.
+func resumeSource(st *store.Store, f *os.File, prefix []byte, size int64, keys []string) (store.Source, bool) {
+	for _, k := range keys {
+		if src, ok := st.Source(k); ok && src.Offset <= size && sameSource(f, prefix, src) {
+			return src, true
+		}
+	}
+	return store.Source{}, false
 }
 
 var crc32cTable = crc32.MakeTable(crc32.Castagnoli)
