@@ -67,19 +67,24 @@
 //
 // # Re-running ingest
 //
-// Each batch of a file input carries a Source: the file's absolute path,
-// the number of bytes of it consumed by this and earlier batches, and the
-// CRC-32C of its first min(offset, 1 KiB) bytes. Because the progress is in
+// Each batch of a file input carries Sources: the number of bytes of the
+// file consumed by this and earlier batches and the CRC-32C of its first
+// min(offset, 1 KiB) bytes followed by the 1 KiB before the offset, keyed
+// by the file's identity ("inode:DEV:INO", symlinks followed) and again
+// by its absolute path with symlinks resolved (stores written before the
+// identity key have the path as given only). Because the progress is in
 // the same record as the entries, it is durable exactly when they are. A
-// re-run of `hay ingest FILE` looks the path up: if the file is at least
-// that long and its first bytes have the same checksum, ingest skips the
-// recorded prefix; otherwise (a rotated or rewritten file) it ingests the
-// whole file as new content. So an interrupted ingest is finished by
-// running the same command again, and a growing log file can be ingested
-// repeatedly to pick up what was appended. Standard input has no identity
-// and is never resumed. One limit: a last line without "\n" counts as
-// ingested; if the file later grows that line, the continuation becomes an
-// entry of its own.
+// re-run of `hay ingest FILE` looks up the identity, then the paths: the
+// first whose offset is within the file and whose checksum still matches
+// gives the prefix to skip; none (a truncated, rewritten or new file, an
+// inode reused) and the whole file is ingested as new content. So an
+// interrupted ingest is finished by running the same command again, a
+// growing log file can be ingested repeatedly to pick up what was
+// appended, and a file reached through a symlink or hard link, or renamed
+// by logrotate, is not stored twice. Standard input and pipes have no
+// identity and are never resumed. One limit: a last line without "\n"
+// counts as ingested; if the file later grows that line, the continuation
+// becomes an entry of its own.
 //
 // # Concurrent appends (Writer)
 //

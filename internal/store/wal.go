@@ -71,10 +71,14 @@ type StreamDef struct {
 // the input named Key, with Check a CRC-32C of its first min(Offset,
 // CheckLen) bytes followed by the CheckLen bytes before Offset (those past
 // the first CheckLen; hay ingest's sourceCheck; sources recorded by older
-// versions cover the first bytes only). A re-run of ingest on the same
-// path resumes at Offset when the file is at least Offset bytes long and
-// those bytes still match Check; otherwise the file is new content and is
-// ingested from the start. The store keeps Check as given.
+// versions cover the first bytes only). hay ingest records a file under
+// two keys, its identity "inode:DEV:INO" (decimal st_dev and st_ino,
+// symlinks followed) and its absolute path with symlinks resolved; older
+// versions recorded the absolute path as given only. A re-run of ingest
+// on the same file (by identity or path) resumes at Offset when the file
+// is at least Offset bytes long and those bytes still match Check;
+// otherwise the file is new content and is ingested from the start. The
+// store keeps Key and Check as given.
 type Source struct {
 	Key    string `json:"key"`
 	Offset int64  `json:"offset"`
