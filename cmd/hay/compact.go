@@ -97,11 +97,18 @@ func runCompact(args []string) error {
 		}
 		err = &exitError{code: 130, err: errors.New(msg)} // as hay search and ingest
 	}
+	var werr error
 	if cs.Segments > 0 {
-		fmt.Printf("compacted %d segments into %d, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",
+		_, werr = fmt.Printf("compacted %d segments into %d, %.1f MB of entries: %.1f MB -> %.1f MB in %.1f s\n",
 			cs.Segments, cs.Written, float64(cs.RawBytes)/1e6, float64(cs.Before)/1e6, float64(cs.After)/1e6, time.Since(t0).Seconds())
 	} else if err == nil {
-		fmt.Println("nothing to compact")
+		_, werr = fmt.Println("nothing to compact")
+	}
+	if werr != nil && err == nil {
+		// As hay search: a summary lost on a full disk or a closed
+		// output is a failure (it exited 0), named on stderr. The
+		// store itself is compacted.
+		err = fmt.Errorf("the store is compacted, but its summary was not written: %w", werr)
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -31,8 +32,7 @@ func runVersion(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	printVersion(os.Stdout)
-	return nil
+	return printVersion(os.Stdout)
 }
 
 // printVersion writes the build's line, then the platform and kernels:
@@ -40,8 +40,13 @@ func runVersion(args []string) error {
 //	haystack (devel) go1.26.8
 //	platform: linux/amd64
 //	search kernel: avx512 (supported: generic avx2 avx512)
-func printVersion(w io.Writer) {
-	fmt.Fprintln(w, version.Get())
-	fmt.Fprintf(w, "platform: %s/%s\n", runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "search kernel: %s (supported: %s)\n", needle.Impl(), strings.Join(needle.Kernels(), " "))
+//
+// It returns the write's error, as hay search does with its output: `hay
+// version > /dev/full` exited 0 with nothing written.
+func printVersion(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	fmt.Fprintln(b, version.Get())
+	fmt.Fprintf(b, "platform: %s/%s\n", runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(b, "search kernel: %s (supported: %s)\n", needle.Impl(), strings.Join(needle.Kernels(), " "))
+	return b.Flush()
 }
