@@ -73,3 +73,44 @@ func TestStdoutWriteError(t *testing.T) {
 		t.Errorf("search -c after the commands: %q, exit %d", out, code)
 	}
 }
+
+// TestVerifyTroubleStatus: hay verify exits 2 when it cannot check (no
+// store at --data), 1 only for damage, 0 when clean: a mistyped --data
+// exited 1, which the help says means a damaged store (CLI finding F13).
+func TestVerifyTroubleStatus(t *testing.T) {
+	dir := t.TempDir()
+	nope := filepath.Join(dir, "nope")
+	_, code, stderr := hayInProcessStderr(t, "verify", "--data", nope)
+	if code != 2 || !strings.Contains(stderr, "no store") {
+		t.Errorf("hay verify --data (missing): exit %d, stderr %q; want 2 and \"no store\"", code, stderr)
+	}
+	if _, err := os.Stat(nope); !os.IsNotExist(err) {
+		t.Errorf("verify made %s: %v", nope, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.log"), []byte("2026-11-30T10:00:00Z one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(dir, "d")
+	if _, code := hayInProcess(t, "ingest", "--data", d, filepath.Join(dir, "in.log")); code != 0 {
+		t.Fatalf("ingest exit %d", code)
+	}
+	if _, code, stderr := hayInProcessStderr(t, "verify", "--data", d); code != 0 {
+		t.Errorf("hay verify of a clean store: exit %d, stderr %q", code, stderr)
+	}
+	// Damage still exits 1: a byte of the only segment flipped.
+	segs, err := filepath.Glob(filepath.Join(d, "segments", "*"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0x10
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, stderr := hayInProcessStderr(t, "verify", "--data", d); code != 1 || !strings.Contains(stderr, "damaged") {
+		t.Errorf("hay verify of a damaged store: exit %d, stderr %q; want 1 naming the damage", code, stderr)
+	}
+}

@@ -21,7 +21,8 @@ func runVerify(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: hay verify [flags]")
 		fmt.Fprintln(fs.Output(), "\nChecks the manifest, the write-ahead log and every block of every segment.")
-		fmt.Fprintln(fs.Output(), "Exits 0 when clean, 1 naming each damaged file and block otherwise.")
+		fmt.Fprintln(fs.Output(), "Exits 0 when clean, 1 naming each damaged file and block otherwise, 2 when")
+		fmt.Fprintln(fs.Output(), "it cannot check (no store there) or cannot write its summary.")
 		fmt.Fprintln(fs.Output(), "\nWith --repair it first repairs a write-ahead log damaged where no crash")
 		fmt.Fprintln(fs.Output(), "leaves it (which makes hay ingest and hay serve refuse the store): it keeps")
 		fmt.Fprintln(fs.Output(), "every entry that can still be read, moves the rest to DATA/lost+found")
@@ -39,10 +40,14 @@ func runVerify(args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
+	// Status 1 says damage: trouble checking (no store, a failed
+	// repair) is 2, as in hay search, so a script does not take a
+	// mistyped --data for a damaged store.
+	trouble := func(err error) error { return &exitError{code: 2, err: err} }
 	if *repair {
 		rep, err := store.RepairWAL(*data)
 		if err != nil {
-			return err
+			return trouble(err)
 		}
 		for _, a := range rep.Actions {
 			fmt.Fprintf(os.Stderr, "repaired: %s\n", a)
@@ -53,7 +58,7 @@ func runVerify(args []string) error {
 	}
 	ps, err := store.Verify(*data)
 	if err != nil {
-		return tenantLayoutHint(*data, err)
+		return trouble(tenantLayoutHint(*data, err))
 	}
 	damaged := 0
 	for _, p := range ps {
@@ -67,7 +72,7 @@ func runVerify(args []string) error {
 	}
 	snap, err := store.OpenSnapshot(*data)
 	if err != nil {
-		return err
+		return trouble(err)
 	}
 	defer snap.Close()
 	st := snap.Manifest
@@ -78,8 +83,8 @@ func runVerify(args []string) error {
 	if _, err := fmt.Printf("ok: %d segments, %d entries, %.1f MB of entries in %.1f MB, %d streams\n",
 		len(st.Segments), entries, float64(raw)/1e6, float64(size)/1e6, snap.NumStreams()); err != nil {
 		// As hay search: `hay verify > status.txt` on a full disk
-		// exited 0 with an empty file. Status 2, not 1: 1 says damage.
-		return &exitError{code: 2, err: fmt.Errorf("the store checked clean, but the summary was not written: %w", err)}
+		// exited 0 with an empty file.
+		return trouble(fmt.Errorf("the store checked clean, but the summary was not written: %w", err))
 	}
 	return nil
 }
