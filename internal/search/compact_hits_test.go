@@ -132,15 +132,38 @@ func TestCompactHits(t *testing.T) {
 			}
 		}
 	}
-	// With context the runs need the blocks' other entries: no copies.
-	var st Stats
-	q := Query{Plan: mustPlan(t, `{s=~".+"} |= "rareword"`), Labels: snap.Labels, Before: 1, After: 1, Workers: 1, Stats: &st}
-	want, wn := manyOracle(t, snap, es, q, streams)
-	got, n := collectOut(t, snap, q)
-	if d := firstMismatch(got, want); d != "" || n != wn {
-		t.Fatalf("context: got %d (n %d), want %d (n %d): %s", len(got), n, len(want), wn, d)
-	}
-	if st.Compacted != 0 {
-		t.Fatalf("context: %d blocks compacted", st.Compacted)
+	// With context a copy keeps every entry's place but the lines of only
+	// those the context walk may deliver: the hits, m either side, and
+	// the first and last m of each stream in the block.
+	for _, c := range []struct {
+		src           string
+		before, after int
+		limit         int64
+		since, until  int64
+		noIndex       bool
+	}{
+		{src: `{s=~".+"} |= "rareword"`, before: 1, after: 1},
+		{src: `{s=~".+"} |= "rareword"`, before: 3},
+		{src: `{s=~".+"} |= "rareword"`, after: 2, limit: 4},
+		{src: `{s=~".+"} |= "rareword"`, before: 2, after: 5, since: last / 4, until: last / 2},
+		{src: `{s=~".+"} |= "zzz-absent"`, before: 1, after: 1, noIndex: true},
+		{src: `{s=~".+"} |= "timeout"`, before: 1, after: 1, limit: 30},
+	} {
+		for _, order := range []Order{Oldest, Newest} {
+			for _, workers := range []int{1, 4} {
+				var st Stats
+				q := Query{Plan: mustPlan(t, c.src), Labels: snap.Labels, Before: c.before, After: c.after, Limit: c.limit,
+					Since: c.since, Until: c.until, Order: order, Workers: workers, NoIndex: c.noIndex, Stats: &st}
+				want, wn := manyOracle(t, snap, es, q, streams)
+				got, n := collectOut(t, snap, q)
+				if d := firstMismatch(got, want); d != "" || n != wn {
+					t.Fatalf("%+v order %d workers %d: got %d entries (n %d), want %d (n %d): %s",
+						c, order, workers, len(got), n, len(want), wn, d)
+				}
+				if st.Compacted == 0 {
+					t.Fatalf("%+v order %d workers %d: no block compacted of %d decoded", c, order, workers, st.Decoded)
+				}
+			}
+		}
 	}
 }

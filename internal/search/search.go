@@ -48,11 +48,12 @@
 // blocks are in flight, which bounds memory. The scan stops early at the
 // limit or when the context is cancelled. Merging S streams (below) needs
 // one current block per stream, so it holds at most max(2×workers, S)
-// decoded blocks. Past 2×workers streams, and without context, a block
-// whose hits are at most half its bytes hands its runs a heap copy of
-// just those entries and goes back to the pool at once, so that a
-// selective search over many streams holds their hits, not a block
-// each. A block that holds several of the merged streams is
+// decoded blocks. Past 2×workers streams, a block whose hits are at most
+// half its bytes hands its runs a heap copy of just those entries and
+// goes back to the pool at once, so that a selective search over many
+// streams holds their hits, not a block each. With context the copy keeps
+// every entry's time, stream and place, and the lines of those the
+// context may show (see markContext). A block that holds several of the merged streams is
 // decoded once and shared by their runs (reference counted), since the
 // merge keeps the runs at about the same point in time; it is also
 // matched once, for all its streams, its hits grouped by stream so that
@@ -248,7 +249,7 @@ func Run(ctx context.Context, parts []store.Part, q Query, emit func(*Match) err
 	withContext := !e.q.Count && (e.q.Before > 0 || e.q.After > 0 || e.q.Grouped)
 	if merging {
 		e.cache = &blockCache{m: map[blockKey]*cachedBlock{}, budget: 2 * e.workers * segment.DefaultBlockSize}
-		e.compact = !withContext && len(e.present) > 2*e.workers
+		e.compact = len(e.present) > 2*e.workers
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -432,9 +433,9 @@ type exec struct {
 	decoded atomic.Int64
 	copied  atomic.Int64 // Stats.Compacted
 	cache   *blockCache  // merging: blocks shared by the stream runs
-	// compact: merging more streams than the task window bounds, without
-	// context; a block of one stream whose hits are a small part of it
-	// hands its run a copy of just those entries (see compactHits).
+	// compact: merging more streams than the task window bounds; a block
+	// whose hits (and context) are a small part of it hands its runs a
+	// copy of just those entries (see compactHits and contextCopy).
 	compact bool
 
 	work chan *task
@@ -1140,13 +1141,93 @@ func (e *exec) do(t *task, sc *scratch) {
 		t.res.hits = nil
 		return
 	}
-	if e.compact && compactable(b, t.res.hits) {
-		t.res.blk, t.res.own = compactHits(b, t.res.hits), true
-		e.copied.Add(1)
+	if !e.wantsContext() && len(t.res.hits) == 0 {
+		// Nothing to deliver: the run only steps over the task, maybe
+		// long after (a merge of many streams), so do not hold b.
 		segment.PutBlock(b)
 		return
 	}
+	if e.compact {
+		var c *segment.Block
+		if !e.wantsContext() {
+			if compactable(b, t.res.hits) {
+				c = compactHits(b, t.res.hits)
+			}
+		} else {
+			// A block of the one stream (several go to doShared): its
+			// entries in the time range are what the run walks.
+			need := make([]bool, b.Len())
+			ents := make([]int32, 0, b.Len())
+			for k := range b.Len() {
+				if timeOK || b.Times[k] >= e.q.Since && b.Times[k] <= e.last {
+					ents = append(ents, int32(k))
+				}
+			}
+			markContext(need, ents, t.res.hits, max(e.q.Before, e.q.After))
+			c = contextCopy(b, need)
+		}
+		if c != nil {
+			t.res.blk, t.res.own = c, true
+			e.copied.Add(1)
+			segment.PutBlock(b)
+			return
+		}
+	}
 	t.res.blk = b
+}
+
+// markContext marks in need the entries of one stream in a block whose
+// lines a context walk (advanceCtx) may deliver or carry: ents are the
+// stream's entries in the time range and hits its matches, both
+// ascending. They are each hit and the m entries either side of it in
+// ents (m = max(Before, After), which covers either order), and the first
+// and last m of ents: the After context of a match in the stream's block
+// before, and the Before context carried into the next.
+func markContext(need []bool, ents, hits []int32, m int) {
+	n := len(ents)
+	for i := range min(m, n) {
+		need[ents[i]] = true
+		need[ents[n-1-i]] = true
+	}
+	j := 0
+	for _, k := range hits {
+		for j < n && ents[j] < k {
+			j++
+		}
+		for x := max(0, j-m); x <= min(n-1, j+m); x++ {
+			need[ents[x]] = true
+		}
+	}
+}
+
+// contextCopy returns a copy of b on the heap that keeps every entry's
+// time, stream and place but the bytes of only the entries need marks (the
+// others read as empty lines), so that entry indexes, and with them hits
+// and the context walk's entries, stay valid; nil when it would keep more
+// than half of b's bytes.
+func contextCopy(b *segment.Block, need []bool) *segment.Block {
+	n := 0
+	for k, x := range need {
+		if x {
+			n += int(b.Offsets[k+1] - b.Offsets[k])
+		}
+	}
+	if 2*n > len(b.Data) {
+		return nil
+	}
+	c := &segment.Block{
+		Data:    make([]byte, 0, n),
+		Offsets: make([]uint32, len(need)+1),
+		Times:   slices.Clone(b.Times),
+		Streams: slices.Clone(b.Streams),
+	}
+	for k, x := range need {
+		if x {
+			c.Data = append(c.Data, b.Line(k)...)
+		}
+		c.Offsets[k+1] = uint32(len(c.Data))
+	}
+	return c
 }
 
 // compactable reports whether copying the entries hits of b out of it
@@ -1791,7 +1872,7 @@ func (c *blockCache) get(e *exec, t *task, m segment.BlockMeta, si int, sc *scra
 	// One scan for every stream (-1); the filter checks the selection.
 	timeOK, allSel := e.whole(m)
 	sc.ks = e.match(b, timeOK, allSel, -1, sc, sc.ks[:0], nil)
-	if e.compact && compactable(b, sc.ks) {
+	if e.compact && !e.wantsContext() && compactable(b, sc.ks) {
 		c := compactHits(b, sc.ks)
 		e.copied.Add(1)
 		segment.PutBlock(b)
@@ -1806,6 +1887,17 @@ func (c *blockCache) get(e *exec, t *task, m segment.BlockMeta, si int, sc *scra
 			}
 		}
 		cb.ents = group(b, m.Streams, sc.ks, sc)
+		if e.compact {
+			need := make([]bool, b.Len())
+			for i := range m.Streams {
+				markContext(need, cb.ents.of(i), cb.hits.of(i), max(e.q.Before, e.q.After))
+			}
+			if c := contextCopy(b, need); c != nil {
+				e.copied.Add(1)
+				segment.PutBlock(b)
+				cb.b, cb.own = c, true
+			}
+		}
 	}
 	return cb, true
 }
