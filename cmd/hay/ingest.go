@@ -251,8 +251,10 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			if src, ok := resumeSource(st, f, prefix, size, lookup); ok {
 				start = src.Offset
 				if start > 0 {
+					// Progress found by identity that this path's own key
+					// lacks: a symlink target, hard link or rename stored it.
 					other := ""
-					if p, ok := st.Source(keys[len(keys)-1]); !ok || p.Offset != start {
+					if p, ok := st.Source(keys[len(keys)-1]); src.Key == keys[0] && (!ok || p.Offset != start) {
 						other = " (stored before under another name: same device and inode)"
 					}
 					fmt.Fprintf(os.Stderr, "hay ingest: %s: resuming after the %d bytes already stored%s\n", path, start, other)

@@ -161,8 +161,8 @@ func TestIngestIdentityRename(t *testing.T) {
 	}
 	writeFile(t, p("app.log"), g.next(1))
 	stderr := ingestFiles(t, data, p("app.log"), p("app.log.1"))
-	if !strings.Contains(stderr, "app.log.1: resuming after the") {
-		t.Errorf("the rotated file did not resume: %q", stderr)
+	if !strings.Contains(stderr, "app.log.1: resuming after the") || !strings.Contains(stderr, "same device and inode") {
+		t.Errorf("the rotated file did not resume, or did not say it is the file stored under another name: %q", stderr)
 	}
 	checkStoredOnce(t, data, g.all)
 
@@ -420,4 +420,12 @@ func TestIngestIdentityFIFO(t *testing.T) {
 		}
 	}
 	checkStoredOnce(t, data, append(want, want...))
+}
+
+// TestIngestIdentityHelp: --help says how a file is recognised.
+func TestIngestIdentityHelp(t *testing.T) {
+	out, _, stderr := hayInProcessStderr(t, "ingest", "--help")
+	if help := string(out) + stderr; !strings.Contains(help, "device and inode") || !strings.Contains(help, "symlink") {
+		t.Errorf("hay ingest --help does not say how resuming knows a file:\n%s", help)
+	}
 }
