@@ -789,31 +789,27 @@ func (s *Server) otlpPush(r *http.Request, tenant string, enc otlpEncoding) (int
 	}
 	pre := new(pushRejects)
 	streams := otlpStreams(res, s.cfg.Now().UnixNano(), pre)
-	entries, nbytes, cuts, rj := s.validate(streams)
+	entries, cuts, rj := s.validate(streams)
 	rj = pre.merge(rj)
 	if len(entries) == 0 {
 		// Nothing stored: 400 when some were refused (OTLP's "Bad Data":
 		// not retryable); an empty request is a success.
 		return 0, "", rj.err(0)
 	}
-	ts, err := s.openTenant(tenant, true)
+	stored, sr, err := s.storeEntries(r.Context(), tenant, entries, cuts)
 	if err != nil {
 		return 0, "", err
 	}
-	if err := ts.w.Append(r.Context(), entries); err != nil {
-		return 0, "", err
-	}
-	s.met.lines.Add(float64(len(entries)))
-	s.met.bytes.Add(float64(nbytes))
-	if cuts > 0 {
-		s.met.rejected.WithLabelValues("line_truncated").Add(float64(cuts))
+	if sr != nil {
+		// 429, as Loki answers its OTLP endpoint past the stream limit.
+		return 0, "", sr.err(rj, stored)
 	}
 	if rj.entries == 0 {
 		return 0, "", nil
 	}
 	s.met.rejected.WithLabelValues(rj.reason).Inc()
 	var he *httpError
-	errors.As(rj.err(len(entries)), &he)
+	errors.As(rj.err(stored), &he)
 	return rj.entries, he.msg, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,10 +353,9 @@ func (rj *pushRejects) err(stored int) error {
 // returned pushRejects; the others are returned to be stored, as Loki
 // does: shippers drop a batch answered 400, so refusing all of it for one
 // bad entry would lose the good ones too.
-func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int64, int, *pushRejects) {
+func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pushRejects) {
 	now := s.cfg.Now().UnixNano()
 	var out []store.LabeledEntry
-	var bytesIn int64
 	rj := new(pushRejects)
 	cuts := 0 // lines cut under --line-policy=truncate, counted once stored
 	for i, st := range streams {
@@ -395,11 +395,10 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int64, in
 				line = append(line[:cut:cut], truncMarker...)
 				cuts++
 			}
-			bytesIn += int64(len(line))
 			out = append(out, store.LabeledEntry{Labels: key, Time: e.ts, Line: line})
 		}
 	}
-	return out, bytesIn, cuts, rj
+	return out, cuts, rj
 }
 
 // longLabel describes a label whose name or value is over the limits, as
@@ -558,16 +557,39 @@ func (s *Server) store(r *http.Request, tenant, format string, body []byte) erro
 	if err != nil {
 		return badRequest("malformed", "malformed %s push: %v; nothing was stored", format, err)
 	}
-	entries, nbytes, cuts, rejects := s.validate(streams)
+	entries, cuts, rejects := s.validate(streams)
 	if len(entries) == 0 {
 		return rejects.err(0)
 	}
-	ts, err := s.openTenant(tenant, true)
+	stored, sr, err := s.storeEntries(r.Context(), tenant, entries, cuts)
 	if err != nil {
 		return err
 	}
-	if err := ts.w.Append(r.Context(), entries); err != nil {
-		return err
+	if sr != nil {
+		return sr.err(rejects, stored)
+	}
+	return rejects.err(stored)
+}
+
+// storeEntries appends a push's validated entries to the tenant's store,
+// leaving out those of new streams past the tenant's stream limit, and
+// returns how many it stored and what the limit refused.
+func (s *Server) storeEntries(ctx context.Context, tenant string, entries []store.LabeledEntry, cuts int) (int, *streamRefusal, error) {
+	ts, err := s.openTenant(tenant, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	entries, sr, done := s.admitStreams(ts, entries)
+	defer done()
+	if len(entries) == 0 {
+		return 0, sr, nil
+	}
+	if err := ts.w.Append(ctx, entries); err != nil {
+		return 0, nil, err
+	}
+	var nbytes int64
+	for _, e := range entries {
+		nbytes += int64(len(e.Line))
 	}
 	s.met.lines.Add(float64(len(entries)))
 	s.met.bytes.Add(float64(nbytes))
@@ -576,7 +598,7 @@ func (s *Server) store(r *http.Request, tenant, format string, body []byte) erro
 	if cuts > 0 {
 		s.met.rejected.WithLabelValues("line_truncated").Add(float64(cuts))
 	}
-	return rejects.err(len(entries))
+	return len(entries), sr, nil
 }
 
 // pushLimiter holds what pushes share across requests: the new streams
@@ -584,4 +606,146 @@ func (s *Server) store(r *http.Request, tenant, format string, body []byte) erro
 // budget. Its zero value is ready.
 type pushLimiter struct {
 	mu sync.Mutex
+	// pending counts, by tenant and canonical labels, the pushes
+	// appending a stream the tenant's table did not hold when they were
+	// admitted: until their Append defines it, the stream counts against
+	// the limit through this map, so concurrent pushes cannot together
+	// pass it.
+	pending map[string]map[string]int
+}
+
+// streamRefusal is what the tenant stream limit refused of a push.
+type streamRefusal struct {
+	tenant           string
+	limit, have      int    // the limit; the tenant's streams with this push's admitted
+	streams, entries int    // refused
+	first            string // labels of the first stream refused
+}
+
+// err is the 429 that answers a push with streams refused by the limit,
+// worded as Loki's ("Maximum active stream limit exceeded ..."), with
+// the entries validate refused, if any.
+func (sr *streamRefusal) err(rj *pushRejects, stored int) error {
+	more := ""
+	if sr.streams > 1 {
+		more = fmt.Sprintf(" (and %d more new streams)", sr.streams-1)
+	}
+	msg := fmt.Sprintf("Maximum active stream limit exceeded when trying to create stream %s%s: tenant '%s' has %d streams, its limit is %d (--max-streams-per-tenant); reduce the number of streams (fewer labels or label values) or raise the limit; %d entries of %d new streams refused",
+		sr.first, more, sr.tenant, sr.have, sr.limit, sr.entries, sr.streams)
+	refused := sr.entries
+	if rj.entries > 0 {
+		msg += "; " + strings.Join(rj.msgs, "; ")
+		if rj.entries > len(rj.msgs) {
+			msg += "; …"
+		}
+		refused += rj.entries
+	}
+	if stored == 0 {
+		msg += "; nothing was stored"
+	} else {
+		msg += fmt.Sprintf("; %d entries refused, the other %d stored", refused, stored)
+	}
+	return &httpError{status: http.StatusTooManyRequests, reason: "stream_limit", msg: msg}
+}
+
+// admitStreams applies the tenant stream limit to a push's validated
+// entries: those of streams the tenant has, and of new streams while the
+// tenant stays within the limit (in the push's order), are returned, in
+// place, to be appended; the others are described by the refusal (nil if
+// none). done must be called once the Append returned: it ends the
+// push's claim on its new streams.
+func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]store.LabeledEntry, *streamRefusal, func()) {
+	limit := s.cfg.MaxStreamsPerTenant
+	if limit <= 0 {
+		return entries, nil, func() {}
+	}
+	// The push's streams, in order of first entry.
+	idx := map[string]int{}
+	var keys []string
+	for _, e := range entries {
+		if _, ok := idx[e.Labels]; !ok {
+			idx[e.Labels] = len(keys)
+			keys = append(keys, e.Labels)
+		}
+	}
+	pl := &s.pushLim
+	pl.mu.Lock()
+	pend := pl.pending[ts.name]
+	q := keys
+	for k := range pend {
+		if _, ok := idx[k]; !ok {
+			q = append(q, k)
+		}
+	}
+	known := make([]bool, len(q))
+	have := ts.w.KnownStreams(q, known)
+	for i, k := range q {
+		if _, ok := pend[k]; ok && !known[i] {
+			have++ // claimed by a push not yet appended
+		}
+	}
+	n := have
+	var mine []string
+	var refused map[string]bool
+	for i, k := range keys {
+		switch {
+		case known[i]:
+			continue
+		case pend[k] > 0:
+		case n < limit:
+			n++
+		default:
+			if refused == nil {
+				refused = map[string]bool{}
+			}
+			refused[k] = true
+			continue
+		}
+		if pend == nil {
+			if pl.pending == nil {
+				pl.pending = map[string]map[string]int{}
+			}
+			pend = map[string]int{}
+			pl.pending[ts.name] = pend
+		}
+		pend[k]++
+		mine = append(mine, k)
+	}
+	pl.mu.Unlock()
+	done := func() {
+		if len(mine) == 0 {
+			return
+		}
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		p := pl.pending[ts.name]
+		for _, k := range mine {
+			if p[k]--; p[k] <= 0 {
+				delete(p, k)
+			}
+		}
+		if len(p) == 0 {
+			delete(pl.pending, ts.name)
+		}
+	}
+	if refused == nil {
+		return entries, nil, done
+	}
+	sr := &streamRefusal{tenant: ts.name, limit: limit, have: n, streams: len(refused)}
+	for _, k := range keys {
+		if refused[k] {
+			sr.first = k
+			break
+		}
+	}
+	kept := entries[:0]
+	for _, e := range entries {
+		if refused[e.Labels] {
+			sr.entries++
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(entries[len(kept):]) // the refused lines need not stay reachable
+	return kept, sr, done
 }

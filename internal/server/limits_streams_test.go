@@ -1,0 +1,218 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// t0 is the time of the tests' first entries: otlpRead reads up to base.
+const t0 = base - 100
+
+// streamLines is what otlpRead answers for a stream with app=name and
+// lines (times t0, t0+1, ...): the expected read-back of a push.
+func streamLines(labels string, lines ...string) []string {
+	var out []string
+	for i, l := range lines {
+		out = append(out, fmt.Sprintf("%s %d %s", labels, t0+int64(i), l))
+	}
+	return out
+}
+
+// TestStreamLimitPartialPush pushes past --max-streams-per-tenant in each
+// push format: the entries of existing streams and of new streams within
+// the limit are stored (and read back exactly), those of the new streams
+// past it are refused with 429 naming the limit and the counts.
+func TestStreamLimitPartialPush(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, func(c *Config) {
+		c.DataDir = dir
+		c.MaxStreamsPerTenant = 3
+		c.MaxLine = 100
+	})
+	e.mustPush("/loki/api/v1/push", pushJSON([]oStream{
+		{labels: map[string]string{"app": "a"}, entries: []PushEntry{{t0, "a0"}, {t0 + 1, "a1"}}},
+		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0, "b0"}}},
+	}))
+	// c fits (the third stream); d and e do not; a and b exist.
+	code, body := e.do("POST", "/loki/api/v1/push", pushJSON([]oStream{
+		{labels: map[string]string{"app": "a"}, entries: []PushEntry{{t0 + 2, "a2"}}},
+		{labels: map[string]string{"app": "c"}, entries: []PushEntry{{t0, "c0"}, {t0 + 1, "c1"}}},
+		{labels: map[string]string{"app": "d"}, entries: []PushEntry{{t0, "d0"}, {t0 + 1, "d1"}, {t0 + 2, "d2"}}},
+		{labels: map[string]string{"app": "e"}, entries: []PushEntry{{t0, "e0"}, {t0 + 1, "e1"}, {t0 + 2, "e2"}, {t0 + 3, "e3"}}},
+		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0 + 1, "b1"}}},
+	}))
+	if want := `Maximum active stream limit exceeded when trying to create stream {app=\"d\"} (and 1 more new streams): tenant 'fake' has 3 streams, its limit is 3 (--max-streams-per-tenant)`; code != 429 || !strings.Contains(body, want) ||
+		!strings.Contains(body, "7 entries of 2 new streams refused; 7 entries refused, the other 4 stored") {
+		t.Errorf("json push past the limit: %d %s", code, body)
+	}
+	// protobuf: a is stored, f refused.
+	code, body = e.do("POST", "/loki/api/v1/push", pushProto([]oStream{
+		{labels: map[string]string{"app": "f"}, entries: []PushEntry{{t0, "f0"}}},
+		{labels: map[string]string{"app": "a"}, entries: []PushEntry{{t0 + 3, "a3"}}},
+	}), "Content-Type", "application/x-protobuf")
+	if code != 429 || !strings.Contains(body, `stream {app=\"f\"}: tenant 'fake' has 3 streams`) || !strings.Contains(body, "1 entries refused, the other 1 stored") {
+		t.Errorf("protobuf push past the limit: %d %s", code, body)
+	}
+	// jsonl with only a new stream: nothing stored.
+	code, body = e.do("POST", "/api/v1/push/jsonl", []byte(fmt.Sprintf(`{"labels":{"app":"g"},"ts":"%d","line":"g0"}`+"\n", t0)))
+	if code != 429 || !strings.Contains(body, `{app=\"g\"}`) || !strings.Contains(body, "1 entries of 1 new streams refused; nothing was stored") {
+		t.Errorf("jsonl push of a new stream past the limit: %d %s", code, body)
+	}
+	// Refused entries of validation and of the limit together: 429,
+	// both named, and the counts cover both.
+	code, body = e.do("POST", "/loki/api/v1/push", pushJSON([]oStream{
+		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0 + 2, "b2"}, {t0 + 3, strings.Repeat("x", 101)}}},
+		{labels: map[string]string{"app": "h"}, entries: []PushEntry{{t0, "h0"}}},
+	}))
+	if code != 429 || !strings.Contains(body, `{app=\"h\"}`) || !strings.Contains(body, "entry 1: line of 101 bytes exceeds the limit of 100") ||
+		!strings.Contains(body, "2 entries refused, the other 1 stored") {
+		t.Errorf("push with an invalid entry and a stream past the limit: %d %s", code, body)
+	}
+	// Existing streams are still accepted in full.
+	e.mustPush("/loki/api/v1/push", pushJSON([]oStream{{labels: map[string]string{"app": "c"}, entries: []PushEntry{{t0 + 2, "c2"}}}}))
+	// Another tenant has its own count.
+	for i := range 3 {
+		e.mustPush("/loki/api/v1/push", jsonPush(fmt.Sprintf(`{"app":"o%d"}`, i), t0, "o"), "X-Scope-OrgID", "other")
+	}
+	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"o3"}`, t0, "o"), "X-Scope-OrgID", "other"); code != 429 || !strings.Contains(body, "tenant 'other' has 3 streams") {
+		t.Errorf("other tenant's fourth stream: %d %s", code, body)
+	}
+
+	var want []string
+	want = append(want, streamLines("app=a", "a0", "a1", "a2", "a3")...)
+	want = append(want, streamLines("app=b", "b0", "b1", "b2")...)
+	want = append(want, streamLines("app=c", "c0", "c1", "c2")...)
+	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), want)
+	if n := e.storedCount("fake"); n != len(want) {
+		t.Errorf("stored %d entries, want %d", n, len(want))
+	}
+	if _, body := e.get("/metrics"); !strings.Contains(body, `hay_rejected_total{reason="stream_limit"} 5`) {
+		t.Errorf("/metrics: want 5 stream_limit rejections:\n%s", grepLines(body, "hay_rejected_total"))
+	}
+
+	// The count is the stream table, which a restart reads back.
+	e.ts.Close()
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := New(Config{DataDir: dir, Now: func() time.Time { return time.Unix(0, base) }, MaxStreamsPerTenant: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s2.Handler())
+	e2 := &testEnv{t: t, srv: s2, ts: hs}
+	defer func() {
+		hs.Close()
+		if err := s2.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if code, body := e2.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"i"}`, t0, "i0")); code != 429 || !strings.Contains(body, "tenant 'fake' has 3 streams") {
+		t.Errorf("new stream after a restart: %d %s", code, body)
+	}
+	e2.mustPush("/loki/api/v1/push", jsonPush(`{"app":"a"}`, t0+4, "a4"))
+	if n := e2.storedCount("fake"); n != len(want)+1 {
+		t.Errorf("after restart: %d entries, want %d", n, len(want)+1)
+	}
+}
+
+// TestStreamLimitOTLP: OTLP resources are streams; past the limit the
+// request is answered 429 with a google.rpc.Status in its encoding, and
+// the records of the streams within it are stored.
+func TestStreamLimitOTLP(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxStreamsPerTenant = 2 })
+	res := func(svc string, from int, lines ...string) tRes {
+		var recs []tRec
+		for i, l := range lines {
+			recs = append(recs, tRec{time: uint64(t0 + int64(from+i)), body: strBody(l)})
+		}
+		return tRes{attrs: []tkv{kvS("service.name", svc)}, scopes: []tScope{{recs: recs}}}
+	}
+	req := []tRes{res("s1", 0, "x0", "x1"), res("s2", 0, "y0"), res("s3", 0, "z0", "z1", "z2"), res("s1", 2, "x2")}
+	for _, enc := range []struct {
+		tenant, ct string
+		body       []byte
+	}{
+		{"pb", "application/x-protobuf", otlpProtoReq(req)},
+		{"js", "application/json", otlpJSONReq(req)},
+	} {
+		code, ct, body := e.otlpPost(enc.body, "Content-Type", enc.ct, "X-Scope-OrgID", enc.tenant)
+		var msg string
+		if enc.ct == "application/x-protobuf" {
+			msg = decodeStatusProto(t, body)
+		} else {
+			var st struct{ Message string }
+			if err := json.Unmarshal(body, &st); err != nil {
+				t.Fatalf("%s: %v: %s", enc.tenant, err, body)
+			}
+			msg = st.Message
+		}
+		if code != 429 || ct != enc.ct || !strings.Contains(msg, `Maximum active stream limit exceeded when trying to create stream {service_name="s3"}: tenant '`+enc.tenant+`' has 2 streams, its limit is 2`) ||
+			!strings.Contains(msg, "3 entries of 1 new streams refused; 3 entries refused, the other 4 stored") {
+			t.Errorf("%s: %d %s %q", enc.tenant, code, ct, msg)
+		}
+		want := streamLines("service_name=s1", "x0", "x1", "x2")
+		want = append(want, streamLines("service_name=s2", "y0")...)
+		wantLines(t, enc.tenant, e.otlpRead(enc.tenant, `{service_name=~".+"}`), want)
+	}
+}
+
+// TestStreamLimitConcurrent pushes one new stream from each of many
+// concurrent clients: exactly the limit's worth are admitted, since a
+// push's new streams count against the limit until its Append defines
+// them.
+func TestStreamLimitConcurrent(t *testing.T) {
+	const limit, clients, per = 8, 24, 3
+	e := newEnv(t, func(c *Config) { c.MaxStreamsPerTenant = limit })
+	start := make(chan struct{})
+	codes := make([]int, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			<-start
+			body := jsonPush(fmt.Sprintf(`{"app":"c%d"}`, i), t0, slices.Repeat([]string{"l"}, per)...)
+			resp, err := http.Post(e.ts.URL+"/loki/api/v1/push", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok, limited := 0, 0
+	for _, c := range codes {
+		switch c {
+		case 204:
+			ok++
+		case 429:
+			limited++
+		}
+	}
+	if ok != limit || limited != clients-limit {
+		t.Errorf("got %d accepted and %d limited of %d, want %d and %d: %v", ok, limited, clients, limit, clients-limit, codes)
+	}
+	if n := e.storedCount("fake"); n != limit*per {
+		t.Errorf("stored %d entries, want %d", n, limit*per)
+	}
+	ts, err := e.srv.openTenant("fake", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ts.w.Stats().Streams; n != limit {
+		t.Errorf("stream table holds %d streams, want %d", n, limit)
+	}
+	if len(e.srv.pushLim.pending) != 0 {
+		t.Errorf("claims left after the pushes: %v", e.srv.pushLim.pending)
+	}
+}
