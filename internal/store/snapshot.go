@@ -261,15 +261,21 @@ var testHookSnapshotRead func()
 func CheckStore(dir string) error { return checkStore(dir) }
 
 // HasStore reports whether dir itself holds a store's files: a manifest,
-// or WAL files. Unlike CheckStore it does not take a bare wal directory
-// for one, so that a directory of tenant stores with a tenant named
-// "wal" is not mistaken for a store.
+// or WAL files, as regular files. Unlike CheckStore it does not take a
+// bare wal directory for one, and a directory of tenant stores with a
+// tenant named "wal" or "MANIFEST" (a directory) is not mistaken for a
+// store: one push to tenant MANIFEST made hay serve refuse to start.
 func HasStore(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, manifestName)); err == nil {
+	if fi, err := os.Stat(filepath.Join(dir, manifestName)); err == nil && fi.Mode().IsRegular() {
 		return true
 	}
 	wals, _ := filepath.Glob(filepath.Join(dir, walDir, "*"+walExt))
-	return len(wals) > 0
+	for _, w := range wals {
+		if fi, err := os.Stat(w); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
 }
 
 func checkStore(dir string) error {
