@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -123,7 +124,9 @@ func isBoolFlag(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-func usage(w io.Writer) {
+// usage writes the list of commands to out; the error is the write's.
+func usage(out io.Writer) error {
+	w := bufio.NewWriter(out)
 	fmt.Fprintln(w, "hay: search logs like grep, over a durable compressed store.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: hay COMMAND [flags] [args]")
@@ -139,6 +142,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'hay COMMAND --help' for a command's flags.")
+	return w.Flush()
 }
 
 func main() {
@@ -153,11 +157,17 @@ var exiting bool
 
 func runMain(args []string) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(os.Stdout)
+		if err := usage(os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "hay: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	if args[0] == "--version" || args[0] == "-version" {
-		printVersion(os.Stdout)
+		if err := printVersion(os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "hay: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	c, ok := commands[args[0]]

@@ -53,6 +53,9 @@ func TestStdoutWriteError(t *testing.T) {
 		okPrefix string // stdout's start with a writable stdout
 	}{
 		{[]string{"version"}, 1, "hay version: write /dev/stdout", "haystack "},
+		{[]string{"--version"}, 1, "hay: write /dev/stdout", "haystack "},
+		{[]string{"--help"}, 1, "hay: write /dev/stdout", "hay: search logs like grep"},
+		{[]string{}, 1, "hay: write /dev/stdout", "hay: search logs like grep"},
 		{[]string{"verify", "--data", "d"}, 2, "hay verify: the store checked clean, but the summary was not written", "ok: "},
 		// The first compact rewrites the store and loses its summary; the
 		// second (to a buffer) finds nothing left: the work was done.
