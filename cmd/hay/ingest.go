@@ -431,18 +431,23 @@ func sourceKeys(path string, fi os.FileInfo) (record, lookup []string, err error
 }
 
 // resumeSource returns the recorded progress to resume f (size bytes, its
-// first bytes prefix) from: that of the first key in keys whose offset is
-// within the file and whose check still matches (sameSource). A key whose
-// check fails is a different file now: an inode reused after a delete, a
-// file truncated (copytruncate) or rewritten in place. None: the file is
-// new content, stored from its start.
+// first bytes prefix) from: the furthest of those under keys whose offset
+// is within the file and whose check still matches (sameSource), the
+// earliest key on a tie. A key whose check fails is a different file now:
+// an inode reused after a delete, a file truncated (copytruncate) or
+// rewritten in place. The furthest rather than the first: every match is
+// this file's content, and a key can be behind the others (an identity
+// recorded before the device number changed and back, an old path key).
+// None: the file is new content, stored from its start.
 func resumeSource(st *store.Store, f *os.File, prefix []byte, size int64, keys []string) (store.Source, bool) {
+	var best store.Source
+	found := false
 	for _, k := range keys {
-		if src, ok := st.Source(k); ok && src.Offset <= size && sameSource(f, prefix, src) {
-			return src, true
+		if src, ok := st.Source(k); ok && src.Offset <= size && (!found || src.Offset > best.Offset) && sameSource(f, prefix, src) {
+			best, found = src, true
 		}
 	}
-	return store.Source{}, false
+	return best, found
 }
 
 var crc32cTable = crc32.MakeTable(crc32.Castagnoli)

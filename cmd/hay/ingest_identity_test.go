@@ -313,8 +313,8 @@ func TestIngestIdentityOldState(t *testing.T) {
 	var o lineGen
 	o.n = 1000
 	writeFile(t, other, o.next(2))
-	writeOldState(t, data, app, app)
-	writeOldState(t, data, other, other)
+	writeOldState(t, data, app, app, 0)
+	writeOldState(t, data, other, other, 0)
 
 	appendFile(t, app, g.next(2))
 	stderr := ingestFiles(t, data, app)
@@ -333,16 +333,16 @@ func TestIngestIdentityOldState(t *testing.T) {
 	var h lineGen
 	h.n = 2000
 	writeFile(t, app, h.next(2))
-	writeOldState(t, data2, lnk, app)
+	writeOldState(t, data2, lnk, app, 0)
 	appendFile(t, app, h.next(1))
 	ingestFiles(t, data2, lnk)
 	checkStoredOnce(t, data2, h.all)
 }
 
-// writeOldState stores file's lines and its progress as a hay ingest
-// from before the identity key did: one source keyed by filepath.Abs(path)
-// (path may be a symlink to file).
-func writeOldState(t *testing.T, data, path, file string) {
+// writeOldState stores file's lines after its first from bytes and its
+// progress as a hay ingest from before the identity key did: one source
+// keyed by filepath.Abs(path) (path may be a symlink to file).
+func writeOldState(t *testing.T, data, path, file string, from int) {
 	t.Helper()
 	content, err := os.ReadFile(file)
 	if err != nil {
@@ -354,7 +354,7 @@ func writeOldState(t *testing.T, data, path, file string) {
 	}
 	stream := st.Stream(ingest.Labels{}.With("source", filepath.Base(path)).String())
 	var b store.Batch
-	for i, l := range strings.SplitAfter(string(content), "\n") {
+	for i, l := range strings.SplitAfter(string(content[from:]), "\n") {
 		if l != "" {
 			b.Entries = append(b.Entries, store.Entry{Time: int64(i), Stream: stream, Line: []byte(strings.TrimSuffix(l, "\n"))})
 		}
@@ -376,6 +376,30 @@ func writeOldState(t *testing.T, data, path, file string) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestIngestIdentityStaleKey: the keys of one file can disagree: its
+// identity key is behind when a later run recorded the file under another
+// identity (the device number changed, then changed back) and the path.
+// Both match the file's checksum; resuming from the identity's offset
+// stored the bytes in between again. The furthest match wins.
+func TestIngestIdentityStaleKey(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	app := filepath.Join(dir, "app.log")
+	var g lineGen
+	writeFile(t, app, g.next(3))
+	ingestFiles(t, data, app) // identity and path at 3 lines
+	st0, err := os.Stat(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, app, g.next(2))
+	// The 2 lines stored by a run that recorded the path only.
+	writeOldState(t, data, app, app, int(st0.Size()))
+	appendFile(t, app, g.next(1))
+	ingestFiles(t, data, app)
+	checkStoredOnce(t, data, g.all)
 }
 
 // identityKey is the Source key hay ingest records a file's progress

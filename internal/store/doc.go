@@ -74,10 +74,10 @@
 // by its absolute path with symlinks resolved (stores written before the
 // identity key have the path as given only). Because the progress is in
 // the same record as the entries, it is durable exactly when they are. A
-// re-run of `hay ingest FILE` looks up the identity, then the paths: the
-// first whose offset is within the file and whose checksum still matches
-// gives the prefix to skip; none (a truncated, rewritten or new file, an
-// inode reused) and the whole file is ingested as new content. So an
+// re-run of `hay ingest FILE` looks up the identity and the paths: the
+// furthest offset within the file whose checksum still matches gives the
+// prefix to skip; none (a truncated, rewritten or new file, an inode
+// reused) and the whole file is ingested as new content. So an
 // interrupted ingest is finished by running the same command again, a
 // growing log file can be ingested repeatedly to pick up what was
 // appended, and a file reached through a symlink or hard link, or renamed
