@@ -398,7 +398,7 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 }
 
 // sourceKeys returns the keys a regular file's progress is recorded under
-// (record) and those a re-run looks up, best first (lookup).
+// (record, the identity first) and those a re-run looks up (lookup).
 //
 // The first key is the file's identity, "inode:DEV:INO" from fi (an fstat
 // of the opened file, so symlinks are followed): a file reached through a
