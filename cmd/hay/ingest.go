@@ -347,7 +347,8 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 		}
 		var e ingest.Entry
 		var tl *ingest.LineTooLongError
-		if errors.As(err, &tl) && tl.Offset > 0 {
+		piece := errors.As(err, &tl) && tl.Offset > 0
+		if piece {
 			// A later piece of a long line is the same entry's text: it
 			// takes the line's time (the first piece's), never a time
 			// that happens to start the piece.
@@ -356,6 +357,13 @@ func ingestOne(ctx context.Context, st *store.Store, path string, labels ingest.
 			e = p.Parse(line)
 		}
 		switch {
+		case piece:
+			// Nothing to decide: a first piece still waiting for a
+			// timestamp (leading >= 0) has this one after it in the
+			// batch, and the back-fill covers both; a first piece
+			// already flushed with the ingestion time (16 MiB fills a
+			// batch) must not have its later pieces start a new leading
+			// run, which gave them the next timestamp instead.
 		case e.HasTime:
 			lastTime, haveTime = e.Time, true
 			// Lines without a timestamp before the first one with (a

@@ -85,3 +85,31 @@ func TestIngestTimeRegressAccessLogCLF(t *testing.T) {
 	torIngestCheck(t, content, []string{"2000-10-10T20:55:36Z", "2026-11-30T09:00:00Z"})
 	// And so a time-bounded search over the log's own period finds nothing.
 }
+
+// F5: the pieces of a line over 16 MiB before the first timestamp got two
+// different times: the first piece fills a batch and is stored with the
+// ingestion time, and the next started a new leading run that the next
+// timestamp back-filled. STORE.md: "The pieces of a line over 16 MiB all
+// take the line's time."
+func TestIngestTimeRegressLongLeadingLinePieces(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "long.log")
+	long := strings.Repeat("x", maxLine+10)
+	if err := os.WriteFile(file, []byte(long+"\n2020-01-01T00:00:00Z first\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if _, code := hayInProcess(t, "ingest", "--data", data, file); code != 0 {
+		t.Fatalf("ingest exit %d", code)
+	}
+	lines, times := storedTimes(t, data)
+	if len(lines) != 3 || lines[0]+lines[1] != long || lines[2] != "2020-01-01T00:00:00Z first" {
+		t.Fatalf("%d entries", len(lines))
+	}
+	if times[0] != times[1] {
+		t.Errorf("the two pieces of one line: %s and %s", torFmt(times[0]), torFmt(times[1]))
+	}
+	if want := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(); times[2] != want {
+		t.Errorf("the timestamped line at %s", torFmt(times[2]))
+	}
+}
