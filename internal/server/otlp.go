@@ -757,6 +757,10 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		var he *httpError
 		if errors.As(err, &he) {
 			s.met.rejected.WithLabelValues(he.reason).Inc()
+			if ra := he.retryAfter(); ra != "" {
+				// OTLP/HTTP exporters honour it on 429 and 503.
+				w.Header().Set("Retry-After", ra)
+			}
 			writeOTLPStatus(w, enc, he.status, he.msg)
 			return
 		}
@@ -776,6 +780,11 @@ func (s *Server) otlpPush(r *http.Request, tenant string, enc otlpEncoding) (int
 	if err != nil {
 		return 0, "", err
 	}
+	release, err := s.admitPush(r.Context(), int64(len(body)))
+	if err != nil {
+		return 0, "", err
+	}
+	defer release()
 	var res []otlpResource
 	name := "protobuf"
 	if enc == otlpJSON {

@@ -45,6 +45,15 @@ type httpError struct {
 	msg    string
 }
 
+// retryAfter is the Retry-After header of the answer, if any: a push
+// refused for the in-flight budget may be retried in a second.
+func (e *httpError) retryAfter() string {
+	if e.reason == "push_budget" {
+		return "1"
+	}
+	return ""
+}
+
 func (e *httpError) Error() string { return e.msg }
 
 func badRequest(reason, format string, args ...any) *httpError {
@@ -487,6 +496,9 @@ func (s *Server) handlePush(format string) http.HandlerFunc {
 			var he *httpError
 			if errors.As(err, &he) {
 				s.met.rejected.WithLabelValues(he.reason).Inc()
+				if ra := he.retryAfter(); ra != "" {
+					w.Header().Set("Retry-After", ra)
+				}
 				writeError(w, he.status, he.msg)
 				return
 			}
@@ -511,6 +523,11 @@ func (s *Server) push(r *http.Request, tenant, format string) (string, error) {
 	if err != nil {
 		return format, err
 	}
+	release, err := s.admitPush(r.Context(), int64(len(body)))
+	if err != nil {
+		return format, err
+	}
+	defer release()
 	return format, s.store(r, tenant, format, body)
 }
 
@@ -612,6 +629,107 @@ type pushLimiter struct {
 	// the limit through this map, so concurrent pushes cannot together
 	// pass it.
 	pending map[string]map[string]int
+
+	// The in-flight push budget (admitPush): decompressed body bytes of
+	// the pushes being decoded and stored, of those waiting for budget,
+	// and the most ever in flight (tests check it).
+	inflight, waiting, peak int64
+	freed                   chan struct{} // closed (and replaced) when budget is released; nil if none waits
+}
+
+// defaultInflightPushBytes bounds the decompressed push bodies decoded
+// and stored at once when Config leaves MaxInflightPushBytes 0: 256 MiB,
+// the largest single body the default limits admit (4 × the 64 MiB
+// --max-body once decompressed), so no push that is valid alone is
+// refused for its size. Decoding holds several times a body (one-byte
+// lines about 25 bytes of memory a body byte, typical lines of 100 bytes
+// and more about 2×; see docs/BENCHMARKS.md), so this keeps a burst of
+// pushes to a few GB at worst instead of unbounded (finding E4).
+const defaultInflightPushBytes = 256 << 20
+
+// defaultPushQueueWait is how long a push waits for budget by default:
+// pushes take milliseconds to a few seconds, and shippers time out after
+// 10 s or more (Promtail's and Alloy's default), so a burst queues
+// instead of failing, while a server that stays full answers 429 soon
+// enough for the shipper to back off.
+const defaultPushQueueWait = 5 * time.Second
+
+// admitPush takes n bytes of the in-flight push budget for a push whose
+// body decompressed to n bytes, waiting up to PushQueueWait for pushes in
+// flight to release theirs. A body larger than the whole budget gets 413;
+// a push that cannot get budget in time, or arrives while pushes of as
+// many bytes as the budget already wait (they hold their bodies too),
+// 429 with Retry-After. The returned release gives the bytes back.
+func (s *Server) admitPush(ctx context.Context, n int64) (func(), error) {
+	limit := s.cfg.MaxInflightPushBytes
+	if limit == 0 {
+		limit = defaultInflightPushBytes
+	}
+	if limit < 0 {
+		return func() {}, nil
+	}
+	if n > limit {
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, reason: "inflight_too_large", msg: fmt.Sprintf(
+			"decompressed push body of %d bytes exceeds --max-inflight-push-bytes (%d), the push bytes the server processes at once; nothing was stored; split the batch", n, limit)}
+	}
+	wait := s.cfg.PushQueueWait
+	if wait == 0 {
+		wait = defaultPushQueueWait
+	}
+	pl := &s.pushLim
+	busy := func(inflight int64) error {
+		return &httpError{status: http.StatusTooManyRequests, reason: "push_budget", msg: fmt.Sprintf(
+			"too many push bytes in flight (%d of --max-inflight-push-bytes %d; waited up to %s); nothing was stored; retry shortly", inflight, limit, max(wait, 0))}
+	}
+	var expired <-chan time.Time
+	waiting := false
+	pl.mu.Lock()
+	for pl.inflight+n > limit {
+		if !waiting {
+			if wait < 0 || pl.waiting+n > limit {
+				inflight := pl.inflight
+				pl.mu.Unlock()
+				return nil, busy(inflight)
+			}
+			waiting = true
+			pl.waiting += n
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			expired = t.C
+		}
+		if pl.freed == nil {
+			pl.freed = make(chan struct{})
+		}
+		freed := pl.freed
+		pl.mu.Unlock()
+		select {
+		case <-freed:
+			pl.mu.Lock()
+			continue
+		case <-expired:
+		case <-ctx.Done():
+		}
+		pl.mu.Lock()
+		pl.waiting -= n
+		inflight := pl.inflight
+		pl.mu.Unlock()
+		return nil, busy(inflight)
+	}
+	if waiting {
+		pl.waiting -= n
+	}
+	pl.inflight += n
+	pl.peak = max(pl.peak, pl.inflight)
+	pl.mu.Unlock()
+	return func() {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		pl.inflight -= n
+		if pl.freed != nil {
+			close(pl.freed)
+			pl.freed = nil
+		}
+	}, nil
 }
 
 // streamRefusal is what the tenant stream limit refused of a push.

@@ -1,0 +1,255 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+)
+
+// postRaw sends a push from any goroutine (testEnv.do may call Fatal)
+// and returns status, Retry-After and body.
+func postRaw(url, ct string, body []byte) (int, string, string, error) {
+	resp, err := http.Post(url, ct, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), b.String(), nil
+}
+
+// waitWaiting waits until pushes of want bytes wait for budget.
+func waitWaiting(t *testing.T, s *Server, want int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		s.pushLim.mu.Lock()
+		got := s.pushLim.waiting
+		s.pushLim.mu.Unlock()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes waiting for push budget, want %d", got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPushBudget: a body over --max-inflight-push-bytes is 413; a push
+// that finds the budget taken waits, and gets 429 with Retry-After when
+// none frees in time (or when as many bytes already wait), or is stored
+// once a push in flight releases it. The budget counts decompressed
+// bytes (a snappy body is counted decoded).
+func TestPushBudget(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.MaxInflightPushBytes = 1000
+		c.PushQueueWait = 50 * time.Millisecond
+	})
+	push := "/loki/api/v1/push"
+	body := jsonPush(`{"app":"a"}`, t0, "x0", "x1") // < 200 bytes
+	if len(body) > 200 {
+		t.Fatalf("body of %d bytes", len(body))
+	}
+
+	// Over the whole budget: 413, as a body over --max-body. Snappy
+	// makes 1100 bytes of this 60-byte body.
+	big := snappy.Encode(nil, EncodePushProto([]PushStream{{Labels: `{app="big"}`, Entries: []PushEntry{{Time: t0, Line: strings.Repeat("b", 1100)}}}}))
+	if len(big) >= 1000 {
+		t.Fatalf("snappy body of %d bytes", len(big))
+	}
+	code, body2 := e.do("POST", push, big, "Content-Type", "application/x-protobuf")
+	if code != 413 || !strings.Contains(body2, "exceeds --max-inflight-push-bytes (1000)") || !strings.Contains(body2, "nothing was stored") {
+		t.Errorf("body over the budget: %d %s", code, body2)
+	}
+
+	// The budget taken (as by a push in flight): 429 after the wait.
+	release, err := e.srv.admitPush(t.Context(), 950)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, ra, msg, err := postRaw(e.ts.URL+push, "application/json", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 429 || ra != "1" || !strings.Contains(msg, "too many push bytes in flight (950 of --max-inflight-push-bytes 1000; waited up to 50ms); nothing was stored") {
+		t.Errorf("push with the budget taken: %d Retry-After %q %s", code, ra, msg)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("answered after %s, before the 50ms wait", d)
+	}
+	// OTLP too, in its own status form.
+	otlp := otlpJSONReq([]tRes{{attrs: []tkv{kvS("service.name", "o")}, scopes: []tScope{{recs: []tRec{{time: uint64(t0), body: strBody("o0")}}}}}})
+	if code, _, b := e.otlpPost(otlp, "Content-Type", "application/json"); code != 429 || !strings.Contains(string(b), "too many push bytes in flight") {
+		t.Errorf("otlp push with the budget taken: %d %s", code, b)
+	}
+
+	release()
+
+	// A push waiting when the budget frees is stored.
+	e = newEnv(t, func(c *Config) {
+		c.MaxInflightPushBytes = 1000
+		c.PushQueueWait = 10 * time.Second
+	})
+	if release, err = e.srv.admitPush(t.Context(), 950); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		code, _, msg, err := postRaw(e.ts.URL+push, "application/json", body)
+		done <- fmt.Sprint(code, " ", msg, err)
+	}()
+	waitWaiting(t, e.srv, int64(len(body)))
+	// As many bytes as the budget waiting: the next push is refused at
+	// once rather than holding its body too.
+	e.srv.pushLim.mu.Lock()
+	e.srv.pushLim.waiting += 1000 - int64(len(body))
+	e.srv.pushLim.mu.Unlock()
+	start = time.Now()
+	if code, ra, msg, _ := postRaw(e.ts.URL+push, "application/json", jsonPush(`{"app":"b"}`, t0, "y")); code != 429 || ra != "1" || time.Since(start) > 5*time.Second {
+		t.Errorf("push with the wait queue full: %d %q %s after %s", code, ra, msg, time.Since(start))
+	}
+	e.srv.pushLim.mu.Lock()
+	e.srv.pushLim.waiting -= 1000 - int64(len(body))
+	e.srv.pushLim.mu.Unlock()
+	release()
+	if got := <-done; got != "204 <nil>" {
+		t.Errorf("waiting push: %s", got)
+	}
+	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), streamLines("app=a", "x0", "x1"))
+	pl := &e.srv.pushLim
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.inflight != 0 || pl.waiting != 0 || pl.freed != nil {
+		t.Errorf("budget after the pushes: inflight %d, waiting %d, freed %v", pl.inflight, pl.waiting, pl.freed)
+	}
+}
+
+// TestPushBudgetConcurrent: many concurrent pushes through a budget of
+// three bodies: three run, three wait their turn, the others get 429
+// with Retry-After at once and retry, as shippers do. All end stored
+// exactly once, and the bytes in flight never pass the budget.
+func TestPushBudgetConcurrent(t *testing.T) {
+	const clients = 16
+	body := func(i int) []byte { return jsonPush(fmt.Sprintf(`{"app":"c%02d"}`, i), t0, "l0", "l1", "l2") }
+	n := int64(len(body(0)))
+	e := newEnv(t, func(c *Config) {
+		c.MaxInflightPushBytes = 3 * n
+		c.PushQueueWait = 30 * time.Second
+	})
+	var wg sync.WaitGroup
+	var retried atomic.Int32
+	for i := range clients {
+		wg.Go(func() {
+			for {
+				code, ra, msg, err := postRaw(e.ts.URL+"/loki/api/v1/push", "application/json", body(i))
+				if code == 429 && ra == "1" {
+					retried.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if code != 204 {
+					t.Errorf("push %d: %d %s %v", i, code, msg, err)
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d retries", retried.Load())
+	if n := e.storedCount("fake"); n != 3*clients {
+		t.Errorf("stored %d entries, want %d", n, 3*clients)
+	}
+	e.srv.pushLim.mu.Lock()
+	p := e.srv.pushLim.peak
+	e.srv.pushLim.mu.Unlock()
+	if p > 3*n || p < n {
+		t.Errorf("peak bytes in flight %d, want within [%d, %d]", p, n, 3*n)
+	}
+}
+
+// BenchmarkPushMemory pushes one protobuf body of one-byte lines (the
+// E4 workload: hay serve's memory was ~250 bytes an entry) and reports
+// the bytes allocated and the peak growth of the heap's objects per
+// entry, which bound what the push path holds at once.
+func BenchmarkPushMemory(b *testing.B) {
+	const entries = 500_000
+	es := make([]PushEntry, entries)
+	for i := range es {
+		es[i] = PushEntry{Time: t0 + int64(i), Line: "x"}
+	}
+	body := snappy.Encode(nil, EncodePushProto([]PushStream{{Labels: `{app="mem"}`, Entries: es}}))
+	es = nil
+	b.SetBytes(int64(len(body)))
+	var alloc, peak float64
+	for b.Loop() {
+		b.StopTimer()
+		s, err := New(Config{DataDir: b.TempDir(), RejectOlderThan: -1, RejectNewerThan: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := s.Handler()
+		runtime.GC()
+		sample := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		rtmetrics.Read(sample)
+		before := sample[0].Value.Uint64()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		stop := make(chan struct{})
+		var max uint64
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+			for {
+				rtmetrics.Read(s)
+				if v := s[0].Value.Uint64(); v > max {
+					max = v
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Microsecond):
+				}
+			}
+		})
+		b.StartTimer()
+		req, _ := http.NewRequest("POST", "/loki/api/v1/push", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		w := newDiscardWriter()
+		h.ServeHTTP(w, req)
+		b.StopTimer()
+		close(stop)
+		wg.Wait()
+		runtime.ReadMemStats(&ms1)
+		if w.code != http.StatusNoContent {
+			b.Fatalf("push: %d", w.code)
+		}
+		alloc += float64(ms1.TotalAlloc - ms0.TotalAlloc)
+		peak += float64(max - before)
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(alloc/float64(b.N)/entries, "alloc-B/entry")
+	b.ReportMetric(peak/float64(b.N)/entries, "peak-heap-B/entry")
+}
+
+// discardWriter is an http.ResponseWriter that keeps only the status.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func newDiscardWriter() *discardWriter               { return &discardWriter{h: http.Header{}, code: 200} }
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
