@@ -21,7 +21,7 @@ func FuzzDecodePushProto(f *testing.F) {
 		for _, s := range streams {
 			p := PushStream{Labels: s.labels}
 			for _, e := range s.entries {
-				p.Entries = append(p.Entries, PushEntry{Time: e.ts, Line: string(e.line)})
+				p.Entries = append(p.Entries, PushEntry{Time: e.Time, Line: string(e.Line)})
 			}
 			ps = append(ps, p)
 		}

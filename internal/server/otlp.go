@@ -694,8 +694,14 @@ func otlpLabels(attrs []otlpKV) map[string]string {
 // refused into rj.
 func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 	out := make([]pushStream, 0, len(res))
+	n := 0
+	for _, r := range res {
+		n += len(r.records)
+	}
+	all := make([]pushEntry, 0, n) // every stream's entries, in order (inPlace)
 	for i, r := range res {
-		ps := pushStream{lmap: otlpLabels(r.attrs), entries: make([]pushEntry, 0, len(r.records))}
+		ps := pushStream{lmap: otlpLabels(r.attrs)}
+		start := len(all)
 		for j, rec := range r.records {
 			ts := rec.time
 			if ts == 0 {
@@ -705,17 +711,18 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 				rj.add(1, "bad_timestamp", "resource %d, log record %d: time %d ns is past the year 2262", i, j, ts)
 				continue
 			}
-			e := pushEntry{ts: int64(ts)}
+			e := pushEntry{Time: int64(ts)}
 			if ts == 0 {
-				e.ts = now
+				e.Time = now
 			}
 			if rec.body.kind == otlpString {
-				e.line = rec.body.bytes
+				e.Line = rec.body.bytes
 			} else {
-				e.line = []byte(rec.body.String())
+				e.Line = []byte(rec.body.String())
 			}
-			ps.entries = append(ps.entries, e)
+			all = append(all, e)
 		}
+		ps.entries = all[start:]
 		out = append(out, ps)
 	}
 	return out

@@ -751,7 +751,7 @@ func TestOTLPProtocGolden(t *testing.T) {
 		}
 		slices.Sort(ls)
 		for _, e := range s.entries {
-			got = append(got, fmt.Sprintf("%s %d %s", strings.Join(ls, ","), e.ts, e.line))
+			got = append(got, fmt.Sprintf("%s %d %s", strings.Join(ls, ","), e.Time, e.Line))
 		}
 	}
 	wantLines(t, "protoc-encoded request", got, []string{

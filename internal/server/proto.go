@@ -70,8 +70,24 @@ func protoField(b []byte) (field int, typ int, num uint64, val []byte, rest []by
 }
 
 // decodePushProto decodes an uncompressed PushRequest. Line slices alias b.
+// The slices are sized exactly by a first pass over the field headers
+// (countProtoField): grown by append, a push of millions of entries
+// allocated five times its final arrays (Go grows large slices by 1.25×).
 func decodePushProto(b []byte) ([]pushStream, error) {
-	var out []pushStream
+	nstreams, nentries := 0, 0
+	for rest := b; len(rest) > 0; {
+		f, t, _, v, r, err := protoField(rest)
+		if err != nil {
+			break // reported below
+		}
+		if f == 1 && t == wireLen {
+			nstreams++
+			nentries += countProtoField(v, 2)
+		}
+		rest = r
+	}
+	out := make([]pushStream, 0, nstreams)
+	all := make([]pushEntry, 0, nentries) // every stream's entries, in order (inPlace)
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
 		if err != nil {
@@ -84,7 +100,8 @@ func decodePushProto(b []byte) ([]pushStream, error) {
 		if t != wireLen {
 			return out, fmt.Errorf("stream %d: wrong wire type %d", len(out), t)
 		}
-		s, err := decodeStreamProto(v)
+		var s pushStream
+		s, all, err = decodeStreamProto(v, all)
 		if err != nil {
 			return out, fmt.Errorf("stream %d: %w", len(out), err)
 		}
@@ -93,12 +110,15 @@ func decodePushProto(b []byte) ([]pushStream, error) {
 	return out, nil
 }
 
-func decodeStreamProto(b []byte) (pushStream, error) {
-	var s pushStream
+// decodeStreamProto decodes a StreamAdapter, appending its entries to
+// all; s.entries is the part of all they took.
+func decodeStreamProto(b []byte, all []pushEntry) (s pushStream, _ []pushEntry, err error) {
+	start := len(all)
+	defer func() { s.entries = all[start:] }()
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
 		if err != nil {
-			return s, err
+			return s, all, err
 		}
 		b = rest
 		switch {
@@ -107,14 +127,32 @@ func decodeStreamProto(b []byte) (pushStream, error) {
 		case f == 2 && t == wireLen:
 			e, err := decodeEntryProto(v)
 			if err != nil {
-				return s, fmt.Errorf("entry %d: %w", len(s.entries), err)
+				return s, all, fmt.Errorf("entry %d: %w", len(all)-start, err)
 			}
-			s.entries = append(s.entries, e)
+			all = append(all, e)
 		case f == 1 || f == 2:
-			return s, fmt.Errorf("field %d: wrong wire type %d", f, t)
+			return s, all, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
 	}
-	return s, nil
+	return s, all, nil
+}
+
+// countProtoField counts the length-delimited fields numbered f of a
+// message, stopping at the first malformed field (the decoder then
+// reports it).
+func countProtoField(b []byte, f int) int {
+	n := 0
+	for len(b) > 0 {
+		g, t, _, _, rest, err := protoField(b)
+		if err != nil {
+			break
+		}
+		if g == f && t == wireLen {
+			n++
+		}
+		b = rest
+	}
+	return n
 }
 
 func decodeEntryProto(b []byte) (pushEntry, error) {
@@ -131,9 +169,9 @@ func decodeEntryProto(b []byte) (pushEntry, error) {
 			if err != nil {
 				return e, fmt.Errorf("timestamp: %w", err)
 			}
-			e.ts = ts
+			e.Time = ts
 		case f == 2 && t == wireLen:
-			e.line = v
+			e.Line = v
 		case f == 1 || f == 2:
 			return e, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}

@@ -24,7 +24,7 @@ func TestDecodePushProtoBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprint([]pushStream{{labels: labels, entries: []pushEntry{{ts: 1700000000*1e9 + 7, line: []byte("hi")}}}})
+	want := fmt.Sprint([]pushStream{{labels: labels, entries: []pushEntry{{Time: 1700000000*1e9 + 7, Line: []byte("hi")}}}})
 	if fmt.Sprint(got) != want {
 		t.Fatalf("got %v\nwant %s", got, want)
 	}

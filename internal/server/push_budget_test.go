@@ -253,3 +253,71 @@ func newDiscardWriter() *discardWriter               { return &discardWriter{h: 
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+
+// TestValidateInPlace: the decoders lay a push's entries out in one
+// array, stream after stream, and validate keeps the valid ones in it;
+// the result equals a naive filter of a copy, with invalid entries at the
+// start, middle and end of streams and streams left empty.
+func TestValidateInPlace(t *testing.T) {
+	s := &Server{cfg: Config{Now: func() time.Time { return time.Unix(0, base) }, MaxLine: 4, MaxLabels: 15,
+		MaxLabelNameBytes: 1024, MaxLabelValueBytes: 2048, RejectOlderThan: time.Hour}}
+	old := base - 2*int64(time.Hour)
+	var ps []PushStream
+	type want struct {
+		labels string
+		time   int64
+		line   string
+	}
+	var oracle []want
+	total := 0
+	for i := range 6 {
+		p := PushStream{Labels: fmt.Sprintf(`{app="s%d"}`, i)}
+		for j := range i * 3 {
+			e := PushEntry{Time: base - int64(j), Line: fmt.Sprint(j)}
+			switch (i + j) % 4 {
+			case 1:
+				e.Time = old // too old
+			case 2:
+				e.Line = "longer" // over MaxLine
+			}
+			p.Entries = append(p.Entries, e)
+			total++
+			if e.Time != old && len(e.Line) <= 4 {
+				oracle = append(oracle, want{fmt.Sprintf(`{app="s%d"}`, i), e.Time, e.Line})
+			}
+		}
+		ps = append(ps, p)
+	}
+	streams, err := decodePushProto(EncodePushProto(ps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := inPlace(streams)
+	if all == nil {
+		t.Fatal("protobuf push not laid out in one array")
+	}
+	out, _, rj := s.validate(streams)
+	if len(out) > 0 && &out[0] != &all[:1][0] {
+		t.Error("validate copied the entries")
+	}
+	var got []want
+	for _, e := range out {
+		got = append(got, want{e.Labels, e.Time, string(e.Line)})
+	}
+	if fmt.Sprint(got) != fmt.Sprint(oracle) || rj.entries != total-len(oracle) {
+		t.Errorf("validate in place:\n got %v\nwant %v (refused %d)", got, oracle, rj.entries)
+	}
+	if js, err := decodePushJSON(pushJSON([]oStream{{labels: map[string]string{"a": "1"}, entries: []PushEntry{{base, "x"}}}, {labels: map[string]string{"a": "2"}, entries: []PushEntry{{base, "y"}}}})); err != nil || inPlace(js) == nil {
+		t.Errorf("JSON push not laid out in one array: %v", err)
+	}
+	// Streams in separate arrays (as jsonl's) are copied, not filtered
+	// in place.
+	sep := []pushStream{{labels: `{a="1"}`, entries: []pushEntry{{Time: base, Line: []byte("x")}}}, {labels: `{a="2"}`, entries: []pushEntry{{Time: base, Line: []byte("y")}}}}
+	if inPlace(sep) != nil {
+		t.Error("separate arrays taken for one")
+	}
+	out, _, _ = s.validate(sep)
+	if len(out) != 2 || out[0].Labels != `{a="1"}` || out[1].Labels != `{a="2"}` || string(sep[1].entries[0].Line) != "y" {
+		t.Errorf("separate arrays: %v, input now %v", out, sep)
+	}
+}
