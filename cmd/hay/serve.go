@@ -66,7 +66,8 @@ func runServe(args []string) error {
 	}
 	data := fs.String("data", defaultDataDir(), "data `dir`ectory; each tenant's store is DIR/<tenant> (default $HAY_DATA, else ./hay-data)")
 	listen := fs.String("listen", "127.0.0.1:3100", "listen `address`")
-	authFile := fs.String("auth-file", "", "credentials `file`: lines \"token <secret> [tenant]\" or \"basic <user> <password> [tenant]\"; a secret may be written as sha256:<hex> or a bcrypt hash ($2y$..., as htpasswd -B makes)")
+	authFile := fs.String("auth-file", "", "credentials `file`: lines \"token <secret> [tenant]\" or \"basic <user> <password> [tenant]\"; a secret may be written as sha256:<hex> or a bcrypt hash ($2y$..., as htpasswd -B makes); a line without a tenant may use every tenant. Plain HTTP: put a TLS proxy in front")
+	authFailures := fs.Int("auth-failures-per-minute", server.DefaultFailuresPerMinute, "with --auth-file, failed logins a client address may make a minute after a burst of 20; past it, 429 (negative: no limit, e.g. behind a proxy that limits)")
 	maxBody := int64(64 << 20)
 	fs.Var(byteSizeFlag{&maxBody}, "max-body", "largest push body as sent (decompressed: 4x this)")
 	maxLine := int64(256 << 10)
@@ -146,6 +147,10 @@ func runServe(args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", *authFile, err)
 		}
+		cfg.Auth.FailuresPerMinute = *authFailures
+		if *authFailures == 0 {
+			cfg.Auth.FailuresPerMinute = -1 // 0 a minute would lock out for good: read as no limit
+		}
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -161,6 +166,9 @@ func runServe(args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "hay serve: listening on http://%s (data %s)\n", ln.Addr(), *data)
+	if *authFile == "" && !loopbackListener(ln.Addr()) {
+		fmt.Fprintf(os.Stderr, "hay serve: warning: no --auth-file, and %s is reachable from other machines: anyone who can connect may read and write every tenant\n", ln.Addr())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serveUntil(ctx, srv, ln, cfg.Logger, "hay serve"); err != nil {
@@ -213,4 +221,11 @@ func queueWaitConfig(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// loopbackListener reports whether addr only accepts connections from
+// this machine.
+func loopbackListener(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -107,9 +107,15 @@
 // X-Scope-OrgID names the tenant ([A-Za-z0-9_.-]{1,64}, not . or ..;
 // default "fake" as in Loki). Each tenant's data is the store
 // DATA/<tenant>, so no query can reach another tenant's entries. With
-// --auth-file (see Auth) every request except /ready, /health, /metrics
-// and the UI's static files needs a bearer token or basic credentials; a
-// credential bound to a tenant can use only that tenant.
+// --auth-file (see Auth) every request except /ready, /health, /metrics,
+// /loki/api/v1/status/buildinfo (the version, which Grafana reads) and the
+// UI's static files needs a bearer token or basic credentials; a
+// credential bound to a tenant can use only that tenant, and one without
+// a tenant may use every tenant. A client address that fails to log in
+// more than 20 times gets 429 until its allowance comes back (10 a
+// minute; hay serve --auth-failures-per-minute). hay serve speaks plain
+// HTTP: with credentials, put a TLS proxy in front of it, or they cross
+// the network in clear text.
 //
 // # Search
 //

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// stopServe ends a server started by startCrashServe with SIGTERM and
+// returns everything it wrote to stderr.
+func stopServe(t *testing.T, s *crashServer) string {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.logDone
+	s.cmd.Wait()
+	return s.logs()
+}
+
+// TestServeExposedWithoutAuthWarns: hay serve listening beyond loopback
+// without --auth-file says that anyone who can connect may read and write
+// every tenant; on loopback, or with an auth file, it does not (auth
+// audit A9).
+func TestServeExposedWithoutAuthWarns(t *testing.T) {
+	const warning = "warning: no --auth-file"
+	if logs := stopServe(t, startCrashServe(t, t.TempDir(), "--listen", "0.0.0.0:0")); !strings.Contains(logs, warning) {
+		t.Errorf("--listen 0.0.0.0:0 without auth: no warning in\n%s", logs)
+	}
+	if logs := stopServe(t, startCrashServe(t, t.TempDir())); strings.Contains(logs, warning) {
+		t.Errorf("loopback: warned\n%s", logs)
+	}
+	auth := filepath.Join(t.TempDir(), "auth")
+	if err := os.WriteFile(auth, []byte("token secret1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if logs := stopServe(t, startCrashServe(t, t.TempDir(), "--listen", "0.0.0.0:0", "--auth-file", auth)); strings.Contains(logs, warning) {
+		t.Errorf("with --auth-file: warned\n%s", logs)
+	}
+}
+
+// TestServeAuthFailureLimitFlag: by default a client gets 20 failed
+// logins and then 429; --auth-failures-per-minute -1 turns that off (for a
+// proxy that limits, where every client shares its address).
+func TestServeAuthFailureLimitFlag(t *testing.T) {
+	auth := filepath.Join(t.TempDir(), "auth")
+	if err := os.WriteFile(auth, []byte("basic carol carolpw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	guess := func(url string, i int) int {
+		req, _ := http.NewRequest("GET", url+"/loki/api/v1/labels", nil)
+		req.SetBasicAuth("carol", fmt.Sprint("guess", i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		flags []string
+		want  []int // the 20th and 21st guesses
+	}{
+		{nil, []int{401, 429}},
+		{[]string{"--auth-failures-per-minute", "-1"}, []int{401, 401}},
+		{[]string{"--auth-failures-per-minute", "0"}, []int{401, 401}},
+	} {
+		s := startCrashServe(t, t.TempDir(), append([]string{"--auth-file", auth}, c.flags...)...)
+		for i := range 19 {
+			if code := guess(s.url, i); code != 401 {
+				t.Fatalf("%v: guess %d: %d", c.flags, i, code)
+			}
+		}
+		if a, b := guess(s.url, 19), guess(s.url, 20); a != c.want[0] || b != c.want[1] {
+			t.Errorf("%v: the 20th and 21st wrong passwords got %d and %d, want %v", c.flags, a, b, c.want)
+		}
+		stopServe(t, s)
+	}
+}
