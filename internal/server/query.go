@@ -50,7 +50,7 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 		}
 		ts, err := s.openTenant(tenant, false)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err.Error())
+			s.queryErr(w, err) // 503 past --max-open-tenants or shutting down
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)
