@@ -88,6 +88,7 @@ func runServe(args []string) error {
 	maxStreams := fs.Int("max-streams-per-tenant", 5000, "streams a tenant may have (every stream its store ever held; Loki's max_global_streams_per_user): a push's entries for streams past it get 429 (0: no limit)")
 	inflightPush := int64(256 << 20)
 	fs.Var(byteSizeFlag{&inflightPush}, "max-inflight-push-bytes", "decompressed push bodies processed at once, all tenants; a push beyond it waits up to 5s, then gets 429 with Retry-After (0: no bound)")
+	maxOpenTenants := fs.Int("max-open-tenants", server.DefaultMaxOpenTenants(), "tenant stores open at once (2 file descriptors each; default: a quarter of the descriptor limit); past it the least recently used idle tenant is flushed and closed, and reopens on its next request")
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
 	mergeBytes := int64(store.DefaultMergeBytes)
 	fs.Var(byteSizeFlag{&mergeBytes}, "merge-bytes", "the background compaction merges consecutive segments into one of up to this many raw bytes (0: rewrite each alone; see hay compact)")
@@ -104,6 +105,9 @@ func runServe(args []string) error {
 	}
 	if maxLine < 64 || maxLine > 16<<20 {
 		return fmt.Errorf("%w: --max-line must be between 64 bytes and 16MiB", errUsage)
+	}
+	if *maxOpenTenants < 1 {
+		return fmt.Errorf("%w: --max-open-tenants must be at least 1", errUsage)
 	}
 	if *compactEvery < 0 {
 		return fmt.Errorf("%w: --compact-interval must be 0 (never) or positive", errUsage)
@@ -127,6 +131,7 @@ func runServe(args []string) error {
 		MaxStreamsPerTenant:  *maxStreams,
 		MaxInflightPushBytes: inflightPush,
 		CompactInterval:      *compactEvery,
+		MaxOpenTenants:       *maxOpenTenants,
 		CompactMergeBytes:    mergeBytes,
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
