@@ -88,6 +88,7 @@ func runServe(args []string) error {
 	maxStreams := fs.Int("max-streams-per-tenant", 5000, "streams a tenant may have (every stream its store ever held; Loki's max_global_streams_per_user): a push's entries for streams past it get 429 (0: no limit)")
 	inflightPush := int64(256 << 20)
 	fs.Var(byteSizeFlag{&inflightPush}, "max-inflight-push-bytes", "decompressed push bodies processed at once, all tenants; a push beyond it waits up to 5s, then gets 429 with Retry-After (0: no bound)")
+	discoverService := fs.Bool("discover-service-name", true, "give pushed streams without service_name one, as Loki's discover_service_name: the first of service, app, application, app_name, name, app_kubernetes_io_name, container, container_name, k8s_container_name, component, workload, job, k8s_job_name, else unknown_service (Grafana's Logs Drilldown lists services by it)")
 	maxOpenTenants := fs.Int("max-open-tenants", server.DefaultMaxOpenTenants(), "tenant stores open at once (2 file descriptors each; default: a quarter of the descriptor limit); past it the least recently used idle tenant is flushed and closed, and reopens on its next request")
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
 	mergeBytes := int64(store.DefaultMergeBytes)
@@ -136,6 +137,7 @@ func runServe(args []string) error {
 		Logger:               slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	cfg.Store.HeadBytes = headBytes
+	cfg.NoServiceNameDiscovery = !*discoverService
 	if inflightPush <= 0 {
 		cfg.MaxInflightPushBytes = -1 // server: negative means no bound
 	}
