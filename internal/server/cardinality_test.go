@@ -22,10 +22,11 @@ type cardStream struct {
 
 // want is the stream's labels as the API must answer them: empty values
 // dropped, and (JSON push, or JSON answers) invalid UTF-8 as U+FFFD per
-// byte, as encoding/json reads and writes it.
+// byte, as encoding/json reads and writes it; service_name added from
+// app (withServiceName).
 func (c *cardStream) want() map[string]string {
 	out := map[string]string{}
-	for k, v := range c.sent {
+	for k, v := range withServiceName(c.sent) {
 		if v != "" {
 			out[k] = jsonText(v)
 		}

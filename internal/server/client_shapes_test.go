@@ -216,10 +216,10 @@ func TestClientShapeMetadata(t *testing.T) {
 	e := shapesEnv(t)
 	iso := func(ns int64) string { return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000Z") }
 	for _, c := range []struct{ path, want string }{
-		{fmt.Sprintf("/loki/api/v1/labels?start=%d&end=%d", base-3600e9, base), `{"status":"success","data":["app","level"]}`},
-		{"/loki/api/v1/labels?start=" + iso(base-3600e9) + "&end=" + iso(base), `{"status":"success","data":["app","level"]}`},
+		{fmt.Sprintf("/loki/api/v1/labels?start=%d&end=%d", base-3600e9, base), `{"status":"success","data":["app","level","service_name"]}`},
+		{"/loki/api/v1/labels?start=" + iso(base-3600e9) + "&end=" + iso(base), `{"status":"success","data":["app","level","service_name"]}`},
 		{fmt.Sprintf("/loki/api/v1/label/app/values?start=%d&end=%d&query=%s", base-3600e9, base, q(`{level="info"}`)), `{"status":"success","data":["api"]}`},
-		{fmt.Sprintf("/loki/api/v1/series?match[]=%s&start=%d&end=%d", q(`{app=~"a.*|w.*"}`), base-3600e9, base), `{"status":"success","data":[{"app":"api","level":"info"},{"app":"web"}]}`},
+		{fmt.Sprintf("/loki/api/v1/series?match[]=%s&start=%d&end=%d", q(`{app=~"a.*|w.*"}`), base-3600e9, base), `{"status":"success","data":[{"app":"api","level":"info","service_name":"api"},{"app":"web","service_name":"web"}]}`},
 	} {
 		code, body := e.get(c.path)
 		if code != 200 {

@@ -243,6 +243,17 @@ func (g *dtGen) batch(n int, utf8Only bool) []dtEntry {
 	return out
 }
 
+// dtStored is what the server stores of pushed entries: their labels
+// with service_name discovered (withServiceName), as Loki adds it.
+func dtStored(es []dtEntry) []dtEntry {
+	out := make([]dtEntry, len(es))
+	for i, e := range es {
+		e.labels = withServiceName(e.labels)
+		out[i] = e
+	}
+	return out
+}
+
 // dtPush sends entries in one of the push formats.
 func dtPush(env *testEnv, r *rand.Rand, tenant string, es []dtEntry, format int) error {
 	var body []byte
@@ -1776,7 +1787,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 			if err := dtPush(d.env, r, tenant, es, format); err != nil {
 				t.Fatal(err)
 			}
-			d.data[tenant] = append(d.data[tenant], es...)
+			d.data[tenant] = append(d.data[tenant], dtStored(es)...)
 		}
 	}
 	queries := func(n int) {
@@ -1840,7 +1851,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 				t.Error(err)
 				return
 			}
-			all = append(all, es...)
+			all = append(all, dtStored(es)...)
 		}
 	}()
 	queries(100)
@@ -1902,7 +1913,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 		if err := dtPush(d.env, r, DefaultTenant, es, format); err != nil {
 			t.Fatal(err)
 		}
-		d.data[DefaultTenant] = append(d.data[DefaultTenant], es...)
+		d.data[DefaultTenant] = append(d.data[DefaultTenant], dtStored(es)...)
 	}
 	if st := tenantWriter().Stats(); st.HeadEntries == 0 {
 		t.Fatalf("want entries in the head before the crash")

@@ -96,6 +96,26 @@
 // Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
 // 1), and beyond --max-queued-queries waiting they get 429 at once.
 //
+// Pushes: a tenant holds at most --max-streams-per-tenant streams (5000,
+// Loki's max_global_streams_per_user; the count is its stream table,
+// every stream it ever held): a push's entries of existing streams and of
+// new streams within the limit are stored, the others refused with 429
+// "Maximum active stream limit exceeded ..." naming the limit and the
+// counts (shippers retry a 429 whole, and hay does not drop duplicate
+// entries as Loki's ingesters do, so a retried batch stores its accepted
+// entries again). The decompressed bodies decoded and stored at once are
+// bounded server-wide by --max-inflight-push-bytes (256 MiB): a push
+// beyond it waits up to 5 s, then gets 429 with Retry-After: 1 (at once
+// when as many bytes already wait); a body larger than it gets 413.
+//
+// A pushed stream without service_name gets one, as Loki's
+// discover_service_name gives it (Logs Drilldown lists services by it):
+// the value of the first of service, app, application, app_name, name,
+// app_kubernetes_io_name, container, container_name, k8s_container_name,
+// component, workload, job, k8s_job_name present, else unknown_service;
+// added after the --max-labels check. --discover-service-name=false turns
+// it off (OTLP streams get service_name from service.name either way).
+//
 // Requests that change state (pushes, POSTed queries) sent by another
 // site's page in a browser (Sec-Fetch-Site cross-site or same-site, or an
 // Origin other than the Host) get 403 (net/http's CrossOriginProtection):

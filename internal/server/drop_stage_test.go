@@ -150,15 +150,17 @@ func TestDropStageMetricPipelineError(t *testing.T) {
 		{`count_over_time({app="web"} | json | keep app [1m])`, 400, `pipeline error: 'JSONParserErr'`},
 		{`count_over_time({app="web"} | json | drop __error__="LogfmtParserErr" [1m])`, 400, `pipeline error: 'JSONParserErr'`},
 		{`count_over_time({app="web"} | json | drop __error__=~"JSON.*" [1m])`, 200,
-			`__error_details__=invalid JSON,app=web@0=1; app=web,level=warn,msg=slow@0=1`},
+			`__error_details__=invalid JSON,app=web,service_name=web@0=1; app=web,level=warn,msg=slow,service_name=web@0=1`},
 		{`count_over_time({app="web"} | json | keep app | drop __error__, __error_details__ [1m])`, 200, `app=web@0=2`},
 		// A later label filter sees no error after the drop.
 		{`count_over_time({app="web"} | json | drop __error__ | __error__="" [1m])`, 200,
-			`__error_details__=invalid JSON,app=web@0=1; app=web,level=warn,msg=slow@0=1`},
+			`__error_details__=invalid JSON,app=web,service_name=web@0=1; app=web,level=warn,msg=slow,service_name=web@0=1`},
 		// Stream labels and matchers: status 500 is dropped, 200 kept.
 		{`sum by (status) (count_over_time({app="api"} | logfmt | drop status="500" [1m]))`, 200, `@0=1; status=200@0=1`},
 		{`sum(count_over_time({app=~".+"} | drop app, level [1m]))`, 200, `@0=5`},
-		{`count_over_time({app=~".+"} | drop app, level [1m])`, 200, `@0=5`},
+		// service_name is the one discovered from app at push.
+		{`count_over_time({app=~".+"} | drop app, level, service_name [1m])`, 200, `@0=5`},
+		{`count_over_time({app=~".+"} | drop app, level [1m])`, 200, `service_name=api@0=2; service_name=db@0=1; service_name=web@0=2`},
 	} {
 		code, body := rangeQuery(e, c.query)
 		if code != c.code {
@@ -184,22 +186,22 @@ func TestDropStageLogQueries(t *testing.T) {
 	e := dropEnv(t)
 	for _, c := range []struct{ query, want string }{ // want: "; "-separated
 		{`{app=~".+"} | json | logfmt | drop __error__, __error_details__`,
-			`app=api,level=info,level_extracted=error,msg=db timeout,status=500:1; ` +
-				`app=api,level=info,level_extracted=info,msg=ok,status=200:1; ` +
-				`app=db,level=error,status=503:1; ` +
-				`app=web,level=warn,msg=slow:1; ` +
-				`app=web:1`},
-		{`{app="api"} | drop level`, `app=api:2`},
-		{`{app="api"} | drop level="error"`, `app=api,level=info:2`},
+			`app=api,level=info,level_extracted=error,msg=db timeout,service_name=api,status=500:1; ` +
+				`app=api,level=info,level_extracted=info,msg=ok,service_name=api,status=200:1; ` +
+				`app=db,level=error,service_name=db,status=503:1; ` +
+				`app=web,level=warn,msg=slow,service_name=web:1; ` +
+				`app=web,service_name=web:1`},
+		{`{app="api"} | drop level`, `app=api,service_name=api:2`},
+		{`{app="api"} | drop level="error"`, `app=api,level=info,service_name=api:2`},
 		{`{app="api"} | logfmt | keep status, level="error"`, `status=200:1; status=500:1`},
 		{`{app="api"} | logfmt | keep status, level_extracted=~"err.*"`, `level_extracted=error,status=500:1; status=200:1`},
 		{`{app=~".+"} | keep nothing`, `:5`},
 		// Drop never filters; a label filter after it sees the result.
-		{`{app=~".+"} | drop level | level=""`, `app=api:2; app=db:1; app=web:2`},
+		{`{app=~".+"} | drop level | level=""`, `app=api,service_name=api:2; app=db,service_name=db:1; app=web,service_name=web:2`},
 		{`{app=~".+"} | drop level | level="info"`, ``},
 		// Comments, with a bracket and a quote in them.
-		{"{app=\"api\"} # the [api] \"service\n | drop level # all of it", `app=api:2`},
-		{"# api only\n{app=\"api\"} | drop level", `app=api:2`},
+		{"{app=\"api\"} # the [api] \"service\n | drop level # all of it", `app=api,service_name=api:2`},
+		{"# api only\n{app=\"api\"} | drop level", `app=api,service_name=api:2`},
 	} {
 		code, body := rangeQuery(e, c.query)
 		if code != 200 {

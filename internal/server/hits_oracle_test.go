@@ -422,6 +422,7 @@ func hoMetric(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEnt
 		{"count", " by (app)", func(k string) bool { return k == "app" }},
 		{"max", "", func(string) bool { return false }},
 		{"min", " without (app)", func(k string) bool { return k != "app" }},
+		{"max", " without (app, service_name)", func(k string) bool { return k != "app" && k != "service_name" }},
 		{"avg", "", func(string) bool { return false }},
 	}
 	agg := aggs[r.IntN(len(aggs))]
@@ -500,9 +501,13 @@ func hoMetric(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEnt
 	}
 	groups := map[string]map[int64]*acc{}
 	for app, list := range byApp {
+		// The stream's labels as stored: app and the service_name
+		// discovered from it (withServiceName).
 		g := map[string]string{}
-		if agg.keep("app") {
-			g["app"] = app
+		for k, v := range withServiceName(map[string]string{"app": app}) {
+			if agg.keep(k) {
+				g[k] = v
+			}
 		}
 		gk := hoLabelKey(g)
 		for _, x := range steps {
@@ -688,18 +693,18 @@ func TestHitsEdgeTable(t *testing.T) {
 	}{
 		// (t-1s, t] at t=-1ns holds -1 only: -1000000001 is on the open edge.
 		{`count_over_time({app="a"}[1s])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(-1), rfc(1e9)),
-			`[{"metric":{"app":"a"},"values":[[-0.000000001,"1"],[0.999999999,"4"]]}]`},
+			`[{"metric":{"app":"a","service_name":"a"},"values":[[-0.000000001,"1"],[0.999999999,"4"]]}]`},
 		// (t-2s, t]: 2 entries at -1 ns, 5 at 1 s - 1 ns; rate divides by 2.
 		{`rate({app="a"}[2s])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(-1), rfc(1e9)),
-			`[{"metric":{"app":"a"},"values":[[-0.000000001,"1"],[0.999999999,"2.5"]]}]`},
+			`[{"metric":{"app":"a","service_name":"a"},"values":[[-0.000000001,"1"],[0.999999999,"2.5"]]}]`},
 		// A 1 ms range, steps of 1 ms from 0: (-1ms, 0] holds -1 and 0,
 		// (0, 1ms] 999999 and 1000000, later windows nothing.
 		{`count_over_time({app="a"}[1ms])`, fmt.Sprintf("start=%s&end=%s&step=0.001", rfc(0), rfc(3e6)),
-			`[{"metric":{"app":"a"},"values":[[0,"2"],[0.001,"2"]]}]`},
+			`[{"metric":{"app":"a","service_name":"a"},"values":[[0,"2"],[0.001,"2"]]}]`},
 		{`bytes_over_time({app="a"}[10s])`, fmt.Sprintf("start=%s&end=%s&step=100", rfc(2e9-1), rfc(2e9-1)),
-			`[{"metric":{"app":"a"},"values":[[1.999999999,"18"]]}]`},
+			`[{"metric":{"app":"a","service_name":"a"},"values":[[1.999999999,"18"]]}]`},
 		{`bytes_rate({app="a"}[4s])`, fmt.Sprintf("start=%s&end=%s&step=100", rfc(2e9-1), rfc(2e9-1)),
-			`[{"metric":{"app":"a"},"values":[[1.999999999,"4.5"]]}]`},
+			`[{"metric":{"app":"a","service_name":"a"},"values":[[1.999999999,"4.5"]]}]`},
 		// Nothing in (1e9, 2e9-2]: no point at all, not a zero.
 		{`count_over_time({app="a"}[999999998ns])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(2e9-2), rfc(2e9-2)),
 			`[]`},

@@ -49,7 +49,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "e"}, entries: []PushEntry{{t0, "e0"}, {t0 + 1, "e1"}, {t0 + 2, "e2"}, {t0 + 3, "e3"}}},
 		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0 + 1, "b1"}}},
 	}))
-	if want := `Maximum active stream limit exceeded when trying to create stream {app=\"d\"} (and 1 more new streams): tenant 'fake' has 3 streams, its limit is 3 (--max-streams-per-tenant)`; code != 429 || !strings.Contains(body, want) ||
+	if want := `Maximum active stream limit exceeded when trying to create stream {app=\"d\", service_name=\"d\"} (and 1 more new streams): tenant 'fake' has 3 streams, its limit is 3 (--max-streams-per-tenant)`; code != 429 || !strings.Contains(body, want) ||
 		!strings.Contains(body, "7 entries of 2 new streams refused; 7 entries refused, the other 4 stored") {
 		t.Errorf("json push past the limit: %d %s", code, body)
 	}
@@ -58,12 +58,12 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "f"}, entries: []PushEntry{{t0, "f0"}}},
 		{labels: map[string]string{"app": "a"}, entries: []PushEntry{{t0 + 3, "a3"}}},
 	}), "Content-Type", "application/x-protobuf")
-	if code != 429 || !strings.Contains(body, `stream {app=\"f\"}: tenant 'fake' has 3 streams`) || !strings.Contains(body, "1 entries refused, the other 1 stored") {
+	if code != 429 || !strings.Contains(body, `stream {app=\"f\", service_name=\"f\"}: tenant 'fake' has 3 streams`) || !strings.Contains(body, "1 entries refused, the other 1 stored") {
 		t.Errorf("protobuf push past the limit: %d %s", code, body)
 	}
 	// jsonl with only a new stream: nothing stored.
 	code, body = e.do("POST", "/api/v1/push/jsonl", []byte(fmt.Sprintf(`{"labels":{"app":"g"},"ts":"%d","line":"g0"}`+"\n", t0)))
-	if code != 429 || !strings.Contains(body, `{app=\"g\"}`) || !strings.Contains(body, "1 entries of 1 new streams refused; nothing was stored") {
+	if code != 429 || !strings.Contains(body, `{app=\"g\", service_name=\"g\"}`) || !strings.Contains(body, "1 entries of 1 new streams refused; nothing was stored") {
 		t.Errorf("jsonl push of a new stream past the limit: %d %s", code, body)
 	}
 	// Refused entries of validation and of the limit together: 429,
@@ -72,7 +72,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0 + 2, "b2"}, {t0 + 3, strings.Repeat("x", 101)}}},
 		{labels: map[string]string{"app": "h"}, entries: []PushEntry{{t0, "h0"}}},
 	}))
-	if code != 429 || !strings.Contains(body, `{app=\"h\"}`) || !strings.Contains(body, "entry 1: line of 101 bytes exceeds the limit of 100") ||
+	if code != 429 || !strings.Contains(body, `{app=\"h\", service_name=\"h\"}`) || !strings.Contains(body, "entry 1: line of 101 bytes exceeds the limit of 100") ||
 		!strings.Contains(body, "2 entries refused, the other 1 stored") {
 		t.Errorf("push with an invalid entry and a stream past the limit: %d %s", code, body)
 	}
@@ -87,9 +87,9 @@ func TestStreamLimitPartialPush(t *testing.T) {
 	}
 
 	var want []string
-	want = append(want, streamLines("app=a", "a0", "a1", "a2", "a3")...)
-	want = append(want, streamLines("app=b", "b0", "b1", "b2")...)
-	want = append(want, streamLines("app=c", "c0", "c1", "c2")...)
+	want = append(want, streamLines("app=a,service_name=a", "a0", "a1", "a2", "a3")...)
+	want = append(want, streamLines("app=b,service_name=b", "b0", "b1", "b2")...)
+	want = append(want, streamLines("app=c,service_name=c", "c0", "c1", "c2")...)
 	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), want)
 	if n := e.storedCount("fake"); n != len(want) {
 		t.Errorf("stored %d entries, want %d", n, len(want))

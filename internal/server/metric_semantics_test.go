@@ -364,7 +364,8 @@ type msQuery struct {
 // eval returns an entry's labels after the pipeline, whether it passes,
 // and whether its labels carry __error__.
 func (q *msQuery) eval(d *msData, e msEntry) (map[string]string, bool, bool) {
-	st := d.streams[e.stream].labels
+	// The stream's labels as stored: service_name discovered from app.
+	st := withServiceName(d.streams[e.stream].labels)
 	if !q.sel(st) || !q.filter(e.line) {
 		return nil, false, false
 	}

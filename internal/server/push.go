@@ -398,6 +398,11 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 			rj.add(len(st.entries), "label_too_long", "stream %d: %s", i, msg)
 			continue
 		}
+		if !s.cfg.NoServiceNameDiscovery {
+			// After the limits, as Loki adds it: a stream at
+			// --max-labels is not refused for the label hay adds.
+			labs = discoverServiceName(labs)
+		}
 		key := labs.String()
 		for j, e := range st.entries {
 			if s.cfg.RejectOlderThan > 0 && e.Time < now-int64(s.cfg.RejectOlderThan) {
@@ -500,6 +505,30 @@ func (s *Server) streamLabels(st pushStream) (ingest.Labels, error) {
 		return nil, errors.New("at least one label is required")
 	}
 	return labs, nil
+}
+
+// serviceNameSources are the labels whose value becomes service_name
+// when a pushed stream has none, first present first: Loki's default
+// discover_service_name (limits_config, -validation.discover-service-name).
+var serviceNameSources = []string{"service", "app", "application", "app_name", "name", "app_kubernetes_io_name",
+	"container", "container_name", "k8s_container_name", "component", "workload", "job", "k8s_job_name"}
+
+// discoverServiceName adds service_name to sorted labels that lack it,
+// as Loki does at push: the value of the first of serviceNameSources
+// present, else "unknown_service". Grafana's Logs Drilldown lists
+// streams by service_name, so without it streams pushed with only app or
+// job labels did not appear there. OTLP streams always have it
+// (otlpLabels maps service.name).
+func discoverServiceName(labs ingest.Labels) ingest.Labels {
+	if labs.Get("service_name") != "" {
+		return labs
+	}
+	for _, src := range serviceNameSources {
+		if v := labs.Get(src); v != "" {
+			return labs.With("service_name", v)
+		}
+	}
+	return labs.With("service_name", "unknown_service")
 }
 
 func validLabelName(n string) bool {

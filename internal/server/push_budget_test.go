@@ -126,7 +126,7 @@ func TestPushBudget(t *testing.T) {
 	if got := <-done; got != "204 <nil>" {
 		t.Errorf("waiting push: %s", got)
 	}
-	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), streamLines("app=a", "x0", "x1"))
+	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), streamLines("app=a,service_name=a", "x0", "x1"))
 	pl := &e.srv.pushLim
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -283,7 +283,8 @@ func TestValidateInPlace(t *testing.T) {
 			p.Entries = append(p.Entries, e)
 			total++
 			if e.Time != old && len(e.Line) <= 4 {
-				oracle = append(oracle, want{fmt.Sprintf(`{app="s%d"}`, i), e.Time, e.Line})
+				// service_name from app (discoverServiceName).
+				oracle = append(oracle, want{fmt.Sprintf(`{app="s%d", service_name="s%d"}`, i, i), e.Time, e.Line})
 			}
 		}
 		ps = append(ps, p)
@@ -317,7 +318,7 @@ func TestValidateInPlace(t *testing.T) {
 		t.Error("separate arrays taken for one")
 	}
 	out, _, _ = s.validate(sep)
-	if len(out) != 2 || out[0].Labels != `{a="1"}` || out[1].Labels != `{a="2"}` || string(sep[1].entries[0].Line) != "y" {
+	if len(out) != 2 || out[0].Labels != `{a="1", service_name="unknown_service"}` || out[1].Labels != `{a="2", service_name="unknown_service"}` || string(sep[1].entries[0].Line) != "y" {
 		t.Errorf("separate arrays: %v, input now %v", out, sep)
 	}
 }

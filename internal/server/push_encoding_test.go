@@ -111,8 +111,8 @@ func TestPushEmptyLabelValue(t *testing.T) {
 	e.mustPush("/loki/api/v1/push", protoBody([]PushStream{{Labels: `{app="x", env=""}`, Entries: []PushEntry{{Time: base - 2e9, Line: "proto"}}}}), "Content-Type", "application/x-protobuf")
 	e.mustPush("/api/v1/push/jsonl", []byte(fmt.Sprintf(`{"labels":"{app=\"x\", env=\"\"}","ts":"%d","line":"jsonl"}`, base-1e9)))
 	_, body := e.get(fmt.Sprintf("/loki/api/v1/series?match[]=%s&start=%d&end=%d", q(`{app="x"}`), base-10e9, base))
-	if !strings.Contains(body, `"data":[{"app":"x"}]`) {
-		t.Errorf("series: %s; want the one stream {app=\"x\"}", body)
+	if !strings.Contains(body, `"data":[{"app":"x","service_name":"x"}]`) {
+		t.Errorf("series: %s; want the one stream {app=\"x\", service_name=\"x\"}", body)
 	}
 	_, body = e.get(fmt.Sprintf("/api/v1/search?q=%s&end=%d&direction=forward", q(`{app="x"}`), base))
 	for _, l := range []string{"json", "proto", "jsonl"} {

@@ -128,7 +128,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	// JSON, gzip-compressed.
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	fmt.Fprintf(zw, `{"streams":[{"stream":{"app":"api","level":"info"},"values":[["%d","GET /c ok"],["%d","GET /d timeout",{"trace":"x"}]]}]}`, base-30*s, base-20*s)
+	fmt.Fprintf(zw, `{"streams":[{"stream":{"app":"api","level":"info","service_name":"api"},"values":[["%d","GET /c ok"],["%d","GET /d timeout",{"trace":"x"}]]}]}`, base-30*s, base-20*s)
 	zw.Close()
 	e.mustPush("/loki/api/v1/push", gz.Bytes(), "Content-Type", "application/json", "Content-Encoding", "gzip")
 	// Protobuf+snappy inside gzip Content-Encoding.
@@ -146,9 +146,9 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		t.Fatalf("query_range: %d %s", code, body)
 	}
 	wantJSON(t, "query_range backward", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"auth"},"values":[["%d","token timeout"],["%d","login timeout for bob"]]},
-		{"stream":{"app":"api","level":"info"},"values":[["%d","GET /d timeout"]]},
-		{"stream":{"app":"api","level":"error"},"values":[["%d","GET /a timeout after 30s"]]}]}}`,
+		{"stream":{"app":"auth","service_name":"auth"},"values":[["%d","token timeout"],["%d","login timeout for bob"]]},
+		{"stream":{"app":"api","level":"info","service_name":"api"},"values":[["%d","GET /d timeout"]]},
+		{"stream":{"app":"api","level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"]]}]}}`,
 		base-5*s, base-45*s, base-20*s, base-50*s))
 
 	// Forward, limit 2, RFC 3339 and float-second times.
@@ -158,13 +158,13 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		t.Fatalf("query_range forward: %d %s", code, body)
 	}
 	wantJSON(t, "query_range forward", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"api","level":"error"},"values":[["%d","GET /a timeout after 30s"],["%d","GET /b ok"]]}]}}`, base-50*s, base-40*s))
+		{"stream":{"app":"api","level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"],["%d","GET /b ok"]]}]}}`, base-50*s, base-40*s))
 
 	// end is exclusive for Loki's query_range.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="auth"}`), base-45*s, base-5*s))
 	wantStatus(t, "query_range end exclusive", code, body, 200)
 	wantJSON(t, "query_range end exclusive", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"auth"},"values":[["%d","logout bob"],["%d","gzipped proto"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-15*s, base-45*s))
+		{"stream":{"app":"auth","service_name":"auth"},"values":[["%d","logout bob"],["%d","gzipped proto"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-15*s, base-45*s))
 
 	// Metric: count_over_time by level at 3 steps of 20 s, 30 s windows.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d&step=20",
@@ -181,7 +181,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`rate({app="auth"} |= "bob" [1m])`), base))
 	wantStatus(t, "instant rate", code, body, 200)
 	wantJSON(t, "instant rate", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[
-		{"metric":{"app":"auth"},"value":[%d,"0.03333333333333333"]}]}}`, base/1e9))
+		{"metric":{"app":"auth","service_name":"auth"},"value":[%d,"0.03333333333333333"]}]}}`, base/1e9))
 
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`vector(1)+vector(1)`), base))
 	wantStatus(t, "health check", code, body, 200)
@@ -193,11 +193,11 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	wantJSON(t, "health check POST", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"2"]}]}}`, base/1e9))
 
 	_, body = e.get("/loki/api/v1/labels")
-	wantJSON(t, "labels", body, `{"status":"success","data":["app","level"]}`)
+	wantJSON(t, "labels", body, `{"status":"success","data":["app","level","service_name"]}`)
 	_, body = e.get("/loki/api/v1/label/app/values")
 	wantJSON(t, "label values", body, `{"status":"success","data":["api","auth"]}`)
 	_, body = e.get("/loki/api/v1/series?match[]=" + q(`{app="api"}`))
-	wantJSON(t, "series", body, `{"status":"success","data":[{"app":"api","level":"error"},{"app":"api","level":"info"}]}`)
+	wantJSON(t, "series", body, `{"status":"success","data":[{"app":"api","level":"error","service_name":"api"},{"app":"api","level":"info","service_name":"api"}]}`)
 	_, body = e.get("/loki/api/v1/index/stats?query=" + q(`{app="api"}`))
 	wantJSON(t, "index stats", body, `{"streams":2,"chunks":1,"entries":4,"bytes":56}`)
 
@@ -210,8 +210,8 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("search: %q", body)
 	}
-	wantJSON(t, "search 1", lines[0], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:15Z","labels":{"app":"auth"},"line":"token timeout"}`, base-5*s))
-	wantJSON(t, "search 2", lines[1], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:00Z","labels":{"app":"api","level":"info"},"line":"GET /d timeout"}`, base-20*s))
+	wantJSON(t, "search 1", lines[0], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:15Z","labels":{"app":"auth","service_name":"auth"},"line":"token timeout"}`, base-5*s))
+	wantJSON(t, "search 2", lines[1], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:00Z","labels":{"app":"api","level":"info","service_name":"api"},"line":"GET /d timeout"}`, base-20*s))
 	var tr map[string]any
 	json.Unmarshal([]byte(lines[2]), &tr)
 	if tr["done"] != true || tr["count"] != 2.0 || tr["limited"] != true {
@@ -223,7 +223,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	_, body = e.get(fmt.Sprintf("/api/v1/hits?q=%s&start=%d&end=%d&step=30", q(`{app=~"a.*"} |= "timeout"`), base-60*s, base))
 	wantJSON(t, "hits", body, fmt.Sprintf(`{"step_ms":30000,"buckets":[{"t":%d,"count":2},{"t":%d,"count":2}],"total":4}`, (base-50*s)/1e6, (base-20*s)/1e6))
 	_, body = e.get(fmt.Sprintf("/api/v1/facets?q=%s&end=%d", q("o"), base))
-	wantJSON(t, "facets", body, `{"labels":{"app":{"api":4,"auth":4},"level":{"error":2,"info":2}}}`)
+	wantJSON(t, "facets", body, `{"labels":{"app":{"api":4,"auth":4},"level":{"error":2,"info":2},"service_name":{"api":4,"auth":4}}}`)
 
 	code, body = e.get("/loki/api/v1/query_range?query=" + q(`{app="api"`))
 	if code != 400 || !strings.Contains(body, "error") {
