@@ -215,9 +215,18 @@ type concEntry struct {
 // views: a stream's slice moves as it grows).
 func (e *concEntry) id() [2]int { return [2]int{e.stream, e.seq} }
 
-// concLabels are the labels of stream s, as the readers report them.
+// concLabels are the labels stream s is pushed with.
 func concLabels(s int) map[string]string {
 	return map[string]string{"app": "conc", "s": fmt.Sprintf("s%d", s)}
+}
+
+// concStored are the labels of stream s as stored and as the readers
+// report them: hay serve adds service_name from app (Loki's
+// discover_service_name).
+func concStored(s int) map[string]string {
+	m := concLabels(s)
+	m["service_name"] = m["app"]
+	return m
 }
 
 // concQuery is one selection, as hay search arguments, LogQL for the Loki
@@ -413,7 +422,7 @@ func (st *concState) resolve(what string, v concView, q concQuery, labels map[st
 	}
 	e := &v.sent[s][n]
 	ok := true
-	if want := concLabels(s); labels != nil && !maps.Equal(labels, want) {
+	if want := concStored(s); labels != nil && !maps.Equal(labels, want) {
 		st.fail("%s: entry s%d n=%d with labels %v, sent to %v", what, s, n, labels, want)
 		ok = false
 	}
@@ -898,7 +907,7 @@ func (st *concState) lokiMeta(r *rand.Rand, stats *concStats) {
 		}
 		var want, got []string
 		for s := range n {
-			want = append(want, fmt.Sprint(concLabels(s)))
+			want = append(want, fmt.Sprint(concStored(s)))
 		}
 		for _, m := range resp.Data {
 			got = append(got, fmt.Sprint(m))
@@ -916,8 +925,8 @@ func (st *concState) lokiMeta(r *rand.Rand, stats *concStats) {
 	if !st.get("labels", "/loki/api/v1/labels", p, &resp) {
 		return
 	}
-	if !slices.Equal(resp.Data, []string{"app", "s"}) {
-		st.fail("labels: %v, want [app s]", resp.Data)
+	if !slices.Equal(resp.Data, []string{"app", "s", "service_name"}) {
+		st.fail("labels: %v, want [app s service_name]", resp.Data)
 	}
 }
 

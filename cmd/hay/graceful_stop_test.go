@@ -56,6 +56,9 @@ func newGSTenant(t *testing.T, name string, pushers int) *gsTenant {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// As stored: hay serve adds service_name, and none of Loki's
+			// discover_service_name labels is here to give it a value.
+			labs = labs.With("service_name", "unknown_service")
 			gt.st.labels = append(gt.st.labels, labs.String())
 			gt.st.nextSeq = append(gt.st.nextSeq, 0)
 		}

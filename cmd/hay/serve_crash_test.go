@@ -162,6 +162,9 @@ func TestServeCrashCompact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// As stored: hay serve adds service_name, and none of Loki's
+			// discover_service_name labels is here to give it a value.
+			labs = labs.With("service_name", "unknown_service")
 			st.labels = append(st.labels, labs.String())
 			st.nextSeq = append(st.nextSeq, 0)
 		}
