@@ -11,10 +11,10 @@ import (
 // entry here, with its run function in its own bench_NAME.go file; each
 // parses its own flags, like a top-level command.
 var benchCommands = []*command{
-	{name: "kernels", summary: "substring kernels vs the textbook methods over generated log lines (issue 3)", run: runBenchKernels},
-	{name: "push", summary: "HTTP push throughput against a `hay serve` child process (issue 7)", run: runBenchPush},
-	{name: "query", summary: "HTTP query latency under concurrent clients against a `hay serve` child process (issue 7)", run: runBenchQuery},
-	{name: "e2e", summary: "generate, ingest, then time hay search -c against rg -c -F by needle class (issue 6)", run: runBenchE2E},
+	{name: "kernels", summary: "substring kernels vs the textbook methods over generated log lines (docs/BENCHMARKS.md, Kernels)", run: runBenchKernels},
+	{name: "push", summary: "HTTP push throughput against a `hay serve` child process (docs/BENCHMARKS.md, HTTP API)", run: runBenchPush},
+	{name: "query", summary: "HTTP query latency under concurrent clients against a `hay serve` child process (docs/BENCHMARKS.md, HTTP API)", run: runBenchQuery},
+	{name: "e2e", summary: "generate, ingest, then time hay search -c against rg -c -F by needle class (docs/BENCHMARKS.md, End to end)", run: runBenchE2E},
 }
 
 // benchHelpers are run like benchCommands but not listed: tools that

@@ -149,6 +149,13 @@ func pushBody(client *http.Client, url, format string, body []byte) error {
 
 func runBenchPush(args []string) error {
 	fs := flag.NewFlagSet("bench push", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: hay bench push [--clients N] [--batch N] [--duration D] [--format protobuf|json] [--data DIR]")
+		fmt.Fprintln(fs.Output(), "\nStarts hay serve as a child process on a free port and pushes generated lines")
+		fmt.Fprintln(fs.Output(), "to /loki/api/v1/push from N clients for --duration; prints lines/s and MB/s,")
+		fmt.Fprintln(fs.Output(), "overall and per server core.\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	clients := fs.Int("clients", 4, "concurrent pushing clients")
 	batch := fs.Int("batch", 1000, "lines per push request")
 	duration := fs.Duration("duration", 10*time.Second, "how long to push")

@@ -15,6 +15,13 @@ import (
 
 func runBenchQuery(args []string) error {
 	fs := flag.NewFlagSet("bench query", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: hay bench query [--clients N] [--duration D] [--lines N]")
+		fmt.Fprintln(fs.Output(), "\nStarts hay serve as a child process, pushes --lines generated lines, then runs")
+		fmt.Fprintln(fs.Output(), "Loki log and metric queries and native searches from N clients for --duration;")
+		fmt.Fprintln(fs.Output(), "prints p50/p99 per query kind.\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	clients := fs.Int("clients", 8, "concurrent querying clients")
 	duration := fs.Duration("duration", 30*time.Second, "how long to query")
 	lines := fs.Int("lines", 200_000, "lines pushed first (generated corpus, 8 streams, the last hour)")

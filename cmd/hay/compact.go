@@ -33,16 +33,16 @@ func runCompact(args []string) error {
 		fmt.Fprintln(fs.Output(), "about as large. Results of every search are unchanged. It costs")
 		fmt.Fprintln(fs.Output(), "about 1.5x ingest's CPU time, once. Searches may run meanwhile; ingest and")
 		fmt.Fprintln(fs.Output(), "serve may not (one writer holds the data directory's lock). Ctrl-C stops it")
-		fmt.Fprintln(fs.Output(), "safely: what was rewritten stays rewritten. Run it again after each ingest;")
+		fmt.Fprintln(fs.Output(), "safely (exit 130): what was rewritten stays rewritten. Run it again after each ingest;")
 		fmt.Fprintln(fs.Output(), "it skips what it compacted before, except small segments it left: once")
 		fmt.Fprintln(fs.Output(), "consecutive ones add up to half of --merge-bytes they are merged into one.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
-	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory ($HAY_DATA when set)")
 	workers := fs.Int("workers", 0, "segments rewritten at once (0: one per core)")
 	blockSize := fs.Int("block-size", store.CompactSegment.BlockSize, "target raw `bytes` per block (smaller: selective searches decode less, the skip index grows)")
-	level := fs.Int("level", store.CompactSegment.Level, "zstd `level`: 1 fastest, 2 default, 3 better, 4 best")
+	level := fs.Int("level", store.CompactSegment.Level, "zstd `level`: 1 fastest, 2 zstd's default (what ingest writes), 3 better, 4 best")
 	merge := fs.Int64("merge-bytes", store.DefaultMergeBytes, "merge consecutive segments into one of up to this many raw `bytes` (0: rewrite each alone)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

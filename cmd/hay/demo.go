@@ -107,9 +107,9 @@ func demo(ctx context.Context, args []string, out io.Writer, listening func(base
 	}
 	var o demoOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:3100", "listen `address`")
-	fs.Int64Var(&o.lines, "lines", 1_000_000, "lines to generate")
+	fs.Int64Var(&o.lines, "lines", 1_000_000, "lines to generate (a value other than the stored demo's deletes it and generates again)")
 	fs.StringVar(&o.data, "data", "hay-demo", "data `dir`ectory (created; reused when it already holds this demo)")
-	fs.Int64Var(&o.seed, "seed", 0, "generator seed")
+	fs.Int64Var(&o.seed, "seed", 0, "generator seed (likewise: another seed generates again)")
 	fs.BoolVar(&o.fresh, "fresh", false, "discard the demo data in --data and generate it again, ending now")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -44,7 +44,7 @@ func runGen(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	lines := fs.Int64("lines", 0, "write exactly `N` lines (excludes --size)")
-	size := fs.String("size", "", "write lines until `SIZE` bytes, e.g. 1GB, 500MB, 64KiB, 1.5GiB, 1000000\n(KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB of 1024; excludes --lines)")
+	size := fs.String("size", "", "write lines until at least `SIZE` bytes (the last line may pass it), e.g. 1GB, 500MB, 64KiB, 1.5GiB, 1000000\n(KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB of 1024; excludes --lines)")
 	meanLen := fs.Int("mean-len", logtest.DefaultMeanLen, "target mean line length in `bytes`, newline excluded; met within 10% from 128 up")
 	seed := fs.Int64("seed", 0, "random `seed`; each seed gives a different corpus")
 	streams := fs.Int("streams", logtest.DefaultStreams, "number of streams (application/host pairs), `N` >= 1; stream i writes format i%4:\nplain, logfmt, json, java")

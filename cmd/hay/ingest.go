@@ -64,15 +64,20 @@ func runIngest(args []string) error {
 		fmt.Fprintln(fs.Output(), "again on a file resumes after what was already stored. A file is known by")
 		fmt.Fprintln(fs.Output(), "its device and inode, so a symlink, hard link or rename (logrotate) of it")
 		fmt.Fprintln(fs.Output(), "resumes too, and by a checksum of its first and last stored bytes, so a")
-		fmt.Fprintln(fs.Output(), "truncated or rewritten file is stored from its start.")
+		fmt.Fprintln(fs.Output(), "truncated or rewritten file is stored from its start. Standard input and")
+		fmt.Fprintln(fs.Output(), "pipes are never resumed: feeding them again stores them again.")
+		fmt.Fprintln(fs.Output(), "\nCtrl-C stops at a batch boundary, keeps what was read and exits 130 (a")
+		fmt.Fprintln(fs.Output(), "second Ctrl-C kills at once, which is safe: the next run repairs the store);")
+		fmt.Fprintln(fs.Output(), "1 is a failure, 2 a bad argument.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
-	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory ($HAY_DATA when set)")
 	streamFlag := fs.String("stream", "", "stream `labels` k=v,k2=v2 (a source=<file name> label is added unless given)")
-	formatFlag := fs.String("format", "auto", "input `format`: auto, plain or jsonl")
+	formatFlag := fs.String("format", "auto", "where each line's time is read (the line is stored as is): auto (a JSON line's time/ts/timestamp/@timestamp key, else a leading timestamp), plain (a leading timestamp only) or jsonl (the JSON key only)")
 	fsyncInterval := fs.Duration("fsync-interval", store.DefaultFsyncInterval, "fsync the write-ahead log at least this often (0: only at the end)")
-	headBytes := fs.Int64("head-bytes", store.DefaultHeadBytes, "flush entries from memory into a segment at this many `bytes` (memory bound)")
+	headBytes := int64(store.DefaultHeadBytes)
+	fs.Var(byteSizeFlag{&headBytes}, "head-bytes", "flush entries from memory into a segment at this `size`, e.g. 32MiB (the memory bound: about twice it)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,7 +95,7 @@ func runIngest(args []string) error {
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
-	opt := store.Options{FsyncInterval: *fsyncInterval, HeadBytes: *headBytes}
+	opt := store.Options{FsyncInterval: *fsyncInterval, HeadBytes: headBytes}
 	if *fsyncInterval == 0 {
 		opt.FsyncInterval = -1
 	}
@@ -140,12 +145,19 @@ func runIngest(args []string) error {
 	el := time.Since(start).Seconds()
 	in := pr.bytes.Load()
 	stored := after.Size - before.Size
-	ratio := "-"
-	if stored > 0 {
-		ratio = fmt.Sprintf("%.1fx", float64(in)/float64(stored))
+	var sizeNote string
+	switch {
+	case stored <= 0:
+		sizeNote = "stored nothing new"
+	case in >= stored:
+		sizeNote = fmt.Sprintf("stored %s, %.1fx smaller than the input", fmtBytes(stored), float64(in)/float64(stored))
+	default:
+		// A "0.3x smaller" read as nonsense: a few lines cost a segment's
+		// fixed overhead.
+		sizeNote = fmt.Sprintf("stored %s (a small input costs more than its size: a segment has fixed overhead)", fmtBytes(stored))
 	}
-	fmt.Fprintf(os.Stderr, "ingested %d lines, %s in %.2fs (%.1f MB/s); stored %s, %s smaller than the input\n",
-		pr.lines.Load(), fmtBytes(in), el, float64(in)/1e6/max(el, 1e-9), fmtBytes(stored), ratio)
+	fmt.Fprintf(os.Stderr, "ingested %d lines, %s in %.2fs (%.1f MB/s); %s\n",
+		pr.lines.Load(), fmtBytes(in), el, float64(in)/1e6/max(el, 1e-9), sizeNote)
 	if stored > 64<<20 && isTerminal(os.Stderr) {
 		fmt.Fprintf(os.Stderr, "hint: hay compact --data %s halves what selective searches decode (they run ~1.4x faster; it costs ~1.5x this ingest's CPU, once)\n", *data)
 	}

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -156,6 +157,10 @@ func main() {
 var exiting bool
 
 func runMain(args []string) int {
+	if len(args) > 1 && args[0] == "help" {
+		// hay help search: what hay search --help says, as go help build.
+		args = append(slices.Clone(args[1:]), "--help")
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if err := usage(os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "hay: %v\n", err)

@@ -108,7 +108,7 @@ func searchCommand(args []string) error {
 		fmt.Fprint(fs.Output(), searchHelp)
 		fs.PrintDefaults()
 	}
-	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory ($HAY_DATA when set)")
 	qsrc := fs.String("query", "", "a LogQL log `query`, e.g. '{source=\"a.log\"} |= \"x\"'")
 	var inc, exc, res stringList
 	fs.Var(&inc, "e", "match entries containing the literal `P` (repeatable: any of them)")
@@ -120,7 +120,7 @@ func searchCommand(args []string) error {
 	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")
 	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
-	order := fs.String("order", "oldest", "`oldest` first or newest first (newest: the exact reverse, where each stream's own times ascend)")
+	order := fs.String("order", "oldest", "`order`: oldest or newest first (newest is the exact reverse of oldest where each stream's own times ascend)")
 	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
 	until := fs.String("until", "", "only entries before `T` (as --since)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")

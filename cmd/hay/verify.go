@@ -32,7 +32,7 @@ func runVerify(args []string) error {
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
-	data := fs.String("data", defaultDataDir(), "data `dir`ectory (default $HAY_DATA, else ./hay-data)")
+	data := fs.String("data", defaultDataDir(), "data `dir`ectory ($HAY_DATA when set)")
 	repair := fs.Bool("repair", false, "repair a damaged write-ahead log first, keeping what can be read (the rest goes to lost+found)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
