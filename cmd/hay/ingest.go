@@ -107,6 +107,9 @@ func runIngest(args []string) error {
 	if err := checkInputs(files); err != nil {
 		return err
 	}
+	if err := checkNotServed("ingest", *data); err != nil {
+		return err
+	}
 	st, err := store.Open(*data, opt)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // stopServe ends a server started by startCrashServe with SIGTERM and
@@ -77,5 +78,52 @@ func TestServeAuthFailureLimitFlag(t *testing.T) {
 			t.Errorf("%v: the 20th and 21st wrong passwords got %d and %d, want %v", c.flags, a, b, c.want)
 		}
 		stopServe(t, s)
+	}
+}
+
+// TestServedTenantRefusesWriters: hay ingest, hay compact and hay verify
+// --repair refuse a store that is a tenant of a running hay serve, even
+// one serve has closed as idle (--max-open-tenants), which releases the
+// store's own lock: ingest took such a tenant, and serve answered it with
+// 500s until ingest ended (docs audit O1). Once serve stops they work.
+func TestServedTenantRefusesWriters(t *testing.T) {
+	data := t.TempDir()
+	s := startCrashServe(t, data, "--max-open-tenants", "1")
+	for _, tn := range []string{"t1", "t2"} { // t2's open closes t1
+		req, _ := http.NewRequest("POST", s.url+"/loki/api/v1/push", strings.NewReader(fmt.Sprintf(`{"streams":[{"stream":{"app":"a"},"values":[["%d","x"]]}]}`, time.Now().UnixNano())))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Scope-OrgID", tn)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			t.Fatalf("push to %s: %d", tn, resp.StatusCode)
+		}
+	}
+	in := filepath.Join(t.TempDir(), "in.log")
+	if err := os.WriteFile(in, []byte("2026-11-30T10:00:00Z y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t1 := filepath.Join(data, "t1")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"ingest", "--data", t1, in}, 1},
+		{[]string{"compact", "--data", t1}, 1},
+		{[]string{"verify", "--repair", "--data", t1}, 2},
+	} {
+		if _, code, stderr := hayInProcessStderr(t, c.args...); code != c.code || !strings.Contains(stderr, "is a tenant of the hay serve running on "+data) {
+			t.Errorf("hay %q while served: exit %d, stderr %q", c.args, code, stderr)
+		}
+	}
+	stopServe(t, s)
+	if _, code, stderr := hayInProcessStderr(t, "ingest", "--data", t1, in); code != 0 {
+		t.Fatalf("ingest after serve stopped: exit %d, %s", code, stderr)
+	}
+	if out, code := hayInProcess(t, "search", "--data", t1, "-c", ""); code != 0 || string(out) != "2\n" {
+		t.Errorf("t1 after: %q, exit %d", out, code)
 	}
 }
