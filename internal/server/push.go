@@ -216,10 +216,14 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 // labels is an object or Loki's text form ("{app=\"x\"}"); "stream" is
 // accepted as its synonym. ts (or "time") is optional: a string or number
 // of Unix nanoseconds, or an RFC 3339 string; absent means the time of
-// arrival (now). line is required. Consecutive lines with the same labels
-// form one stream.
+// arrival (now). line is required. Lines whose labels are written the
+// same form one stream, in the order of their first line; their labels
+// are decoded once. (Each line was its own stream with its own labels
+// map unless the previous line's labels were the same: lines alternating
+// between label sets cost ~1.2 KB of memory each, E4.)
 func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 	var out []pushStream
+	byLabels := map[string]int{} // labels as written -> index in out
 	n := 0
 	for len(b) > 0 {
 		var ln []byte
@@ -250,6 +254,23 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 		if lab == nil {
 			lab = obj.Stream
 		}
+		ts := now
+		raw := obj.TS
+		if raw == nil {
+			raw = obj.Time
+		}
+		if len(raw) > 0 && string(raw) != "null" {
+			t, err := parseJSONLTime(raw)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+			ts = t
+		}
+		e := pushEntry{Time: ts, Line: []byte(*obj.Line)}
+		if k, ok := byLabels[string(lab)]; ok {
+			out[k].entries = append(out[k].entries, e)
+			continue
+		}
 		var ps pushStream
 		switch {
 		case len(lab) == 0 || string(lab) == "null":
@@ -266,39 +287,11 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 				return nil, fmt.Errorf("line %d: labels must be an object of strings or a label string", n)
 			}
 		}
-		ts := now
-		raw := obj.TS
-		if raw == nil {
-			raw = obj.Time
-		}
-		if len(raw) > 0 && string(raw) != "null" {
-			t, err := parseJSONLTime(raw)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", n, err)
-			}
-			ts = t
-		}
-		e := pushEntry{Time: ts, Line: []byte(*obj.Line)}
-		if k := len(out) - 1; k >= 0 && out[k].labels == ps.labels && mapsEqual(out[k].lmap, ps.lmap) {
-			out[k].entries = append(out[k].entries, e)
-			continue
-		}
 		ps.entries = []pushEntry{e}
+		byLabels[string(lab)] = len(out)
 		out = append(out, ps)
 	}
 	return out, nil
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) || (a == nil) != (b == nil) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func parseJSONLTime(raw json.RawMessage) (int64, error) {
