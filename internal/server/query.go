@@ -20,6 +20,10 @@ import (
 	"haystack/internal/store"
 )
 
+// formReadTimeout bounds the read of a query's POST form: a form is at
+// most 1 MiB, and an honest client sends it with its headers.
+const formReadTimeout = 10 * time.Second
+
 // query wraps a read endpoint: the concurrent query cap (a bounded wait
 // for a slot, then 429 with Retry-After), the query timeout, the tenant's
 // store (nil when the tenant has no data yet) and the latency metric.
@@ -27,6 +31,24 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		defer func() { s.met.queryDur.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
+		if r.Method == http.MethodPost {
+			// Loki accepts its query endpoints as POST forms too: read the
+			// form (bounded in size and time) into the query string the
+			// handlers read, before taking a slot: a client that sent the
+			// headers and never the body held a slot until the server's
+			// read timeout (2 minutes), so a few such connections kept
+			// every tenant's queries out (auth audit A6).
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			rc := http.NewResponseController(w)
+			rc.SetReadDeadline(time.Now().Add(formReadTimeout))
+			err := r.ParseForm()
+			rc.SetReadDeadline(time.Time{})
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "reading form: "+err.Error())
+				return
+			}
+			r.URL.RawQuery = r.Form.Encode()
+		}
 		if !s.acquireSlot(r.Context()) {
 			s.met.rejected.WithLabelValues("too_many_queries").Inc()
 			w.Header().Set("Retry-After", "1")
@@ -34,16 +56,6 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 			return
 		}
 		defer func() { <-s.sem }()
-		if r.Method == http.MethodPost {
-			// Loki accepts its query endpoints as POST forms too: read the
-			// form (bounded) into the query string the handlers read.
-			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-			if err := r.ParseForm(); err != nil {
-				writeError(w, http.StatusBadRequest, "reading form: "+err.Error())
-				return
-			}
-			r.URL.RawQuery = r.Form.Encode()
-		}
 		tenant, ok := s.tenant(w, r)
 		if !ok {
 			return
