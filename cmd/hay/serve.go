@@ -80,6 +80,7 @@ func runServe(args []string) error {
 	var allowedHosts stringList
 	fs.Var(&allowedHosts, "allowed-host", "a host name browsers may reach this server at without --auth-file, besides localhost and IP addresses (repeatable; guards against DNS rebinding)")
 	maxQuerySeries := fs.Int("max-query-series", 500, "most series a metric query may answer (Loki's max_query_series); more is a 400")
+	maxTails := fs.Int("max-tails", server.DefaultMaxTails, "live tails (Loki's and the web UI's) open at once, all tenants; more get 429 (negative: no bound)")
 	maxQueryLimit := fs.Int("max-query-limit", 5000, "largest limit (entries) a log query may ask for; Loki's max_entries_limit_per_query (Grafana's \"Maximum lines\" must not exceed it)")
 	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
@@ -124,6 +125,7 @@ func runServe(args []string) error {
 		MaxQueuedQueries:     *maxQueued,
 		MaxLabelValueBytes:   *maxLabelValue,
 		MaxQueryLimit:        *maxQueryLimit,
+		MaxTails:             *maxTails,
 		MaxQuerySeries:       *maxQuerySeries,
 		AllowedHosts:         allowedHosts,
 		RejectOlderThan:      *older,

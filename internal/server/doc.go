@@ -89,12 +89,16 @@
 // --max-labels labels or a label name over 1 KiB or value over
 // --max-label-value-bytes (2 KiB), as Loki (400), a query over
 // --query-timeout (504), a metric query answering more than
-// --max-query-series series (500, Loki's max_query_series) or whose range
+// --max-query-series series (default 500, Loki's max_query_series; 400) or whose range
 // vectors would hold more than 5,000,000 points before aggregation (400,
 // before the memory is spent). At most
 // --max-concurrent-queries queries run at once; more wait for a slot, as
 // Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
-// 1), and beyond --max-queued-queries waiting they get 429 at once.
+// 1), and beyond --max-queued-queries waiting they get 429 at once. A
+// POSTed query's form is read (within 10 s) before it waits for a slot. A
+// Loki tail's replay of stored entries takes a slot and runs under
+// --query-timeout like a query; at most --max-tails tails (256, Loki's
+// and the UI's together) are open at once, more get 429.
 //
 // Pushes: a tenant holds at most --max-streams-per-tenant streams (5000,
 // Loki's max_global_streams_per_user; the count is its stream table,

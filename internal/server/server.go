@@ -55,6 +55,10 @@ type Config struct {
 	Now                                   func() time.Time
 	// MaxQueryLimit caps the limit parameter of log queries (5000).
 	MaxQueryLimit int
+	// MaxTails bounds the live tails (Loki's and the UI's) open at once,
+	// server-wide; more get 429 (DefaultMaxTails; negative: no bound).
+	// Each tail filters every entry its tenant receives.
+	MaxTails int
 	// MaxQuerySeries caps the series a metric query answers (500, as
 	// Loki's max_query_series); more is a 400.
 	MaxQuerySeries int
@@ -131,7 +135,8 @@ type Server struct {
 	// tails counts running live-tail handlers: Close waits for them to
 	// send what they hold and their shutdown message (a WebSocket is
 	// hijacked, so http.Server.Shutdown does not wait for it).
-	tails sync.WaitGroup
+	tails     sync.WaitGroup
+	tailCount int // running tails, under mu (MaxTails)
 
 	handler http.Handler
 }
@@ -230,6 +235,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueryLimit <= 0 {
 		cfg.MaxQueryLimit = 5000
+	}
+	if cfg.MaxTails == 0 {
+		cfg.MaxTails = DefaultMaxTails
 	}
 	for i, h := range cfg.AllowedHosts {
 		cfg.AllowedHosts[i] = strings.TrimSuffix(strings.ToLower(h), ".")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -159,9 +160,29 @@ func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fol
 		s.queryErr(w, errShuttingDown)
 		return nil, nil, nil, false
 	}
+	if s.cfg.MaxTails > 0 && s.tailCount >= s.cfg.MaxTails {
+		s.mu.Unlock()
+		s.met.rejected.WithLabelValues("too_many_tails").Inc()
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many live tails (limit %d, hay serve --max-tails); close one, or retry later", s.cfg.MaxTails))
+		return nil, nil, nil, false
+	}
+	s.tailCount++
 	s.tails.Add(1)
 	s.mu.Unlock()
 	return ts, ts.hub.subscribe(), &tailFilter{sel: sel, cache: map[string][]query.Label{}}, true
+}
+
+// DefaultMaxTails is Config.MaxTails' default: a team's browsers and
+// Grafana panels, each tail filtering every entry of its tenant.
+const DefaultMaxTails = 256
+
+// tailDone ends a tail counted by tailSetup.
+func (s *Server) tailDone() {
+	s.mu.Lock()
+	s.tailCount--
+	s.mu.Unlock()
+	s.tails.Done()
 }
 
 // Loki's tail parameters: delay_for is at most 5 seconds, and without
@@ -345,8 +366,26 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer s.tails.Done()
+	defer s.tailDone()
 	defer ts.hub.unsubscribe(sb)
+	// The replay reads the store as a query does: it takes a query slot
+	// (before the upgrade, so that none free is a 429 the client reads)
+	// and runs under the query timeout. It went around both (auth audit
+	// A12).
+	if !s.acquireSlot(r.Context()) {
+		s.met.rejected.WithLabelValues("too_many_queries").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d) for the tail's replay; retry shortly", s.cfg.MaxConcurrentQueries))
+		return
+	}
+	slot := true
+	release := func() {
+		if slot {
+			<-s.sem
+			slot = false
+		}
+	}
+	defer release()
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -391,10 +430,17 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	// The subscription came first, so nothing committed meanwhile is
 	// missed; what reaches both is dropped from the live side below.
 	f.sel.start = tp.start
-	hits, _, err := collect(ctx, ts, f.sel, tp.limit, true)
+	rctx, rcancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	hits, _, err := collect(rctx, ts, f.sel, tp.limit, true)
+	rcancel()
+	release()
 	if err != nil {
 		if ctx.Err() == nil {
-			c.Close(websocket.StatusInternalError, closeReason("replay failed: "+err.Error()))
+			reason := "replay failed: " + err.Error()
+			if errors.Is(err, context.DeadlineExceeded) {
+				reason = fmt.Sprintf("replay timed out after %s (--query-timeout): narrow the query or its start", s.cfg.QueryTimeout)
+			}
+			c.Close(websocket.StatusInternalError, closeReason(reason))
 		}
 		return
 	}
@@ -500,7 +546,7 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer s.tails.Done()
+	defer s.tailDone()
 	defer ts.hub.unsubscribe(sb)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
