@@ -291,7 +291,14 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.failed(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			msg := "not ready: " + err.Error()
+			if s.cfg.Auth != nil {
+				// /ready answers without credentials: with auth on it
+				// does not name the tenant or the data directory's path
+				// (auth audit A2); the store's failure was logged.
+				msg = "not ready: a tenant's store failed and refuses writes until a restart (the server log names it)"
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
