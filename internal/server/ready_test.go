@@ -1,10 +1,12 @@
 package server
 
 import (
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestReadyDetailOnlyWithoutAuth: once a tenant's store failed, /ready
@@ -14,15 +16,22 @@ import (
 func TestReadyDetailOnlyWithoutAuth(t *testing.T) {
 	for _, withAuth := range []bool{true, false} {
 		var hdr []string
-		e := newEnv(t, func(c *Config) {
-			if withAuth {
-				auth, err := ParseAuth(strings.NewReader("basic alice pw-a secretcorp\n"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Auth = auth
+		cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
+		if withAuth {
+			auth, err := ParseAuth(strings.NewReader("basic alice pw-a secretcorp\n"))
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
+			cfg.Auth = auth
+		}
+		srv, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		// Close reports the failed store: expected here.
+		t.Cleanup(func() { hs.Close(); srv.Close() })
+		e := &testEnv{t: t, srv: srv, ts: hs}
 		if withAuth {
 			hdr = []string{"Authorization", basicHeader("alice", "pw-a")}
 		} else {
