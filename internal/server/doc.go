@@ -130,7 +130,14 @@
 //
 // X-Scope-OrgID names the tenant ([A-Za-z0-9_.-]{1,64}, not . or ..;
 // default "fake" as in Loki). Each tenant's data is the store
-// DATA/<tenant>, so no query can reach another tenant's entries. With
+// DATA/<tenant>, so no query can reach another tenant's entries. At most
+// --max-open-tenants tenant stores are open (2 file descriptors each;
+// default a quarter of the open-file limit): opening one more flushes and
+// closes the least recently used idle tenant (no request in flight, no
+// live tail), which reopens on its next request; when none is idle within
+// 2 s the request gets 503. The server locks DATA for its life, so hay
+// ingest, compact and verify --repair refuse DATA/<tenant> meanwhile, a
+// closed tenant's included. With
 // --auth-file (see Auth) every request except /ready, /health, /metrics,
 // /loki/api/v1/status/buildinfo (the version, which Grafana reads) and the
 // UI's static files needs a bearer token or basic credentials; a
