@@ -783,7 +783,12 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 // an error when the body is unreadable, nothing was stored, or the store
 // failed.
 func (s *Server) otlpPush(r *http.Request, tenant string, enc otlpEncoding) (int, string, error) {
+	rawRelease, err := s.admitRaw(r)
+	if err != nil {
+		return 0, "", err
+	}
 	body, err := s.readBody(r, false)
+	rawRelease()
 	if err != nil {
 		return 0, "", err
 	}

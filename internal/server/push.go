@@ -582,12 +582,16 @@ func (s *Server) handlePush(format string) http.HandlerFunc {
 // as its Content-Type says) and returns the format it was read as.
 func (s *Server) push(r *http.Request, tenant, format string) (string, error) {
 	var body []byte
-	var err error
+	rawRelease, err := s.admitRaw(r)
+	if err != nil {
+		return format, err
+	}
 	if format == "loki" {
 		format, body, err = s.readLokiBody(r)
 	} else {
 		body, err = s.readBody(r, false)
 	}
+	rawRelease()
 	if err != nil {
 		return format, err
 	}
@@ -722,6 +726,20 @@ const defaultInflightPushBytes = 256 << 20
 // enough for the shipper to back off.
 const defaultPushQueueWait = 5 * time.Second
 
+// admitRaw takes budget for a push body as sent, before it is read, when
+// the request declares its length (most shippers do): many clients
+// sending large bodies at once would otherwise all be read into memory
+// before their decompressed sizes are known. Once read, the body is
+// admitted again by its decompressed size (admitPush) after this is
+// released, so no push holds budget while it waits for more. A body of
+// unknown length (chunked) is bounded only by --max-body while read.
+func (s *Server) admitRaw(r *http.Request) (func(), error) {
+	if r.ContentLength <= 0 {
+		return func() {}, nil
+	}
+	return s.admitPush(r.Context(), min(r.ContentLength, s.cfg.MaxBody))
+}
+
 // admitPush takes n bytes of the in-flight push budget for a push whose
 // body decompressed to n bytes, waiting up to PushQueueWait for pushes in
 // flight to release theirs. A body larger than the whole budget gets 413;
@@ -738,7 +756,7 @@ func (s *Server) admitPush(ctx context.Context, n int64) (func(), error) {
 	}
 	if n > limit {
 		return nil, &httpError{status: http.StatusRequestEntityTooLarge, reason: "inflight_too_large", msg: fmt.Sprintf(
-			"decompressed push body of %d bytes exceeds --max-inflight-push-bytes (%d), the push bytes the server processes at once; nothing was stored; split the batch", n, limit)}
+			"push body of %d bytes (as sent or decompressed) exceeds --max-inflight-push-bytes (%d), the push bytes the server processes at once; nothing was stored; split the batch", n, limit)}
 	}
 	wait := s.cfg.PushQueueWait
 	if wait == 0 {

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	rtmetrics "runtime/metrics"
@@ -374,4 +376,45 @@ func TestJSONLGroupsByLabels(t *testing.T) {
 		"app=a,service_name=a 1699999999999999995 a3", "app=a,service_name=a 1699999999999999996 a4",
 		"app=b,service_name=b 1699999999999999992 b1", "app=b,service_name=b 1699999999999999994 b2",
 	})
+}
+
+// TestPushBudgetBeforeRead: a push that declares its length takes budget
+// before its body is read, so with the budget taken it is answered 429
+// without the server reading (and holding) the body: here clients that
+// send only the headers still get their answers. (net/http reads and
+// discards an unread body under 256 KiB before answering, so the
+// declared bodies are larger.)
+func TestPushBudgetBeforeRead(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.MaxInflightPushBytes = 1 << 20
+		c.PushQueueWait = 50 * time.Millisecond
+	})
+	release, err := e.srv.admitPush(t.Context(), 900<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	headersOnly := func(path string, length int) (*http.Response, error) {
+		c, err := net.Dial("tcp", e.ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, length)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return http.ReadResponse(bufio.NewReader(c), nil)
+	}
+	for _, path := range []string{"/loki/api/v1/push", "/otlp/v1/logs"} {
+		resp, err := headersOnly(path, 300<<10)
+		if err != nil {
+			t.Fatalf("%s: no answer before the body: %v", path, err)
+		}
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s: %d Retry-After %q, want 429 and 1", path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	// A declared length over the whole budget is refused unread too.
+	if resp, err := headersOnly("/loki/api/v1/push", 2<<20); err != nil || resp.StatusCode != 413 {
+		t.Errorf("declared 2 MiB: %v %v, want 413", resp, err)
+	}
 }
