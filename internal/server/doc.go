@@ -110,7 +110,9 @@
 // entries again). The decompressed bodies decoded and stored at once are
 // bounded server-wide by --max-inflight-push-bytes (256 MiB): a push
 // beyond it waits up to 5 s, then gets 429 with Retry-After: 1 (at once
-// when as many bytes already wait); a body larger than it gets 413.
+// when as many bytes already wait); a body larger than it gets 413. A
+// push that declares its Content-Length is admitted by it before its
+// body is read, then again by its decompressed size.
 //
 // A pushed stream without service_name gets one, as Loki's
 // discover_service_name gives it (Logs Drilldown lists services by it):
