@@ -695,12 +695,13 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 // budget. Its zero value is ready.
 type pushLimiter struct {
 	mu sync.Mutex
-	// pending counts, by tenant and canonical labels, the pushes
-	// appending a stream the tenant's table did not hold when they were
-	// admitted: until their Append defines it, the stream counts against
-	// the limit through this map, so concurrent pushes cannot together
-	// pass it.
-	pending map[string]map[string]int
+	// pending counts, by tenant store (its writer, whose stream table
+	// the claims complete; a tenant closed and reopened has a new one)
+	// and canonical labels, the pushes appending a stream the table did
+	// not hold when they were admitted: until their Append defines it,
+	// the stream counts against the limit through this map, so
+	// concurrent pushes cannot together pass it.
+	pending map[*store.Writer]map[string]int
 
 	// The in-flight push budget (admitPush): decompressed body bytes of
 	// the pushes being decoded and stored, of those waiting for budget,
@@ -874,7 +875,7 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 	}
 	pl := &s.pushLim
 	pl.mu.Lock()
-	pend := pl.pending[ts.name]
+	pend := pl.pending[ts.w]
 	q := keys
 	for k := range pend {
 		if _, ok := idx[k]; !ok {
@@ -907,10 +908,10 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		}
 		if pend == nil {
 			if pl.pending == nil {
-				pl.pending = map[string]map[string]int{}
+				pl.pending = map[*store.Writer]map[string]int{}
 			}
 			pend = map[string]int{}
-			pl.pending[ts.name] = pend
+			pl.pending[ts.w] = pend
 		}
 		pend[k]++
 		mine = append(mine, k)
@@ -922,14 +923,14 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		}
 		pl.mu.Lock()
 		defer pl.mu.Unlock()
-		p := pl.pending[ts.name]
+		p := pl.pending[ts.w]
 		for _, k := range mine {
 			if p[k]--; p[k] <= 0 {
 				delete(p, k)
 			}
 		}
 		if len(p) == 0 {
-			delete(pl.pending, ts.name)
+			delete(pl.pending, ts.w)
 		}
 	}
 	if refused == nil {
