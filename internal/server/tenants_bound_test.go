@@ -344,8 +344,11 @@ func TestTenantsBoundWaitsForInFlight(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	slow := make(chan int, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		// A connection of its own: a kept-alive one the server just
+		// closed would fail the request without reading the pipe.
+		resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
 		if err != nil {
+			pr.CloseWithError(err) // the writes below fail instead of blocking
 			slow <- -1
 			return
 		}
@@ -354,7 +357,9 @@ func TestTenantsBoundWaitsForInFlight(t *testing.T) {
 		slow <- resp.StatusCode
 	}()
 	body := jsonPush(`{"service_name":"api"}`, base+1, "A second")
-	pw.Write(body[:10])
+	if _, err := pw.Write(body[:10]); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(2 * time.Second); ; {
 		e.srv.mu.Lock()
 		pinned := e.srv.pins["A"]
@@ -379,7 +384,9 @@ func TestTenantsBoundWaitsForInFlight(t *testing.T) {
 		t.Fatalf("the push to B answered %q while A (the only open tenant, bound 1) had a push in flight", r)
 	case <-time.After(200 * time.Millisecond):
 	}
-	pw.Write(body[10:])
+	if _, err := pw.Write(body[10:]); err != nil {
+		t.Fatal(err)
+	}
 	pw.Close()
 	if code := <-slow; code != 204 {
 		t.Fatalf("the slow push to A: %d", code)
