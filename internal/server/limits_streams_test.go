@@ -50,7 +50,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0 + 1, "b1"}}},
 	}))
 	if want := `Maximum active stream limit exceeded when trying to create stream {app=\"d\", service_name=\"d\"} (and 1 more new streams): tenant 'fake' has 3 streams, its limit is 3 (--max-streams-per-tenant)`; code != 429 || !strings.Contains(body, want) ||
-		!strings.Contains(body, "7 entries of 2 new streams refused; 7 entries refused, the other 4 stored") {
+		!strings.Contains(body, "7 entries of 2 new streams refused, the other 4 stored") {
 		t.Errorf("json push past the limit: %d %s", code, body)
 	}
 	// protobuf: a is stored, f refused.
@@ -58,7 +58,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "f"}, entries: []PushEntry{{t0, "f0"}}},
 		{labels: map[string]string{"app": "a"}, entries: []PushEntry{{t0 + 3, "a3"}}},
 	}), "Content-Type", "application/x-protobuf")
-	if code != 429 || !strings.Contains(body, `stream {app=\"f\", service_name=\"f\"}: tenant 'fake' has 3 streams`) || !strings.Contains(body, "1 entries refused, the other 1 stored") {
+	if code != 429 || !strings.Contains(body, `stream {app=\"f\", service_name=\"f\"}: tenant 'fake' has 3 streams`) || !strings.Contains(body, "1 entries of 1 new streams refused, the other 1 stored") {
 		t.Errorf("protobuf push past the limit: %d %s", code, body)
 	}
 	// jsonl with only a new stream: nothing stored.
@@ -73,7 +73,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "h"}, entries: []PushEntry{{t0, "h0"}}},
 	}))
 	if code != 429 || !strings.Contains(body, `{app=\"h\", service_name=\"h\"}`) || !strings.Contains(body, "entry 1: line of 101 bytes exceeds the limit of 100") ||
-		!strings.Contains(body, "2 entries refused, the other 1 stored") {
+		!strings.Contains(body, "2 entries refused in all, the other 1 stored") {
 		t.Errorf("push with an invalid entry and a stream past the limit: %d %s", code, body)
 	}
 	// Existing streams are still accepted in full.
@@ -156,7 +156,7 @@ func TestStreamLimitOTLP(t *testing.T) {
 			msg = st.Message
 		}
 		if code != 429 || ct != enc.ct || !strings.Contains(msg, `Maximum active stream limit exceeded when trying to create stream {service_name="s3"}: tenant '`+enc.tenant+`' has 2 streams, its limit is 2`) ||
-			!strings.Contains(msg, "3 entries of 1 new streams refused; 3 entries refused, the other 4 stored") {
+			!strings.Contains(msg, "3 entries of 1 new streams refused, the other 4 stored") {
 			t.Errorf("%s: %d %s %q", enc.tenant, code, ct, msg)
 		}
 		want := streamLines("service_name=s1", "x0", "x1", "x2")

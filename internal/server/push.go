@@ -845,10 +845,13 @@ func (sr *streamRefusal) err(rj *pushRejects, stored int) error {
 		}
 		refused += rj.entries
 	}
-	if stored == 0 {
+	switch {
+	case stored == 0:
 		msg += "; nothing was stored"
-	} else {
-		msg += fmt.Sprintf("; %d entries refused, the other %d stored", refused, stored)
+	case rj.entries == 0:
+		msg += fmt.Sprintf(", the other %d stored", stored)
+	default:
+		msg += fmt.Sprintf("; %d entries refused in all, the other %d stored", refused, stored)
 	}
 	return &httpError{status: http.StatusTooManyRequests, reason: "stream_limit", msg: msg}
 }
