@@ -714,10 +714,12 @@ type pushLimiter struct {
 // and stored at once when Config leaves MaxInflightPushBytes 0: 256 MiB,
 // the largest single body the default limits admit (4 × the 64 MiB
 // --max-body once decompressed), so no push that is valid alone is
-// refused for its size. Decoding holds several times a body (one-byte
-// lines about 25 bytes of memory a body byte, typical lines of 100 bytes
-// and more about 2×; see docs/BENCHMARKS.md), so this keeps a burst of
-// pushes to a few GB at worst instead of unbounded (finding E4).
+// refused for its size. Storing a push holds several times its
+// decompressed body (measured, docs/BENCHMARKS.md: ~13× for one-byte
+// lines, 17-byte protobuf entries of ~220 bytes of memory each; ~6× for
+// 22-byte lines; less for longer lines, whose bytes dominate), so this
+// keeps a burst of pushes to a few GB at worst instead of unbounded
+// (finding E4).
 const defaultInflightPushBytes = 256 << 20
 
 // defaultPushQueueWait is how long a push waits for budget by default:
