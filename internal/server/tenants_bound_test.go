@@ -459,3 +459,45 @@ func TestTenantsBoundFailedOpenNoDir(t *testing.T) {
 	tbPush(e, want, "old", "api", base+2, "after")
 	tbCheckAll(t, e, want, []string{"old", "fresh"})
 }
+
+// TestTenantsBoundDefaultFromRlimit: with the default bound and a
+// descriptor limit of 96 more than the test process has open, pushes to
+// 80 new tenants all succeed (each tenant takes 2 descriptors: unbounded,
+// the opens failed with EMFILE from about the 48th tenant on), a restart
+// over the 80 directories starts, and every tenant answers all its
+// entries.
+func TestTenantsBoundDefaultFromRlimit(t *testing.T) {
+	var orig syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
+		t.Fatal(err)
+	}
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections() // earlier tests' connections
+	ents, _ := os.ReadDir("/proc/self/fd")
+	lim := orig
+	lim.Cur = uint64(len(ents) + 96)
+	if orig.Cur < lim.Cur {
+		t.Fatalf("descriptor limit %d, %d open: the test needs %d", orig.Cur, len(ents), lim.Cur)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig) })
+	if got, want := DefaultMaxOpenTenants(), int(lim.Cur/4); got != want {
+		t.Errorf("DefaultMaxOpenTenants with a limit of %d: %d, want %d", lim.Cur, got, want)
+	}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
+	e, stop := tbServe(t, cfg, false)
+	want := map[string][]tbEntry{}
+	var tenants []string
+	for i := range 80 {
+		tn := fmt.Sprintf("t%02d", i)
+		tenants = append(tenants, tn)
+		tbPush(e, want, tn, "api", base+int64(i), tn+" one", tn+" two")
+	}
+	if n, most := fdsUnder(t, cfg.DataDir), 2*int(lim.Cur/4); n > most {
+		t.Errorf("%d descriptors open under the data directory, want at most %d", n, most)
+	}
+	stop()
+	e, _ = tbServe(t, cfg, true)
+	tbCheckAll(t, e, want, tenants)
+}
