@@ -89,7 +89,7 @@ func runServe(args []string) error {
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
 	maxLabelValue := fs.Int("max-label-value-bytes", 2048, "longest label value a push may have (names: 1 KiB)")
-	maxStreams := fs.Int("max-streams-per-tenant", 5000, "streams a tenant may have (every stream its store ever held; Loki's max_global_streams_per_user): a push's entries for streams past it get 429 (0: no limit)")
+	maxStreams := fs.Int("max-streams-per-tenant", 5000, "active streams a tenant may have (pushed to in the last 30 minutes; Loki's max_global_streams_per_user): a push's entries for new streams past it get 429, a resend of the batch stores only those (0: no limit)")
 	inflightPush := int64(256 << 20)
 	fs.Var(byteSizeFlag{&inflightPush}, "max-inflight-push-bytes", "decompressed push bodies (`size`) processed at once, all tenants; a push beyond it waits up to 5s, then gets 429 with Retry-After; a body larger than it gets 413 (0: no bound)")
 	discoverService := fs.Bool("discover-service-name", true, "give pushed streams without service_name one, as Loki's discover_service_name: the first of service, app, application, app_name, name, app_kubernetes_io_name, container, container_name, k8s_container_name, component, workload, job, k8s_job_name, else unknown_service (Grafana's Logs Drilldown lists services by it)")

@@ -100,14 +100,15 @@
 // --query-timeout like a query; at most --max-tails tails (256, Loki's
 // and the UI's together) are open at once, more get 429.
 //
-// Pushes: a tenant holds at most --max-streams-per-tenant streams (5000,
-// Loki's max_global_streams_per_user; the count is its stream table,
-// every stream it ever held): a push's entries of existing streams and of
-// new streams within the limit are stored, the others refused with 429
-// "Maximum active stream limit exceeded ..." naming the limit and the
-// counts (shippers retry a 429 whole, and hay does not drop duplicate
-// entries as Loki's ingesters do, so a retried batch stores its accepted
-// entries again). The decompressed bodies decoded and stored at once are
+// Pushes: a tenant has at most --max-streams-per-tenant active streams
+// (5000, Loki's max_global_streams_per_user; active: pushed to in the last
+// 30 minutes, as Loki's ingesters hold a stream until chunk_idle_period):
+// a push's entries of streams the store holds and of new streams within
+// the limit are stored, the others refused with 429 "Maximum active
+// stream limit exceeded ..." naming the limit and the counts. Shippers
+// resend a 429'd batch whole: the server remembers (15 minutes, 1,024
+// pushes) which streams of such a push it stored, and a resend of the
+// same entries stores only the others, so nothing is stored twice. The decompressed bodies decoded and stored at once are
 // bounded server-wide by --max-inflight-push-bytes (256 MiB): a push
 // beyond it waits up to 5 s, then gets 429 with Retry-After: 1 (at once
 // when as many bytes already wait); a body larger than it gets 413. A

@@ -49,7 +49,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "e"}, entries: []PushEntry{{t0, "e0"}, {t0 + 1, "e1"}, {t0 + 2, "e2"}, {t0 + 3, "e3"}}},
 		{labels: map[string]string{"app": "b"}, entries: []PushEntry{{t0 + 1, "b1"}}},
 	}))
-	if want := `Maximum active stream limit exceeded when trying to create stream {app=\"d\", service_name=\"d\"} (and 1 more new streams): tenant 'fake' has 3 streams, its limit is 3 (--max-streams-per-tenant)`; code != 429 || !strings.Contains(body, want) ||
+	if want := `Maximum active stream limit exceeded when trying to create stream {app=\"d\", service_name=\"d\"} (and 1 more new streams): tenant 'fake' has 3 active streams (pushed to in the last 30m), its limit is 3 (--max-streams-per-tenant)`; code != 429 || !strings.Contains(body, want) ||
 		!strings.Contains(body, "7 entries of 2 new streams refused, the other 4 stored") {
 		t.Errorf("json push past the limit: %d %s", code, body)
 	}
@@ -58,7 +58,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		{labels: map[string]string{"app": "f"}, entries: []PushEntry{{t0, "f0"}}},
 		{labels: map[string]string{"app": "a"}, entries: []PushEntry{{t0 + 3, "a3"}}},
 	}), "Content-Type", "application/x-protobuf")
-	if code != 429 || !strings.Contains(body, `stream {app=\"f\", service_name=\"f\"}: tenant 'fake' has 3 streams`) || !strings.Contains(body, "1 entries of 1 new streams refused, the other 1 stored") {
+	if code != 429 || !strings.Contains(body, `stream {app=\"f\", service_name=\"f\"}: tenant 'fake' has 3 active streams`) || !strings.Contains(body, "1 entries of 1 new streams refused, the other 1 stored") {
 		t.Errorf("protobuf push past the limit: %d %s", code, body)
 	}
 	// jsonl with only a new stream: nothing stored.
@@ -82,7 +82,7 @@ func TestStreamLimitPartialPush(t *testing.T) {
 	for i := range 3 {
 		e.mustPush("/loki/api/v1/push", jsonPush(fmt.Sprintf(`{"app":"o%d"}`, i), t0, "o"), "X-Scope-OrgID", "other")
 	}
-	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"o3"}`, t0, "o"), "X-Scope-OrgID", "other"); code != 429 || !strings.Contains(body, "tenant 'other' has 3 streams") {
+	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"o3"}`, t0, "o"), "X-Scope-OrgID", "other"); code != 429 || !strings.Contains(body, "tenant 'other' has 3 active streams") {
 		t.Errorf("other tenant's fourth stream: %d %s", code, body)
 	}
 
@@ -98,7 +98,9 @@ func TestStreamLimitPartialPush(t *testing.T) {
 		t.Errorf("/metrics: want 5 stream_limit rejections:\n%s", grepLines(body, "hay_rejected_total"))
 	}
 
-	// The count is the stream table, which a restart reads back.
+	// After a restart, the streams the store holds are still accepted;
+	// as they push again they count as active, and a new stream past the
+	// limit is refused again.
 	e.ts.Close()
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
@@ -115,12 +117,14 @@ func TestStreamLimitPartialPush(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if code, body := e2.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"i"}`, t0, "i0")); code != 429 || !strings.Contains(body, "tenant 'fake' has 3 streams") {
+	e2.mustPush("/loki/api/v1/push", jsonPush(`{"app":"a"}`, t0+4, "a4"))
+	e2.mustPush("/loki/api/v1/push", jsonPush(`{"app":"b"}`, t0+4, "b4"))
+	e2.mustPush("/loki/api/v1/push", jsonPush(`{"app":"c"}`, t0+4, "c4"))
+	if code, body := e2.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"i"}`, t0, "i0")); code != 429 || !strings.Contains(body, "tenant 'fake' has 3 active streams") {
 		t.Errorf("new stream after a restart: %d %s", code, body)
 	}
-	e2.mustPush("/loki/api/v1/push", jsonPush(`{"app":"a"}`, t0+4, "a4"))
-	if n := e2.storedCount("fake"); n != len(want)+1 {
-		t.Errorf("after restart: %d entries, want %d", n, len(want)+1)
+	if n := e2.storedCount("fake"); n != len(want)+3 {
+		t.Errorf("after restart: %d entries, want %d", n, len(want)+3)
 	}
 }
 
@@ -155,7 +159,7 @@ func TestStreamLimitOTLP(t *testing.T) {
 			}
 			msg = st.Message
 		}
-		if code != 429 || ct != enc.ct || !strings.Contains(msg, `Maximum active stream limit exceeded when trying to create stream {service_name="s3"}: tenant '`+enc.tenant+`' has 2 streams, its limit is 2`) ||
+		if code != 429 || ct != enc.ct || !strings.Contains(msg, `Maximum active stream limit exceeded when trying to create stream {service_name="s3"}: tenant '`+enc.tenant+`' has 2 active streams (pushed to in the last 30m), its limit is 2`) ||
 			!strings.Contains(msg, "3 entries of 1 new streams refused, the other 4 stored") {
 			t.Errorf("%s: %d %s %q", enc.tenant, code, ct, msg)
 		}
@@ -212,7 +216,83 @@ func TestStreamLimitConcurrent(t *testing.T) {
 	if n := ts.w.Stats().Streams; n != limit {
 		t.Errorf("stream table holds %d streams, want %d", n, limit)
 	}
-	if len(e.srv.pushLim.pending) != 0 {
-		t.Errorf("claims left after the pushes: %v", e.srv.pushLim.pending)
+	if n := len(e.srv.pushLim.active["fake"]); n != limit {
+		t.Errorf("%d active streams, want %d", n, limit)
+	}
+}
+
+// TestStreamLimitActiveWindow: the limit counts active streams, those
+// pushed to within streamActiveWindow, as Loki counts the streams its
+// ingesters hold: once streams go quiet, new ones are admitted. Counting
+// every stream the tenant ever had refused every new stream for good once
+// pods had come and gone as many times as the limit.
+func TestStreamLimitActiveWindow(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(0, base)
+	e := newEnv(t, func(c *Config) {
+		c.MaxStreamsPerTenant = 2
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod1"}`, t0, "x"))
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod2"}`, t0, "x"))
+	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"pod3"}`, t0, "x")); code != 429 {
+		t.Fatalf("a third stream: %d %s", code, body)
+	}
+	advance(20 * time.Minute)
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod2"}`, t0+1, "y")) // pod2 stays active
+	advance(11 * time.Minute)                                              // pod1 quiet for 31 minutes
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod3"}`, t0, "x"))
+	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"pod4"}`, t0, "x")); code != 429 || !strings.Contains(body, "has 2 active streams") {
+		t.Fatalf("a fourth stream while pod2 and pod3 are active: %d %s", code, body)
+	}
+	// pod1, quiet but held by the store, is never refused.
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod1"}`, t0+1, "y"))
+	if n := e.storedCount("fake"); n != 5 {
+		t.Errorf("stored %d entries, want 5", n)
+	}
+}
+
+// TestStreamLimitRetryNoDuplicates: a push answered 429 by the stream
+// limit after some of its streams were stored is resent whole by
+// shippers (Promtail, Alloy, Vector, the OpenTelemetry collector retry a
+// 429); the resend stores only what was refused before, once admitted,
+// so no entry is stored twice. Loki drops such duplicates too.
+func TestStreamLimitRetryNoDuplicates(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(0, base)
+	e := newEnv(t, func(c *Config) {
+		c.MaxStreamsPerTenant = 2
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"old"}`, t0, "o0"))
+	batch := pushJSON([]oStream{
+		{labels: map[string]string{"app": "old"}, entries: []PushEntry{{t0 + 1, "o1"}, {t0 + 2, "o2"}}},
+		{labels: map[string]string{"app": "new1"}, entries: []PushEntry{{t0, "n1"}}},
+		{labels: map[string]string{"app": "new2"}, entries: []PushEntry{{t0, "n2"}}},
+	})
+	for i := range 3 { // the shipper's retries
+		if code, body := e.do("POST", "/loki/api/v1/push", batch); code != 429 || !strings.Contains(body, "new2") {
+			t.Fatalf("attempt %d: %d %s", i, code, body)
+		}
+	}
+	if n := e.storedCount("fake"); n != 4 {
+		t.Fatalf("after 3 attempts: %d entries stored, want 4 (o0 o1 o2 n1, each once)", n)
+	}
+	// new1 and old go quiet; the next retry gets new2 in, and only it.
+	mu.Lock()
+	now = now.Add(31 * time.Minute)
+	mu.Unlock()
+	e.mustPush("/loki/api/v1/push", batch)
+	var want []string
+	want = append(want, streamLines("app=new1,service_name=new1", "n1")...)
+	want = append(want, streamLines("app=new2,service_name=new2", "n2")...)
+	want = append(want, streamLines("app=old,service_name=old", "o0", "o1", "o2")...)
+	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), want)
+	// Sent again after it was stored whole: a new push, stored again
+	// (hay keeps exact duplicates of pushes it answered 204).
+	e.mustPush("/loki/api/v1/push", batch)
+	if n := e.storedCount("fake"); n != 9 {
+		t.Errorf("a 204'd batch sent again: %d entries, want 9", n)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net/http"
@@ -668,13 +670,20 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 	if err != nil {
 		return 0, nil, err
 	}
-	entries, sr, done := s.admitStreams(ts, entries)
-	defer done()
+	var fp uint64
+	if s.cfg.MaxStreamsPerTenant > 0 {
+		fp = pushFingerprint(tenant, entries)
+		entries = s.pushLim.skipStored(fp, entries)
+	}
+	entries, sr := s.admitStreams(ts, entries)
 	if len(entries) == 0 {
 		return 0, sr, nil
 	}
 	if err := ts.w.Append(ctx, entries); err != nil {
 		return 0, nil, err
+	}
+	if s.cfg.MaxStreamsPerTenant > 0 {
+		s.pushLim.rememberPartial(fp, entries, sr != nil, s.cfg.Now().UnixNano())
 	}
 	var nbytes int64
 	for _, e := range entries {
@@ -695,13 +704,18 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 // budget. Its zero value is ready.
 type pushLimiter struct {
 	mu sync.Mutex
-	// pending counts, by tenant store (its writer, whose stream table
-	// the claims complete; a tenant closed and reopened has a new one)
-	// and canonical labels, the pushes appending a stream the table did
-	// not hold when they were admitted: until their Append defines it,
-	// the stream counts against the limit through this map, so
-	// concurrent pushes cannot together pass it.
-	pending map[*store.Writer]map[string]int
+	// active holds, by tenant and canonical labels, when each stream was
+	// last admitted (Config.Now, ns): the streams admitted within
+	// streamActiveWindow are the tenant's active streams, which the
+	// stream limit counts. A stream is marked when its push is admitted,
+	// before its Append, so concurrent pushes cannot together pass the
+	// limit.
+	active map[string]map[string]int64
+	// partial remembers the pushes answered 429 by the stream limit after
+	// some of their streams were stored (by fingerprint, see
+	// pushFingerprint): shippers resend such a batch whole, and its
+	// stored streams are then skipped instead of stored twice.
+	partial map[uint64]*partialPush
 
 	// The in-flight push budget (admitPush): decompressed body bytes of
 	// the pushes being decoded and stored, of those waiting for budget,
@@ -824,7 +838,7 @@ func (s *Server) admitPush(ctx context.Context, n int64) (func(), error) {
 // streamRefusal is what the tenant stream limit refused of a push.
 type streamRefusal struct {
 	tenant           string
-	limit, have      int    // the limit; the tenant's streams with this push's admitted
+	limit, have      int    // the limit; the tenant's active streams with this push's admitted
 	streams, entries int    // refused
 	first            string // labels of the first stream refused
 }
@@ -837,8 +851,8 @@ func (sr *streamRefusal) err(rj *pushRejects, stored int) error {
 	if sr.streams > 1 {
 		more = fmt.Sprintf(" (and %d more new streams)", sr.streams-1)
 	}
-	msg := fmt.Sprintf("Maximum active stream limit exceeded when trying to create stream %s%s: tenant '%s' has %d streams, its limit is %d (--max-streams-per-tenant); reduce the number of streams (fewer labels or label values) or raise the limit; %d entries of %d new streams refused",
-		sr.first, more, sr.tenant, sr.have, sr.limit, sr.entries, sr.streams)
+	msg := fmt.Sprintf("Maximum active stream limit exceeded when trying to create stream %s%s: tenant '%s' has %d active streams (pushed to in the last %s), its limit is %d (--max-streams-per-tenant); reduce the number of streams (fewer labels or label values) or raise the limit; %d entries of %d new streams refused",
+		sr.first, more, sr.tenant, sr.have, shortDuration(streamActiveWindow), sr.limit, sr.entries, sr.streams)
 	refused := sr.entries
 	if rj.entries > 0 {
 		msg += "; " + strings.Join(rj.msgs, "; ")
@@ -858,16 +872,24 @@ func (sr *streamRefusal) err(rj *pushRejects, stored int) error {
 	return &httpError{status: http.StatusTooManyRequests, reason: "stream_limit", msg: msg}
 }
 
+// streamActiveWindow is how long a stream counts as active after its last
+// push: Loki counts the streams its ingesters hold in memory, which they
+// let go after chunk_idle_period (30 minutes by default) without entries.
+// Counting every stream a tenant ever had instead refused every new
+// stream for good once pods had come and gone 5,000 times.
+const streamActiveWindow = 30 * time.Minute
+
 // admitStreams applies the tenant stream limit to a push's validated
-// entries: those of streams the tenant has, and of new streams while the
-// tenant stays within the limit (in the push's order), are returned, in
-// place, to be appended; the others are described by the refusal (nil if
-// none). done must be called once the Append returned: it ends the
-// push's claim on its new streams.
-func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]store.LabeledEntry, *streamRefusal, func()) {
+// entries. Those of streams the tenant's store already holds are always
+// stored (as in Loki, a stream it has in memory is never refused); a new
+// stream is admitted while the tenant has fewer than the limit of active
+// streams (pushed to within streamActiveWindow), in the push's order.
+// The admitted entries are returned, filtered in place; the others are
+// described by the refusal (nil if none).
+func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]store.LabeledEntry, *streamRefusal) {
 	limit := s.cfg.MaxStreamsPerTenant
 	if limit <= 0 {
-		return entries, nil, func() {}
+		return entries, nil
 	}
 	// The push's streams, in order of first entry.
 	idx := map[string]int{}
@@ -878,70 +900,57 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 			keys = append(keys, e.Labels)
 		}
 	}
+	known := make([]bool, len(keys))
+	ts.w.KnownStreams(keys, known)
+	now := s.cfg.Now().UnixNano()
 	pl := &s.pushLim
 	pl.mu.Lock()
-	pend := pl.pending[ts.w]
-	q := keys
-	for k := range pend {
-		if _, ok := idx[k]; !ok {
-			q = append(q, k)
+	if pl.active == nil {
+		pl.active = map[string]map[string]int64{}
+	}
+	act := pl.active[ts.name]
+	if act == nil {
+		act = map[string]int64{}
+		pl.active[ts.name] = act
+	}
+	pruned := false
+	prune := func() {
+		if !pruned {
+			pruned = true
+			for k, at := range act {
+				if now-at > int64(streamActiveWindow) {
+					delete(act, k)
+				}
+			}
 		}
 	}
-	known := make([]bool, len(q))
-	have := ts.w.KnownStreams(q, known)
-	for i, k := range q {
-		if _, ok := pend[k]; ok && !known[i] {
-			have++ // claimed by a push not yet appended
-		}
-	}
-	n := have
-	var mine []string
 	var refused map[string]bool
 	for i, k := range keys {
-		switch {
-		case known[i]:
-			continue
-		case pend[k] > 0:
-		case n < limit:
-			n++
-		default:
-			if refused == nil {
-				refused = map[string]bool{}
-			}
-			refused[k] = true
+		if _, ok := act[k]; ok || known[i] {
+			act[k] = now
 			continue
 		}
-		if pend == nil {
-			if pl.pending == nil {
-				pl.pending = map[*store.Writer]map[string]int{}
-			}
-			pend = map[string]int{}
-			pl.pending[ts.w] = pend
+		if len(act) >= limit {
+			prune()
 		}
-		pend[k]++
-		mine = append(mine, k)
+		if len(act) < limit {
+			act[k] = now
+			continue
+		}
+		if refused == nil {
+			refused = map[string]bool{}
+		}
+		refused[k] = true
 	}
+	if len(act) > 2*limit {
+		prune() // streams of the store only, idle since
+	}
+	have := len(act)
 	pl.mu.Unlock()
-	done := func() {
-		if len(mine) == 0 {
-			return
-		}
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		p := pl.pending[ts.w]
-		for _, k := range mine {
-			if p[k]--; p[k] <= 0 {
-				delete(p, k)
-			}
-		}
-		if len(p) == 0 {
-			delete(pl.pending, ts.w)
-		}
-	}
 	if refused == nil {
-		return entries, nil, done
+		return entries, nil
 	}
-	sr := &streamRefusal{tenant: ts.name, limit: limit, have: n, streams: len(refused)}
+	sr := &streamRefusal{tenant: ts.name, limit: limit, have: have, streams: len(refused)}
 	for _, k := range keys {
 		if refused[k] {
 			sr.first = k
@@ -957,5 +966,112 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		kept = append(kept, e)
 	}
 	clear(entries[len(kept):]) // the refused lines need not stay reachable
-	return kept, sr, done
+	return kept, sr
+}
+
+// partialPush is a push the stream limit answered 429 after storing the
+// entries of some of its streams.
+type partialPush struct {
+	streams map[string]bool // stored
+	at      int64           // when (Config.Now, ns)
+}
+
+// Bounds of pushLimiter.partial: shippers retry within minutes (Promtail
+// and Alloy back off up to 5 minutes), and each record is a push's
+// stream names.
+const (
+	maxPartialPushes = 1024
+	partialPushTTL   = 15 * time.Minute
+)
+
+// fingerprintSeed seeds pushFingerprint for the process's life.
+var fingerprintSeed = maphash.MakeSeed()
+
+// pushFingerprint identifies a push by its tenant and validated entries,
+// so that a resent batch is recognised whatever its encoding.
+func pushFingerprint(tenant string, entries []store.LabeledEntry) uint64 {
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	h.WriteString(tenant)
+	var n [8]byte
+	for _, e := range entries {
+		h.WriteByte(0)
+		h.WriteString(e.Labels)
+		binary.LittleEndian.PutUint64(n[:], uint64(e.Time))
+		h.Write(n[:])
+		binary.LittleEndian.PutUint64(n[:], uint64(len(e.Line)))
+		h.Write(n[:])
+		h.Write(e.Line)
+	}
+	return h.Sum64()
+}
+
+// skipStored drops, from a push seen before (fp) that the stream limit
+// answered 429 after storing some of its streams, the entries of those
+// streams: the shipper resent the batch whole.
+func (pl *pushLimiter) skipStored(fp uint64, entries []store.LabeledEntry) []store.LabeledEntry {
+	pl.mu.Lock()
+	p := pl.partial[fp]
+	pl.mu.Unlock()
+	if p == nil {
+		return entries
+	}
+	kept := entries[:0]
+	for _, e := range entries {
+		if !p.streams[e.Labels] {
+			kept = append(kept, e)
+		}
+	}
+	clear(entries[len(kept):])
+	return kept
+}
+
+// rememberPartial records, for a push answered 429 by the stream limit
+// (refused), the streams of its entries stored now, for a resend to skip;
+// a push stored whole is forgotten.
+func (pl *pushLimiter) rememberPartial(fp uint64, stored []store.LabeledEntry, refused bool, now int64) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if !refused {
+		delete(pl.partial, fp)
+		return
+	}
+	if pl.partial == nil {
+		pl.partial = map[uint64]*partialPush{}
+	}
+	p := pl.partial[fp]
+	if p == nil {
+		if len(pl.partial) >= maxPartialPushes {
+			var oldest uint64
+			first := true
+			for k, q := range pl.partial {
+				if now-q.at > int64(partialPushTTL) {
+					delete(pl.partial, k)
+				} else if first || q.at < pl.partial[oldest].at {
+					oldest, first = k, false
+				}
+			}
+			if len(pl.partial) >= maxPartialPushes {
+				delete(pl.partial, oldest)
+			}
+		}
+		p = &partialPush{streams: map[string]bool{}}
+		pl.partial[fp] = p
+	}
+	p.at = now
+	for _, e := range stored {
+		p.streams[e.Labels] = true
+	}
+}
+
+// shortDuration writes d without zero units: 30m, not 30m0s.
+func shortDuration(d time.Duration) string {
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }

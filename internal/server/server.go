@@ -80,11 +80,11 @@ type Config struct {
 	// naming any other host is refused (421). Clients that are not
 	// browsers are not checked.
 	AllowedHosts []string
-	// MaxStreamsPerTenant bounds the streams of a tenant's stream table
-	// (every stream its store ever held), as Loki's
-	// max_global_streams_per_user: a push's entries for new streams past
-	// it are refused with 429, the others stored. 0: no limit (hay
-	// serve's default is Loki's, 5000).
+	// MaxStreamsPerTenant bounds a tenant's active streams (pushed to
+	// within streamActiveWindow), as Loki's max_global_streams_per_user:
+	// a push's entries for new streams past it are refused with 429, the
+	// others stored (and skipped when the batch is resent). 0: no limit
+	// (hay serve's default is Loki's, 5000).
 	MaxStreamsPerTenant int
 	// MaxInflightPushBytes bounds the decompressed push bodies being
 	// decoded and stored at once, server-wide (push.go:
