@@ -97,6 +97,8 @@ func runServe(args []string) error {
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background this often (0: never; see hay compact)")
 	mergeBytes := int64(store.DefaultMergeBytes)
 	fs.Var(byteSizeFlag{&mergeBytes}, "merge-bytes", "the background compaction merges consecutive segments into one of up to this `size` of raw bytes (0: rewrite each alone; see hay compact)")
+	headIdle := fs.Duration("head-flush-idle", 30*time.Minute, "flush a tenant's head into a segment once it has had no entry for this long (Loki's chunk_idle_period; 0: never)")
+	headAge := fs.Duration("head-flush-age", 2*time.Hour, "flush a tenant's head once it has held entries for this long, however busy (Loki's max_chunk_age; bounds the WAL a restart replays; 0: never)")
 	headBytes := int64(0)
 	fs.Var(byteSizeFlag{&headBytes}, "head-bytes", "head `size` at which a tenant's head is flushed into a segment (default 32MiB)")
 	if err := parseFlags(fs, args); err != nil {
@@ -129,6 +131,8 @@ func runServe(args []string) error {
 		MaxLabelValueBytes:   *maxLabelValue,
 		MaxQueryLimit:        *maxQueryLimit,
 		MaxTails:             *maxTails,
+		HeadFlushIdle:        neverIfZero(*headIdle),
+		HeadFlushAge:         neverIfZero(*headAge),
 		MaxQuerySeries:       *maxQuerySeries,
 		AllowedHosts:         allowedHosts,
 		RejectOlderThan:      *older,
@@ -240,4 +244,12 @@ func queueWaitConfig(d time.Duration) time.Duration {
 func loopbackListener(addr net.Addr) bool {
 	ta, ok := addr.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// neverIfZero maps a flag's 0 ("never") to server.Config's negative.
+func neverIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

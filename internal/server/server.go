@@ -66,6 +66,12 @@ type Config struct {
 	// DefaultMaxOpenTenants). Opening one more closes the least recently
 	// used idle tenant first; see openTenant.
 	MaxOpenTenants int
+	// HeadFlushIdle and HeadFlushAge flush a tenant's head into a segment
+	// once it has had no entry for that long, or has held entries for
+	// that long (Loki's chunk_idle_period and max_chunk_age: 30m and 2h
+	// by default; negative: never), so that a quiet tenant does not keep
+	// its head in memory and its WAL to replay.
+	HeadFlushIdle, HeadFlushAge time.Duration
 	// CompactInterval, when positive, has each tenant's store compact
 	// its new segments in the background this often (store.Writer).
 	CompactInterval time.Duration
@@ -235,6 +241,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueryLimit <= 0 {
 		cfg.MaxQueryLimit = 5000
+	}
+	if cfg.HeadFlushIdle == 0 {
+		cfg.HeadFlushIdle = 30 * time.Minute
+	}
+	if cfg.HeadFlushAge == 0 {
+		cfg.HeadFlushAge = 2 * time.Hour
 	}
 	if cfg.MaxTails == 0 {
 		cfg.MaxTails = DefaultMaxTails
@@ -515,6 +527,15 @@ func (s *Server) openLocked(name, dir string, existed bool) (*tenantStore, error
 
 		CompactInterval:   s.cfg.CompactInterval,
 		CompactMergeBytes: s.cfg.CompactMergeBytes,
+		FlushIdle:         max(s.cfg.HeadFlushIdle, 0),
+		FlushAge:          max(s.cfg.HeadFlushAge, 0),
+		OnFlush: func(why string, err error) {
+			if err != nil {
+				s.log.Error("flushing the head failed", "tenant", name, "why", why, "err", err)
+				return
+			}
+			s.log.Debug("flushed the head", "tenant", name, "why", why)
+		},
 		OnCompact: func(cs store.CompactStats, err error) {
 			if err != nil {
 				s.log.Error("compaction failed; retried later", "tenant", name, "err", err)

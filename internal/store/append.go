@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"haystack/internal/segment"
@@ -40,6 +41,15 @@ type WriterOptions struct {
 	// OnCompact, if set, is told of each background compaction that did
 	// something or failed.
 	OnCompact func(CompactStats, error)
+	// FlushIdle, when positive, flushes a head that has had no entry for
+	// this long, and FlushAge one that has held entries for this long
+	// (Loki's chunk_idle_period and max_chunk_age): without them a tenant
+	// that pushed a little kept its head in memory, and its WAL to
+	// replay, until it had pushed HeadBytes (finding E5). Checked every
+	// FlushCheck (default a minute, or less when both are shorter).
+	FlushIdle, FlushAge, FlushCheck time.Duration
+	// OnFlush, if set, is told of each such flush (why: "idle" or "age").
+	OnFlush func(why string, err error)
 }
 
 // ErrWriterClosed is returned by Append after Close.
@@ -68,6 +78,8 @@ type Writer struct {
 	once sync.Once
 
 	compactDone chan struct{}   // closed when compactLoop returns; nil without one
+	flushDone   chan struct{}   // closed when flushLoop returns; nil without one
+	lastAppend  atomic.Int64    // when the committer last appended (UnixNano)
 	compactMu   sync.Mutex      // serialises Compact calls
 	compactSkip map[string]bool // segments Compact failed to read (guarded by compactMu)
 
@@ -113,7 +125,64 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 		w.compactDone = make(chan struct{})
 		go w.compactLoop(opt.CompactInterval)
 	}
+	if opt.FlushIdle > 0 || opt.FlushAge > 0 {
+		w.flushDone = make(chan struct{})
+		go w.flushLoop()
+	}
 	return w, nil
+}
+
+// flushLoop flushes the head when it has been idle for FlushIdle or has
+// held entries for FlushAge (see WriterOptions).
+func (w *Writer) flushLoop() {
+	defer close(w.flushDone)
+	check := w.opt.FlushCheck
+	if check <= 0 {
+		check = time.Minute
+		for _, d := range []time.Duration{w.opt.FlushIdle, w.opt.FlushAge} {
+			if d > 0 {
+				check = min(check, max(d/4, time.Second))
+			}
+		}
+	}
+	t := time.NewTicker(check)
+	defer t.Stop()
+	var since time.Time // when a tick first saw the current head hold entries
+	var seq uint64      // that head's WAL file
+	for {
+		select {
+		case <-w.quit:
+			return
+		case now := <-t.C:
+			w.mu.Lock()
+			entries, walSeq, failed := w.s.head.entries, w.s.wal.seq, w.failed
+			w.mu.Unlock()
+			if failed != nil {
+				return
+			}
+			if entries == 0 {
+				since = time.Time{}
+				continue
+			}
+			if since.IsZero() || walSeq != seq {
+				since, seq = now, walSeq
+			}
+			why := ""
+			switch {
+			case w.opt.FlushIdle > 0 && now.Sub(time.Unix(0, w.lastAppend.Load())) >= w.opt.FlushIdle:
+				why = "idle"
+			case w.opt.FlushAge > 0 && now.Sub(since) >= w.opt.FlushAge:
+				why = "age"
+			default:
+				continue
+			}
+			err := w.Flush()
+			since = time.Time{}
+			if w.opt.OnFlush != nil {
+				w.opt.OnFlush(why, err)
+			}
+		}
+	}
 }
 
 // Append stores entries durably: it returns nil only once they are in the
@@ -185,6 +254,7 @@ func (w *Writer) commit(group []*appendReq) error {
 		}
 	}
 	w.mu.Unlock()
+	w.lastAppend.Store(time.Now().UnixNano())
 	if err == nil {
 		// Outside mu: searches need not wait for the disk. cmu keeps
 		// Flush off the WAL file meanwhile.
@@ -271,6 +341,9 @@ func (w *Writer) Close() error {
 	<-w.done
 	if w.compactDone != nil {
 		<-w.compactDone // it stops at the next segment boundary
+	}
+	if w.flushDone != nil {
+		<-w.flushDone // a flush in hand finishes first
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
