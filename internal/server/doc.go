@@ -138,7 +138,11 @@
 // default a quarter of the open-file limit): opening one more flushes and
 // closes the least recently used idle tenant (no request in flight, no
 // live tail), which reopens on its next request; when none is idle within
-// 2 s the request gets 503. The server locks DATA for its life, so hay
+// 2 s the request gets 503. A tenant's head (its entries not yet in a
+// segment, held in memory and replayed from the WAL after a restart) is
+// flushed at --head-bytes, after --head-flush-idle without entries (30m)
+// and after --head-flush-age with them (2h), as Loki's ingesters flush
+// chunks. The server locks DATA for its life, so hay
 // ingest, compact and verify --repair refuse DATA/<tenant> meanwhile, a
 // closed tenant's included. With
 // --auth-file (see Auth) every request except /ready, /health, /metrics,
