@@ -327,12 +327,12 @@ func (d *tailDelay) next() (time.Time, bool) {
 // not look idle to the proxies between Grafana and hay (nginx's default
 // proxy_read_timeout is 60 s), which would cut it, and Grafana then
 // reconnects, replaying the last entries again.
-const tailPingInterval = time.Second
+var tailPingInterval = time.Second // a variable for tests
 
 // tailPing pings c until ctx ends. The pongs are read by CloseRead's
 // reader; a client that stops answering is left to the read side and
 // the write timeouts.
-func tailPing(ctx context.Context, c *websocket.Conn) {
+func tailPing(ctx context.Context, c *websocket.Conn, end func()) {
 	t := time.NewTicker(tailPingInterval)
 	defer t.Stop()
 	for {
@@ -341,14 +341,27 @@ func tailPing(ctx context.Context, c *websocket.Conn) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, tailPongTimeout)
 		err := c.Ping(pctx)
 		cancel()
 		if err != nil {
+			// A client that answers no ping is gone: end the tail. It
+			// used to live on, with its goroutines and descriptor,
+			// while its query matched nothing to write (soak S2).
+			end()
+			c.CloseNow() // no close handshake: it would wait for the silent client
 			return
 		}
 	}
 }
+
+// tailPongTimeout is how long a tail waits for a ping's pong, and
+// tailWriteTimeout for a client to take what a tail sends (variables
+// for tests).
+var (
+	tailPongTimeout  = 30 * time.Second
+	tailWriteTimeout = 30 * time.Second
+)
 
 // lokiTail serves /loki/api/v1/tail over WebSocket: each message is
 // {"streams":[{"stream":{...},"values":[["<ns>","<line>"]]}],"dropped_entries":[...]}.
@@ -393,7 +406,7 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	defer c.CloseNow()
 	ctx, stop := context.WithCancel(c.CloseRead(r.Context()))
 	defer stop()
-	go tailPing(ctx, c)
+	go tailPing(ctx, c, stop)
 
 	send := func(es []tailEntry, dropped int) error {
 		if len(es) == 0 && dropped == 0 {
@@ -553,6 +566,11 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// Every write has a deadline: a client that stops reading (a frozen
+	// tab, a dead network) blocked the handler in Flush for good, with
+	// its goroutine, descriptor and queued batches (soak S1).
+	deadline := func() { rc.SetWriteDeadline(time.Now().Add(tailWriteTimeout)) }
+	deadline()
 	fmt.Fprint(w, ": tail started\n\n")
 	rc.Flush()
 	ping := time.NewTicker(15 * time.Second)
@@ -562,6 +580,7 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-ping.C:
+			deadline()
 			fmt.Fprint(w, ": ping\n\n")
 			if rc.Flush() != nil {
 				return
@@ -572,13 +591,16 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 				rc.Flush()
 				return
 			}
+			deadline()
 			for i := range es {
 				labels, ok := f.match(&es[i])
 				if !ok {
 					continue
 				}
 				b, _ := json.Marshal(nativeEntry(es[i].Time, labels, es[i].Line))
-				fmt.Fprintf(w, "data: %s\n\n", b)
+				if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+					return
+				}
 			}
 			if rc.Flush() != nil {
 				return
