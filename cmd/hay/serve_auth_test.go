@@ -15,6 +15,12 @@ import (
 // returns everything it wrote to stderr.
 func stopServe(t *testing.T, s *crashServer) string {
 	t.Helper()
+	// Serving means the start-up lines are written and SIGTERM is
+	// caught: a signal right after "listening" could kill the process
+	// before its warning, by SIGTERM's default action.
+	if resp, err := http.Get(s.url + "/ready"); err == nil {
+		resp.Body.Close()
+	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	<-s.logDone
 	s.cmd.Wait()

@@ -373,11 +373,33 @@ func pageRows(t *testing.T, ctx context.Context) []browsertest.Row {
 	return browsertest.Eval[[]browsertest.Row](t, ctx, browsertest.RowsJS)
 }
 
-// wantLabels is what a row shows for labels: sorted name=value, each
-// through the page's control-character display.
+// servedLabels is the label set the server stores for pushed labels l:
+// with service_name added as Loki's discovery does (the first of these
+// labels present, else unknown_service), since it is on by default.
+func servedLabels(l map[string]string) map[string]string {
+	if _, ok := l["service_name"]; ok {
+		return l
+	}
+	out := map[string]string{"service_name": "unknown_service"}
+	for _, src := range []string{"service", "app", "application", "app_name", "name", "app_kubernetes_io_name",
+		"container", "container_name", "k8s_container_name", "component", "workload", "job", "k8s_job_name"} {
+		if v := l[src]; v != "" {
+			out["service_name"] = v
+			break
+		}
+	}
+	for k, v := range l {
+		out[k] = v
+	}
+	return out
+}
+
+// wantLabels is what a row shows for pushed labels: the served set
+// (servedLabels), sorted name=value, each through the page's
+// control-character display.
 func wantLabels(l map[string]string) []string {
 	var out []string
-	for k, v := range l {
+	for k, v := range servedLabels(l) {
 		out = append(out, display(k+"="+v, 1<<30))
 	}
 	sort.Strings(out)
@@ -477,7 +499,7 @@ func TestUISecurity(t *testing.T) {
 		got := browsertest.Eval[[]fb](t, ctx, `[...document.querySelectorAll('#facet-list button')].map(b => ({Label: b.dataset.label, Value: b.dataset.value, Shown: b.querySelector('.v').textContent, Count: b.querySelector('.n').textContent}))`)
 		want := map[string]int{}
 		for _, e := range es {
-			for k, v := range e.labels {
+			for k, v := range servedLabels(e.labels) {
 				want[k+"\x00"+v]++
 			}
 		}
