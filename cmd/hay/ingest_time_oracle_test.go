@@ -419,6 +419,7 @@ func (g *torGen) plainLine() torSpec {
 	if g.r.IntN(4) == 0 {
 		pre += g.pick("[", "[ ")
 	}
+	valid := ok
 	if g.r.IntN(7) == 0 {
 		// Not leading: a NUL, an invalid byte, a vertical tab, a no-break
 		// space or a word before it.
@@ -426,7 +427,32 @@ func (g *torGen) plainLine() torSpec {
 		ok = false
 	}
 	suf := g.pick("", " msg", "] GET /x HTTP/1.1", " - INFO main", "\" level=info", " \x00\xff body", "\r mid", "\tx", " [2099-01-01T00:00:00Z later]")
-	return torSpec{content: []byte(pre + s + suf), plain: t, plainOK: ok, what: kind}
+	content := []byte(pre + s + suf)
+	if !ok && valid && kind == "clf" && torAccessLogShape(content) {
+		// The one layout read after other text (LeadingTime's doc): three
+		// tokens, as "host ident authuser " (e.g. "ts = <191>1 "), then
+		// the bracketed time.
+		ok = true
+	}
+	return torSpec{content: content, plain: t, plainOK: ok, what: kind}
+}
+
+// torAccessLogShape reports whether b starts as an access-log line does
+// for LeadingTime: three tokens of 1 to 256 bytes without a blank or
+// "[", a space after each, then "[dd/".
+func torAccessLogShape(b []byte) bool {
+	i := 0
+	for range 3 {
+		st := i
+		for i < len(b) && i-st < 256 && b[i] != ' ' && b[i] != '\t' && b[i] != '[' {
+			i++
+		}
+		if i == st || i >= len(b) || b[i] != ' ' {
+			return false
+		}
+		i++
+	}
+	return i+3 < len(b) && b[i] == '[' && b[i+1] >= '0' && b[i+1] <= '9' && b[i+2] >= '0' && b[i+2] <= '9' && b[i+3] == '/'
 }
 
 // epoch renders a JSON number of unix time (an integer and maybe a
