@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -440,20 +441,9 @@ func (g *torGen) plainLine() torSpec {
 // torAccessLogShape reports whether b starts as an access-log line does
 // for LeadingTime: three tokens of 1 to 256 bytes without a blank or
 // "[", a space after each, then "[dd/".
-func torAccessLogShape(b []byte) bool {
-	i := 0
-	for range 3 {
-		st := i
-		for i < len(b) && i-st < 256 && b[i] != ' ' && b[i] != '\t' && b[i] != '[' {
-			i++
-		}
-		if i == st || i >= len(b) || b[i] != ' ' {
-			return false
-		}
-		i++
-	}
-	return i+3 < len(b) && b[i] == '[' && b[i+1] >= '0' && b[i+1] <= '9' && b[i+2] >= '0' && b[i+2] <= '9' && b[i+3] == '/'
-}
+func torAccessLogShape(b []byte) bool { return torAccessLogRE.Match(b) }
+
+var torAccessLogRE = regexp.MustCompile(`^(?:[^ \t\[]{1,256} ){3}\[[0-9]{2}/`)
 
 // epoch renders a JSON number of unix time (an integer and maybe a
 // fraction, or an exponent form exact in float64) and its documented

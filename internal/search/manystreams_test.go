@@ -46,8 +46,18 @@ func buildManyStreams(t testing.TB, r *rand.Rand, streams, perStream, pad, block
 			es = append(es, entry{time: int64(len(es) / 3), stream: uint32(s), line: line})
 		}
 	}
+	snap := writeStreams(t, es, streams, store.Options{HeadBytes: headBytes, Segment: segment.Options{BlockSize: blockSize}}, unflushed)
+	return es, snap
+}
+
+// writeStreams stores es (in order, 100 entries a batch) in a new store
+// whose streams 0..streams-1 are {s="i",g="i%4"}, flushes all but the
+// last unflushed entries (they stay in the WAL: the head part), and
+// returns a snapshot of it.
+func writeStreams(t testing.TB, es []entry, streams int, opt store.Options, unflushed int) *store.Snapshot {
+	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(dir, store.Options{HeadBytes: headBytes, Segment: segment.Options{BlockSize: blockSize}})
+	st, err := store.Open(dir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +93,7 @@ func buildManyStreams(t testing.TB, r *rand.Rand, streams, perStream, pad, block
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { snap.Close() })
-	return es, snap
+	return snap
 }
 
 // streamHead is a merge cursor over one stream's delivered entries.

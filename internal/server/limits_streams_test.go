@@ -221,19 +221,25 @@ func TestStreamLimitConcurrent(t *testing.T) {
 	}
 }
 
+// streamLimitEnv is a server with the stream limit and a clock the test
+// moves with advance.
+func streamLimitEnv(t *testing.T, limit int) (e *testEnv, advance func(time.Duration)) {
+	var mu sync.Mutex
+	now := time.Unix(0, base)
+	e = newEnv(t, func(c *Config) {
+		c.MaxStreamsPerTenant = limit
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	return e, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+}
+
 // TestStreamLimitActiveWindow: the limit counts active streams, those
 // pushed to within streamActiveWindow, as Loki counts the streams its
 // ingesters hold: once streams go quiet, new ones are admitted. Counting
 // every stream the tenant ever had refused every new stream for good once
 // pods had come and gone as many times as the limit.
 func TestStreamLimitActiveWindow(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(0, base)
-	e := newEnv(t, func(c *Config) {
-		c.MaxStreamsPerTenant = 2
-		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	})
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e, advance := streamLimitEnv(t, 2)
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod1"}`, t0, "x"))
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"pod2"}`, t0, "x"))
 	if code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"app":"pod3"}`, t0, "x")); code != 429 {
@@ -259,12 +265,7 @@ func TestStreamLimitActiveWindow(t *testing.T) {
 // 429); the resend stores only what was refused before, once admitted,
 // so no entry is stored twice. Loki drops such duplicates too.
 func TestStreamLimitRetryNoDuplicates(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Unix(0, base)
-	e := newEnv(t, func(c *Config) {
-		c.MaxStreamsPerTenant = 2
-		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	})
+	e, advance := streamLimitEnv(t, 2)
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"old"}`, t0, "o0"))
 	batch := pushJSON([]oStream{
 		{labels: map[string]string{"app": "old"}, entries: []PushEntry{{t0 + 1, "o1"}, {t0 + 2, "o2"}}},
@@ -280,9 +281,7 @@ func TestStreamLimitRetryNoDuplicates(t *testing.T) {
 		t.Fatalf("after 3 attempts: %d entries stored, want 4 (o0 o1 o2 n1, each once)", n)
 	}
 	// new1 and old go quiet; the next retry gets new2 in, and only it.
-	mu.Lock()
-	now = now.Add(31 * time.Minute)
-	mu.Unlock()
+	advance(31 * time.Minute)
 	e.mustPush("/loki/api/v1/push", batch)
 	var want []string
 	want = append(want, streamLines("app=new1,service_name=new1", "n1")...)
