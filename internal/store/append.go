@@ -79,7 +79,7 @@ type Writer struct {
 
 	compactDone chan struct{}   // closed when compactLoop returns; nil without one
 	flushDone   chan struct{}   // closed when flushLoop returns; nil without one
-	lastAppend  atomic.Int64    // when the committer last appended (UnixNano)
+	lastAppend  atomic.Int64    // when the committer last appended: ns since clock0 (monotonic)
 	compactMu   sync.Mutex      // serialises Compact calls
 	compactSkip map[string]bool // segments Compact failed to read (guarded by compactMu)
 
@@ -132,9 +132,16 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 	return w, nil
 }
 
+// clock0 is the origin of Writer.lastAppend: times since it are on the
+// monotonic clock, which a step of the wall clock does not move.
+var clock0 = time.Now()
+
 // flushLoop flushes the head when it has been idle for FlushIdle or has
 // held entries for FlushAge (see WriterOptions).
 func (w *Writer) flushLoop() {
+	// A head replayed from the WAL at open is as idle as its age: count
+	// from the open, not from the zero time.
+	w.lastAppend.CompareAndSwap(0, int64(time.Since(clock0)))
 	defer close(w.flushDone)
 	check := w.opt.FlushCheck
 	if check <= 0 {
@@ -169,14 +176,14 @@ func (w *Writer) flushLoop() {
 			}
 			why := ""
 			switch {
-			case w.opt.FlushIdle > 0 && now.Sub(time.Unix(0, w.lastAppend.Load())) >= w.opt.FlushIdle:
+			case w.opt.FlushIdle > 0 && time.Since(clock0)-time.Duration(w.lastAppend.Load()) >= w.opt.FlushIdle:
 				why = "idle"
 			case w.opt.FlushAge > 0 && now.Sub(since) >= w.opt.FlushAge:
 				why = "age"
 			default:
 				continue
 			}
-			err := w.Flush()
+			err := w.flushInBackground()
 			since = time.Time{}
 			if w.opt.OnFlush != nil {
 				w.opt.OnFlush(why, err)
@@ -254,7 +261,7 @@ func (w *Writer) commit(group []*appendReq) error {
 		}
 	}
 	w.mu.Unlock()
-	w.lastAppend.Store(time.Now().UnixNano())
+	w.lastAppend.Store(int64(time.Since(clock0)))
 	if err == nil {
 		// Outside mu: searches need not wait for the disk. cmu keeps
 		// Flush off the WAL file meanwhile.
@@ -331,6 +338,29 @@ func (w *Writer) Flush() error {
 		return w.failed
 	}
 	return w.s.Flush()
+}
+
+// flushInBackground flushes the head as a head that reached HeadBytes
+// does: the segment is written without the Writer's locks, so the
+// tenant's appends and views go on meanwhile (a synchronous Flush held
+// them for the ~80 ms of a 24 MiB head).
+func (w *Writer) flushInBackground() error {
+	w.cmu.Lock()
+	w.mu.Lock()
+	var j *flushJob
+	err := w.failed
+	if err == nil {
+		j, err = w.s.beginFlush()
+	}
+	w.mu.Unlock()
+	w.cmu.Unlock()
+	if j == nil || err != nil {
+		return err
+	}
+	j.run(w.s.dir, w.s.opt.Segment)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s.wait()
 }
 
 // Close stops accepting appends (Append returns ErrWriterClosed), lets the

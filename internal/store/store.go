@@ -569,6 +569,28 @@ func (s *Store) Flush() error {
 	return s.wait()
 }
 
+// beginFlush starts a flush of the head whose segment the caller writes
+// without the store's locks: run the job, then call wait. It returns nil
+// when there is nothing to flush or a flush is already in flight.
+func (s *Store) beginFlush() (*flushJob, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.job != nil || !s.walDirty && s.head.entries == 0 {
+		return nil, nil
+	}
+	j, err := s.rotate()
+	var re *rotateError
+	if errors.As(err, &re) {
+		return nil, err // nothing changed: tried again later
+	}
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	s.job = j
+	return j, nil
+}
+
 // flushJob is one flush: the head as it was when the WAL was rotated,
 // written as a segment, then the manifest that covers it.
 type flushJob struct {
