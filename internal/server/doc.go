@@ -106,9 +106,11 @@
 // a push's entries of streams the store holds and of new streams within
 // the limit are stored, the others refused with 429 "Maximum active
 // stream limit exceeded ..." naming the limit and the counts. Shippers
-// resend a 429'd batch whole: the server remembers (15 minutes, 1,024
-// pushes) which streams of such a push it stored, and a resend of the
-// same entries stores only the others, so nothing is stored twice. The decompressed bodies decoded and stored at once are
+// resend a 429'd batch whole: the server remembers (15 minutes, 256 pushes
+// a tenant) which streams of such a push it stored, and a resend of the
+// same entries within that time stores only the others. (A resend later
+// than that, or of JSON lines without timestamps, whose times are those
+// of their arrival, is a new push.) The decompressed bodies decoded and stored at once are
 // bounded server-wide by --max-inflight-push-bytes (256 MiB): a push
 // beyond it waits up to 5 s, then gets 429 with Retry-After: 1 (at once
 // when as many bytes already wait); a body larger than it gets 413. A

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"haystack/internal/store"
 )
 
 // t0 is the time of the tests' first entries: otlpRead reads up to base.
@@ -262,36 +265,119 @@ func TestStreamLimitActiveWindow(t *testing.T) {
 // TestStreamLimitRetryNoDuplicates: a push answered 429 by the stream
 // limit after some of its streams were stored is resent whole by
 // shippers (Promtail, Alloy, Vector, the OpenTelemetry collector retry a
-// 429); the resend stores only what was refused before, once admitted,
-// so no entry is stored twice. Loki drops such duplicates too.
+// 429); a resend within partialPushTTL stores only what was refused
+// before, once admitted, so no entry is stored twice. Loki drops such
+// duplicates too.
 func TestStreamLimitRetryNoDuplicates(t *testing.T) {
 	e, advance := streamLimitEnv(t, 2)
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"gone"}`, t0, "g0"))
+	advance(29 * time.Minute)
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"old"}`, t0, "o0"))
+	// gone and old are active: new1 and new2 do not both fit.
 	batch := pushJSON([]oStream{
 		{labels: map[string]string{"app": "old"}, entries: []PushEntry{{t0 + 1, "o1"}, {t0 + 2, "o2"}}},
 		{labels: map[string]string{"app": "new1"}, entries: []PushEntry{{t0, "n1"}}},
 		{labels: map[string]string{"app": "new2"}, entries: []PushEntry{{t0, "n2"}}},
 	})
+	if code, body := e.do("POST", "/loki/api/v1/push", batch); code != 429 || !strings.Contains(body, `new1`) || !strings.Contains(body, "2 new streams refused, the other 2 stored") {
+		t.Fatalf("first attempt: %d %s", code, body)
+	}
+	// A minute later gone has been quiet for 30: new1 fits, new2 not.
+	advance(61 * time.Second)
 	for i := range 3 { // the shipper's retries
 		if code, body := e.do("POST", "/loki/api/v1/push", batch); code != 429 || !strings.Contains(body, "new2") {
-			t.Fatalf("attempt %d: %d %s", i, code, body)
+			t.Fatalf("retry %d: %d %s", i, code, body)
 		}
+		advance(10 * time.Second)
 	}
-	if n := e.storedCount("fake"); n != 4 {
-		t.Fatalf("after 3 attempts: %d entries stored, want 4 (o0 o1 o2 n1, each once)", n)
+	if n := e.storedCount("fake"); n != 5 {
+		t.Fatalf("after the retries: %d entries stored, want 5 (g0 o0 o1 o2 n1, each once)", n)
 	}
-	// new1 and old go quiet; the next retry gets new2 in, and only it.
-	advance(31 * time.Minute)
-	e.mustPush("/loki/api/v1/push", batch)
 	var want []string
+	want = append(want, streamLines("app=gone,service_name=gone", "g0")...)
 	want = append(want, streamLines("app=new1,service_name=new1", "n1")...)
-	want = append(want, streamLines("app=new2,service_name=new2", "n2")...)
 	want = append(want, streamLines("app=old,service_name=old", "o0", "o1", "o2")...)
 	wantLines(t, "stored", e.otlpRead("fake", `{app=~".+"}`), want)
-	// Sent again after it was stored whole: a new push, stored again
-	// (hay keeps exact duplicates of pushes it answered 204).
-	e.mustPush("/loki/api/v1/push", batch)
-	if n := e.storedCount("fake"); n != 9 {
-		t.Errorf("a 204'd batch sent again: %d entries, want 9", n)
+	// Past partialPushTTL the batch is a new push: its admitted entries
+	// are stored again (hay keeps exact duplicates of pushes it did not
+	// see refused, as it does of pushes it answered 204).
+	advance(16 * time.Minute)
+	if code, _ := e.do("POST", "/loki/api/v1/push", batch); code != 429 {
+		t.Fatalf("after the TTL: %d", code)
+	}
+	if n := e.storedCount("fake"); n != 8 {
+		t.Errorf("a batch resent after the TTL: %d entries, want 8", n)
+	}
+}
+
+// TestStreamLimitPartialRecordRace: concurrent resends of one batch read
+// and write its record under the lock (skipStored read the record's map
+// after releasing it: a fatal concurrent map read and write; review R1;
+// -race reports it).
+func TestStreamLimitPartialRecordRace(t *testing.T) {
+	var pl pushLimiter
+	const fp = 42
+	pl.rememberPartial("t", fp, []store.LabeledEntry{{Labels: `{app="a"}`}}, true, 0)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 2000 {
+			pl.rememberPartial("t", fp, []store.LabeledEntry{{Labels: fmt.Sprintf(`{app="s%d"}`, i)}}, true, int64(i))
+		}
+	})
+	wg.Go(func() {
+		for range 2000 {
+			pl.skipStored("t", fp, []store.LabeledEntry{{Labels: `{app="a"}`}, {Labels: `{app="z"}`}}, 0)
+		}
+	})
+	wg.Wait()
+}
+
+// TestStreamLimitFailedAppendNotActive: a push whose Append fails (client
+// gone, disk full, writer closed) leaves its new streams inactive: they
+// filled the tenant's limit for 30 minutes and real new streams were
+// refused (review R2).
+func TestStreamLimitFailedAppendNotActive(t *testing.T) {
+	s, err := New(Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxStreamsPerTenant: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() // reports the writer closed below; not what is tested
+	ts, err := s.openTenant("fake", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.w.Close() // the deterministic stand-in for any failing Append
+	ents := []store.LabeledEntry{
+		{Labels: `{app="x"}`, Time: t0, Line: []byte("x")},
+		{Labels: `{app="y"}`, Time: t0, Line: []byte("y")},
+	}
+	if _, _, err := s.storeEntries(context.Background(), "fake", ents, 0); err == nil {
+		t.Fatal("append to a closed writer succeeded")
+	}
+	known := make([]bool, 1)
+	if n := ts.w.KnownStreams([]string{`{app="x"}`}, known); n != 0 {
+		t.Fatalf("store holds %d streams", n)
+	}
+	_, sr, _ := s.admitStreams(ts, []store.LabeledEntry{{Labels: `{app="z"}`, Time: t0, Line: []byte("z")}})
+	if sr != nil {
+		t.Errorf("new stream refused after a failed push: the tenant counts %d active streams, the store holds none (limit %d)", sr.have, sr.limit)
+	}
+}
+
+// TestStreamLimitPartialRecordsPerTenant: each tenant keeps its own
+// partial-push records, so another tenant's many partially refused pushes
+// do not push out a record a resend needs (one server-wide map did;
+// review R3).
+func TestStreamLimitPartialRecordsPerTenant(t *testing.T) {
+	var pl pushLimiter
+	a := []store.LabeledEntry{{Labels: `{app="a"}`}}
+	pl.rememberPartial("a", 1, a, true, 0)
+	for i := range 4 * maxPartialPushes {
+		// other partially refused pushes (any tenant), 1 ms apart
+		pl.rememberPartial("other", uint64(1000+i), []store.LabeledEntry{{Labels: `{app="o"}`}}, true, int64(time.Duration(i+1)*time.Millisecond))
+	}
+	// The resend of push 1 comes ~1 s after it (well within its 15 min).
+	if got := pl.skipStored("a", 1, []store.LabeledEntry{{Labels: `{app="a"}`}, {Labels: `{app="c"}`}}, int64(time.Second)); len(got) != 1 {
+		t.Errorf("resend 1 s later: %d entries left to store, want 1 (a's were stored before)", len(got))
 	}
 }

@@ -671,19 +671,23 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 		return 0, nil, err
 	}
 	var fp uint64
+	now := s.cfg.Now().UnixNano()
 	if s.cfg.MaxStreamsPerTenant > 0 {
 		fp = pushFingerprint(tenant, entries)
-		entries = s.pushLim.skipStored(fp, entries)
+		entries = s.pushLim.skipStored(tenant, fp, entries, now)
 	}
-	entries, sr := s.admitStreams(ts, entries)
+	entries, sr, undo := s.admitStreams(ts, entries)
 	if len(entries) == 0 {
 		return 0, sr, nil
 	}
 	if err := ts.w.Append(ctx, entries); err != nil {
+		// Stored or not, the streams this push made active are not to
+		// count against the limit for 30 minutes on its account.
+		undo()
 		return 0, nil, err
 	}
 	if s.cfg.MaxStreamsPerTenant > 0 {
-		s.pushLim.rememberPartial(fp, entries, sr != nil, s.cfg.Now().UnixNano())
+		s.pushLim.rememberPartial(tenant, fp, entries, sr != nil, now)
 	}
 	var nbytes int64
 	for _, e := range entries {
@@ -711,11 +715,12 @@ type pushLimiter struct {
 	// before its Append, so concurrent pushes cannot together pass the
 	// limit.
 	active map[string]map[string]int64
+	pruned map[string]int64 // by tenant: when active was last pruned past 2 × the limit
 	// partial remembers the pushes answered 429 by the stream limit after
 	// some of their streams were stored (by fingerprint, see
 	// pushFingerprint): shippers resend such a batch whole, and its
 	// stored streams are then skipped instead of stored twice.
-	partial map[uint64]*partialPush
+	partial map[string]map[uint64]*partialPush // by tenant
 
 	// The in-flight push budget (admitPush): decompressed body bytes of
 	// the pushes being decoded and stored, of those waiting for budget,
@@ -886,10 +891,10 @@ const streamActiveWindow = 30 * time.Minute
 // streams (pushed to within streamActiveWindow), in the push's order.
 // The admitted entries are returned, filtered in place; the others are
 // described by the refusal (nil if none).
-func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]store.LabeledEntry, *streamRefusal) {
+func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]store.LabeledEntry, *streamRefusal, func()) {
 	limit := s.cfg.MaxStreamsPerTenant
 	if limit <= 0 {
-		return entries, nil
+		return entries, nil, func() {}
 	}
 	// The push's streams, in order of first entry.
 	idx := map[string]int{}
@@ -907,6 +912,7 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 	pl.mu.Lock()
 	if pl.active == nil {
 		pl.active = map[string]map[string]int64{}
+		pl.pruned = map[string]int64{}
 	}
 	act := pl.active[ts.name]
 	if act == nil {
@@ -925,6 +931,7 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		}
 	}
 	var refused map[string]bool
+	var added []string // new to act: undone if the Append fails
 	for i, k := range keys {
 		if _, ok := act[k]; ok || known[i] {
 			act[k] = now
@@ -935,6 +942,7 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		}
 		if len(act) < limit {
 			act[k] = now
+			added = append(added, k)
 			continue
 		}
 		if refused == nil {
@@ -942,13 +950,32 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		}
 		refused[k] = true
 	}
-	if len(act) > 2*limit {
-		prune() // streams of the store only, idle since
+	if len(act) > 2*limit && now-pl.pruned[ts.name] > int64(time.Minute) {
+		// Streams of the store only, idle since; at most once a minute,
+		// since it walks the whole map under the lock all pushes share.
+		prune()
+		pl.pruned[ts.name] = now
+	}
+	if len(act) == 0 {
+		delete(pl.active, ts.name)
 	}
 	have := len(act)
 	pl.mu.Unlock()
+	undo := func() {
+		if len(added) == 0 {
+			return
+		}
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		a := pl.active[ts.name]
+		for _, k := range added {
+			if a[k] == now { // not pushed to again since
+				delete(a, k)
+			}
+		}
+	}
 	if refused == nil {
-		return entries, nil
+		return entries, nil, undo
 	}
 	sr := &streamRefusal{tenant: ts.name, limit: limit, have: have, streams: len(refused)}
 	for _, k := range keys {
@@ -966,7 +993,7 @@ func (s *Server) admitStreams(ts *tenantStore, entries []store.LabeledEntry) ([]
 		kept = append(kept, e)
 	}
 	clear(entries[len(kept):]) // the refused lines need not stay reachable
-	return kept, sr
+	return kept, sr, undo
 }
 
 // partialPush is a push the stream limit answered 429 after storing the
@@ -978,9 +1005,10 @@ type partialPush struct {
 
 // Bounds of pushLimiter.partial: shippers retry within minutes (Promtail
 // and Alloy back off up to 5 minutes), and each record is a push's
-// stream names.
+// stream names; each tenant keeps its own records, so one tenant's
+// traffic does not push out another's.
 const (
-	maxPartialPushes = 1024
+	maxPartialPushes = 256 // a tenant
 	partialPushTTL   = 15 * time.Minute
 )
 
@@ -988,7 +1016,9 @@ const (
 var fingerprintSeed = maphash.MakeSeed()
 
 // pushFingerprint identifies a push by its tenant and validated entries,
-// so that a resent batch is recognised whatever its encoding.
+// so that a resent batch is recognised whatever its encoding. (Entries
+// without a timestamp, as JSON lines may send, take the time they arrive,
+// so their resends are new pushes.)
 func pushFingerprint(tenant string, entries []store.LabeledEntry) uint64 {
 	var h maphash.Hash
 	h.SetSeed(fingerprintSeed)
@@ -1007,13 +1037,13 @@ func pushFingerprint(tenant string, entries []store.LabeledEntry) uint64 {
 }
 
 // skipStored drops, from a push seen before (fp) that the stream limit
-// answered 429 after storing some of its streams, the entries of those
-// streams: the shipper resent the batch whole.
-func (pl *pushLimiter) skipStored(fp uint64, entries []store.LabeledEntry) []store.LabeledEntry {
+// answered 429 after storing some of its streams, within partialPushTTL,
+// the entries of those streams: the shipper resent the batch whole.
+func (pl *pushLimiter) skipStored(tenant string, fp uint64, entries []store.LabeledEntry, now int64) []store.LabeledEntry {
 	pl.mu.Lock()
-	p := pl.partial[fp]
-	pl.mu.Unlock()
-	if p == nil {
+	defer pl.mu.Unlock()
+	p := pl.partial[tenant][fp]
+	if p == nil || now-p.at > int64(partialPushTTL) {
 		return entries
 	}
 	kept := entries[:0]
@@ -1029,34 +1059,44 @@ func (pl *pushLimiter) skipStored(fp uint64, entries []store.LabeledEntry) []sto
 // rememberPartial records, for a push answered 429 by the stream limit
 // (refused), the streams of its entries stored now, for a resend to skip;
 // a push stored whole is forgotten.
-func (pl *pushLimiter) rememberPartial(fp uint64, stored []store.LabeledEntry, refused bool, now int64) {
+func (pl *pushLimiter) rememberPartial(tenant string, fp uint64, stored []store.LabeledEntry, refused bool, now int64) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	recs := pl.partial[tenant]
 	if !refused {
-		delete(pl.partial, fp)
+		if recs != nil {
+			delete(recs, fp)
+			if len(recs) == 0 {
+				delete(pl.partial, tenant)
+			}
+		}
 		return
 	}
-	if pl.partial == nil {
-		pl.partial = map[uint64]*partialPush{}
+	if recs == nil {
+		if pl.partial == nil {
+			pl.partial = map[string]map[uint64]*partialPush{}
+		}
+		recs = map[uint64]*partialPush{}
+		pl.partial[tenant] = recs
 	}
-	p := pl.partial[fp]
+	p := recs[fp]
 	if p == nil {
-		if len(pl.partial) >= maxPartialPushes {
+		if len(recs) >= maxPartialPushes {
 			var oldest uint64
 			first := true
-			for k, q := range pl.partial {
+			for k, q := range recs {
 				if now-q.at > int64(partialPushTTL) {
-					delete(pl.partial, k)
-				} else if first || q.at < pl.partial[oldest].at {
+					delete(recs, k)
+				} else if first || q.at < recs[oldest].at {
 					oldest, first = k, false
 				}
 			}
-			if len(pl.partial) >= maxPartialPushes {
-				delete(pl.partial, oldest)
+			if len(recs) >= maxPartialPushes {
+				delete(recs, oldest)
 			}
 		}
 		p = &partialPush{streams: map[string]bool{}}
-		pl.partial[fp] = p
+		recs[fp] = p
 	}
 	p.at = now
 	for _, e := range stored {
