@@ -312,18 +312,27 @@ func (s *Server) auth(h http.Handler) http.Handler {
 		if a := s.cfg.Auth; a != nil {
 			addr := clientAddr(r)
 			perMin, burst := a.failureLimit()
-			if wait := a.limiter.wait(addr, perMin, burst, time.Now()); wait > 0 {
-				secs := int(math.Ceil(wait.Seconds()))
-				s.met.rejected.WithLabelValues("login_limited").Inc()
-				w.Header().Set("Retry-After", fmt.Sprint(secs))
-				writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed logins from %s: retry in %d s", addr, secs))
-				return
+			// Only a credential sent counts: a browser's first requests
+			// carry none until it asks. Each takes one of the address's
+			// allowance before it is checked, given back if it passes
+			// (or the client left while it waited for a bcrypt slot):
+			// charged after the check, simultaneous guesses all got
+			// through (review A1, A2).
+			sent := r.Header.Get("Authorization") != ""
+			if sent {
+				if wait := a.limiter.take(addr, perMin, burst, time.Now()); wait > 0 {
+					secs := int(math.Ceil(wait.Seconds()))
+					s.met.rejected.WithLabelValues("login_limited").Inc()
+					w.Header().Set("Retry-After", fmt.Sprint(secs))
+					writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed logins from %s: retry in %d s", addr, secs))
+					return
+				}
 			}
 			c, ok := a.check(r)
-			// Only a credential sent counts as a failed login: a
-			// browser's first requests carry none until it asks.
-			if !ok && r.Header.Get("Authorization") != "" {
-				if a.limiter.failed(addr, perMin, burst, time.Now()) {
+			if sent {
+				if ok || r.Context().Err() != nil {
+					a.limiter.refund(addr, perMin, burst, time.Now())
+				} else if a.limiter.logFailure(addr, time.Now()) {
 					s.log.Warn("failed login (logged once a minute per address)", "remote", addr, "user", basicUser(r), "path", r.URL.Path)
 				}
 			}
@@ -381,12 +390,18 @@ func (a *Auth) failureLimit() (perMinute float64, burst float64) {
 	return perMinute, burst
 }
 
-// clientAddr is the request's remote IP address (without the port).
+// clientAddr is the request's remote IP address (without the port); for
+// IPv6 its /64, which one host usually has whole: keyed by full address,
+// one host had endless fresh allowances (review A4).
 func clientAddr(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	return r.RemoteAddr
+	if ip := net.ParseIP(h); ip != nil && ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return h
 }
 
 // basicUser is the user name of a basic credential, for the log.
@@ -455,15 +470,45 @@ func (l *failLimiter) wait(addr string, perMinute, burst float64, now time.Time)
 	return time.Duration((1 - b.tokens) / perMinute * float64(time.Minute))
 }
 
-// failed records a failed login from addr and reports whether to log it
-// (the first, then at most once a minute).
-func (l *failLimiter) failed(addr string, perMinute, burst float64, now time.Time) bool {
+// take spends one of addr's failed logins ahead of a check (refund gives
+// it back if the check passes); a positive result is how long addr must
+// wait instead, with nothing spent.
+func (l *failLimiter) take(addr string, perMinute, burst float64, now time.Time) time.Duration {
+	if perMinute <= 0 {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// Without a limit the buckets still keep the log down.
-	b := l.bucket(addr, max(perMinute, 1), max(burst, 1), now)
-	if perMinute > 0 {
-		b.tokens = max(0, b.tokens-1)
+	b := l.bucket(addr, perMinute, burst, now)
+	if b.tokens < 1 {
+		return time.Duration((1 - b.tokens) / perMinute * float64(time.Minute))
+	}
+	b.tokens--
+	return 0
+}
+
+// refund gives back what take spent for a login that passed.
+func (l *failLimiter) refund(addr string, perMinute, burst float64, now time.Time) {
+	if perMinute <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket(addr, perMinute, burst, now)
+	b.tokens = min(burst, b.tokens+1)
+}
+
+// logFailure reports whether to log a failed login from addr: the first,
+// then at most once a minute.
+func (l *failLimiter) logFailure(addr string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.m[addr] // take made it, unless there is no limit
+	if b == nil {
+		// No limit: a bucket only for the log, whose allowance is
+		// unused (a big one, so that it counts as full when the table
+		// is trimmed).
+		b = l.bucket(addr, 1, math.MaxInt32, now)
 	}
 	if now.Sub(b.logged) >= time.Minute {
 		b.logged = now

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -130,7 +131,7 @@ func TestFailLimiterRefill(t *testing.T) {
 		if w := l.wait("a", perMin, burst, t0); w != 0 {
 			t.Fatalf("failure %d: wait %v", i, w)
 		}
-		l.failed("a", perMin, burst, t0)
+		l.take("a", perMin, burst, t0)
 	}
 	if w := l.wait("a", perMin, burst, t0); w != time.Second {
 		t.Fatalf("spent: wait %v, want 1s", w)
@@ -144,7 +145,7 @@ func TestFailLimiterRefill(t *testing.T) {
 	if w := l.wait("a", perMin, burst, t0.Add(time.Second)); w != 0 {
 		t.Fatalf("1 s later: wait %v", w)
 	}
-	l.failed("a", perMin, burst, t0.Add(time.Second))
+	l.take("a", perMin, burst, t0.Add(time.Second))
 	if w := l.wait("a", perMin, burst, t0.Add(time.Second)); w != time.Second {
 		t.Fatalf("spent again: wait %v", w)
 	}
@@ -153,7 +154,7 @@ func TestFailLimiterRefill(t *testing.T) {
 	}
 	// The table forgets addresses back at full allowance past its bound.
 	for i := range maxFailAddrs + 5 {
-		l.failed(fmt.Sprint("x", i), perMin, burst, t0.Add(time.Duration(i)*time.Minute))
+		l.take(fmt.Sprint("x", i), perMin, burst, t0.Add(time.Duration(i)*time.Minute))
 	}
 	if n := len(l.m); n > maxFailAddrs {
 		t.Fatalf("%d addresses remembered, bound %d", n, maxFailAddrs)
@@ -274,4 +275,70 @@ func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
+}
+
+// TestAuthConcurrentGuessesWithinLimit: simultaneous guesses from one
+// address are bounded by its allowance too: each takes one before its
+// check. Charged after the check, 20 guesses were bcrypt-checked with a
+// burst of 3 (review A1).
+func TestAuthConcurrentGuessesWithinLimit(t *testing.T) {
+	h, _ := bcrypt.GenerateFromPassword([]byte("alicepw"), bcrypt.MinCost)
+	auth, err := ParseAuth(strings.NewReader("basic alice " + string(h) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.FailureBurst, auth.FailuresPerMinute = 3, 1
+	var calls atomic.Int64
+	release := make(chan struct{})
+	old := bcryptCompare
+	t.Cleanup(func() { bcryptCompare = old })
+	bcryptCompare = func(hash, pw []byte) error {
+		calls.Add(1)
+		<-release
+		return old(hash, pw)
+	}
+	e := newEnv(t, func(c *Config) { c.Auth = auth })
+	const n = 20
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { e.get("/loki/api/v1/labels", "Authorization", basicHeader("alice", fmt.Sprint("guess", i))) })
+	}
+	// The first check holds the only slot(s); the others have passed
+	// wait() and queue for a slot.
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if c := calls.Load(); c > int64(auth.FailureBurst) {
+		t.Errorf("%d guesses were bcrypt-checked from one address with a burst of %d", c, auth.FailureBurst)
+	}
+}
+
+// TestAuthCancelledWaitNotAFailure: a right-password request whose client
+// gives up while it waits for a bcrypt slot (Grafana cancelling a
+// dashboard's queries) is not a failed login; two of them locked the
+// user out with a burst of 2 (review A2).
+func TestAuthCancelledWaitNotAFailure(t *testing.T) {
+	h, _ := bcrypt.GenerateFromPassword([]byte("alicepw"), bcrypt.MinCost)
+	auth, err := ParseAuth(strings.NewReader("basic alice " + string(h) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.FailureBurst, auth.FailuresPerMinute = 2, 1
+	auth.slots = make(chan struct{}, 1)
+	auth.slots <- struct{}{} // a slot held by someone else's bcrypt check
+	e := newEnv(t, func(c *Config) { c.Auth = auth })
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/loki/api/v1/labels", nil)
+		req.Header.Set("Authorization", basicHeader("alice", "alicepw"))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+	}
+	time.Sleep(300 * time.Millisecond) // the server sees the closed connections
+	<-auth.slots                       // the slot is free again
+	if code, body := e.get("/loki/api/v1/labels", "Authorization", basicHeader("alice", "alicepw")); code != 200 {
+		t.Errorf("right password after two cancelled requests: %d %s", code, body)
+	}
 }
