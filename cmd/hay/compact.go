@@ -70,9 +70,11 @@ func runCompact(args []string) error {
 	if err := store.CheckStore(*data); err != nil {
 		return tenantLayoutHint(*data, err) // Open would make a store there
 	}
-	if err := checkNotServed("compact", *data); err != nil {
+	release, err := checkNotServed("compact", *data)
+	if err != nil {
 		return err
 	}
+	defer release()
 	st, err := store.Open(*data, store.Options{FsyncInterval: -1})
 	if err != nil {
 		return err

@@ -107,9 +107,11 @@ func runIngest(args []string) error {
 	if err := checkInputs(files); err != nil {
 		return err
 	}
-	if err := checkNotServed("ingest", *data); err != nil {
+	release, err := checkNotServed("ingest", *data)
+	if err != nil {
 		return err
 	}
+	defer release()
 	st, err := store.Open(*data, opt)
 	if err != nil {
 		return err

@@ -14,24 +14,29 @@ import (
 // on its data directory (dir's parent) for its life, but it closes idle
 // tenants (--max-open-tenants), releasing their stores' own locks, so the
 // store's lock alone let hay ingest or hay compact take a served tenant;
-// serve then answered that tenant with 500s until they ended.
-func checkNotServed(cmd, dir string) error {
+// serve then answered that tenant with 500s until they ended. It holds a
+// shared lock on the parent until release is called, so that a hay serve
+// started meanwhile fails at once rather than meet the same conflict.
+func checkNotServed(cmd, dir string) (release func(), err error) {
+	release = func() {}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil // the store's own open reports it
+		return release, nil // the store's own open reports it
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r // a symlink to a served tenant is that tenant
 	}
 	parent := filepath.Dir(abs)
 	f, err := os.Open(parent)
 	if err != nil {
-		return nil
+		return release, nil
 	}
-	defer f.Close()
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("%s is a tenant of the hay serve running on %s (it locks that directory): push to the server instead (POST /loki/api/v1/push with X-Scope-OrgID: %s), or stop it before hay %s", dir, parent, filepath.Base(abs), cmd)
+			return release, fmt.Errorf("%s is a tenant of the hay serve running on %s (it locks that directory): push to the server instead (POST /loki/api/v1/push with X-Scope-OrgID: %s), or stop it before hay %s", dir, parent, filepath.Base(abs), cmd)
 		}
-		return nil
+		return release, nil
 	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return nil
+	return func() { f.Close() }, nil // closing releases the lock
 }

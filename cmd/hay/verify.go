@@ -45,9 +45,11 @@ func runVerify(args []string) error {
 	// mistyped --data for a damaged store.
 	trouble := func(err error) error { return &exitError{code: 2, err: err} }
 	if *repair {
-		if err := checkNotServed("verify --repair", *data); err != nil {
+		release, err := checkNotServed("verify --repair", *data)
+		if err != nil {
 			return trouble(err)
 		}
+		defer release()
 		rep, err := store.RepairWAL(*data)
 		if err != nil {
 			return trouble(err)

@@ -789,7 +789,7 @@ func lockDataDir(dir string) (*os.File, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s is in use by another hay serve (or hay demo)", dir)
+			return nil, fmt.Errorf("data directory %s is in use by another hay serve (or hay demo), or by hay ingest, compact or verify --repair of one of its tenants", dir)
 		}
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
