@@ -26,6 +26,15 @@ func checkNotServed(cmd, dir string) (release func(), err error) {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r // a symlink to a served tenant is that tenant
 	}
+	if d, err := os.Open(abs); err == nil {
+		// dir itself served: the data directory of tenant stores, not a
+		// store; a store made in it would stop the server's next start.
+		err := unix.Flock(int(d.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		d.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return release, fmt.Errorf("%s is the data directory of a running hay serve, which keeps each tenant's store in %s/<tenant>: push to the server, or give hay %s a tenant's directory once the server is stopped", dir, dir, cmd)
+		}
+	}
 	parent := filepath.Dir(abs)
 	f, err := os.Open(parent)
 	if err != nil {

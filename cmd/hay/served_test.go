@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,10 @@ func TestCheckNotServedSymlink(t *testing.T) {
 	}
 	if _, err := checkNotServed("ingest", tenant); err == nil {
 		t.Fatal("the direct path is not refused: the test setup is wrong")
+	}
+	// The served directory itself is no store to write either.
+	if _, err := checkNotServed("ingest", data); err == nil || !strings.Contains(err.Error(), "is the data directory of a running hay serve") {
+		t.Errorf("hay ingest --data <the served directory>: %v", err)
 	}
 	link := filepath.Join(t.TempDir(), "logs")
 	if err := os.Symlink(tenant, link); err != nil {
