@@ -247,7 +247,8 @@ func TestPlanAndSwapRuns(t *testing.T) {
 }
 
 // TestPlanMerges: small compacted segments are merged again once a run
-// of them reaches half the limit, and nothing else is.
+// of them reaches half the limit or maxSmallRun segments, and nothing
+// else is.
 func TestPlanMerges(t *testing.T) {
 	seg := func(name string, raw int64, compacted bool) SegmentMeta {
 		return SegmentMeta{Name: name, RawBytes: raw, Compacted: compacted}
@@ -283,6 +284,18 @@ func TestPlanMerges(t *testing.T) {
 		if got := names(planMerges(c.segs, 100, skip)); got != c.want {
 			t.Errorf("%v skip %q: runs %s, want %s", c.segs, c.skip, got, c.want)
 		}
+	}
+	// Tiny segments (a quiet tenant's idle flushes) are merged in runs of
+	// maxSmallRun however small; fewer wait.
+	var tiny []SegmentMeta
+	for i := range 2*maxSmallRun + 3 {
+		tiny = append(tiny, seg(fmt.Sprintf("%02d,", i), 1, true))
+	}
+	if got := planMerges(tiny, 100, nil); len(got) != 2 || len(got[0]) != maxSmallRun || len(got[1]) != maxSmallRun || got[1][0].Name != fmt.Sprintf("%02d,", maxSmallRun) {
+		t.Errorf("%d tiny segments: runs %s, want two of %d", len(tiny), names(got), maxSmallRun)
+	}
+	if got := planMerges(tiny[:maxSmallRun-1], 100, nil); len(got) != 0 {
+		t.Errorf("%d tiny segments: runs %s, want none", maxSmallRun-1, names(got))
 	}
 	if got := planMerges([]SegmentMeta{seg("a", 1, true), seg("b", 1, true)}, 0, nil); len(got) != 0 {
 		t.Errorf("limit 0 merged %v", got)
@@ -367,7 +380,10 @@ func TestWriterCompactMergesSmall(t *testing.T) {
 		}
 		small += sm.RawBytes
 	}
-	if small >= limit/2 || merged == 0 || len(segs) > int(raw/(limit/2))+8 {
+	// A merged segment holds at least a quarter of the limit (a run of
+	// maxSmallRun may be merged below half of it), and fewer than
+	// maxSmallRun small ones wait.
+	if small >= limit/2 || merged == 0 || len(segs) > int(raw/(limit/4))+maxSmallRun {
 		t.Fatalf("%d segments (%d merged) for %d raw bytes, %d small at the end", len(segs), merged, raw, small)
 	}
 	if rewritten > 2*raw {
