@@ -285,7 +285,9 @@ func TestStreamLimitRetryNoDuplicates(t *testing.T) {
 	// A minute later gone has been quiet for 30: new1 fits, new2 not.
 	advance(61 * time.Second)
 	for i := range 3 { // the shipper's retries
-		if code, body := e.do("POST", "/loki/api/v1/push", batch); code != 429 || !strings.Contains(body, "new2") {
+		// The counts cover the whole batch: o1 o2 (stored by the first
+		// attempt), n1 (by the first retry) and n2, refused.
+		if code, body := e.do("POST", "/loki/api/v1/push", batch); code != 429 || !strings.Contains(body, "new2") || !strings.Contains(body, "the other 3 stored") {
 			t.Fatalf("retry %d: %d %s", i, code, body)
 		}
 		advance(10 * time.Second)

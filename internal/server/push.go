@@ -672,13 +672,17 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 	}
 	var fp uint64
 	now := s.cfg.Now().UnixNano()
+	before := len(entries)
 	if s.cfg.MaxStreamsPerTenant > 0 {
 		fp = pushFingerprint(tenant, entries)
 		entries = s.pushLim.skipStored(tenant, fp, entries, now)
 	}
+	// Entries an earlier attempt of a resent batch stored count as
+	// stored in the answer, so that its counts add up to the batch.
+	earlier := before - len(entries)
 	entries, sr, undo := s.admitStreams(ts, entries)
 	if len(entries) == 0 {
-		return 0, sr, nil
+		return earlier, sr, nil
 	}
 	if err := ts.w.Append(ctx, entries); err != nil {
 		// Stored or not, the streams this push made active are not to
@@ -700,7 +704,7 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 	if cuts > 0 {
 		s.met.rejected.WithLabelValues("line_truncated").Add(float64(cuts))
 	}
-	return len(entries), sr, nil
+	return len(entries) + earlier, sr, nil
 }
 
 // pushLimiter holds what pushes share across requests: the new streams
