@@ -675,19 +675,11 @@ func (w *Writer) compactLoop(interval time.Duration) {
 	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	// The first run comes at once: a store reopened often (hay serve
-	// closes idle tenants under --max-open-tenants) was closed before its
-	// first tick, again and again, and never compacted (soak audit S4).
-	first := true
+	// Each run comes before its wait, the first at once: a store reopened
+	// often (hay serve closes idle tenants under --max-open-tenants) was
+	// closed before its first tick, again and again, and never compacted
+	// (soak audit S4).
 	for {
-		if !first {
-			select {
-			case <-w.quit:
-				return
-			case <-t.C:
-			}
-		}
-		first = false
 		// One run at a time: appends and searches keep the other core.
 		st, err := w.Compact(ctx, CompactOptions{Workers: 1, MergeBytes: w.opt.CompactMergeBytes})
 		if w.opt.OnCompact != nil && (err != nil || st.Segments > 0) && ctx.Err() == nil {
@@ -695,6 +687,11 @@ func (w *Writer) compactLoop(interval time.Duration) {
 		}
 		if w.Err() != nil {
 			return // the Writer failed: nothing more will be written
+		}
+		select {
+		case <-w.quit:
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -511,7 +511,7 @@ func (s *Store) Append(b *Batch) error {
 		if err := s.wait(); err != nil {
 			return err
 		}
-		j, err := s.rotate()
+		j, err := s.beginFlush()
 		var re *rotateError
 		if errors.As(err, &re) {
 			// The batch is in the WAL (and synced as asked); the head
@@ -519,9 +519,8 @@ func (s *Store) Append(b *Batch) error {
 			return nil
 		}
 		if err != nil {
-			return s.fail(err)
+			return err
 		}
-		s.job = j
 		go j.run(s.dir, s.opt.Segment)
 	}
 	return nil
@@ -553,25 +552,22 @@ func (s *Store) Flush() error {
 	if err := s.wait(); err != nil {
 		return err
 	}
-	if !s.walDirty && s.head.entries == 0 {
-		return nil
+	j, err := s.beginFlush()
+	if j == nil {
+		// Nothing to flush, or the next WAL file could not be started
+		// (the head stays in the WAL and memory), or a failure.
+		return err
 	}
-	j, err := s.rotate()
-	var re *rotateError
-	if errors.As(err, &re) {
-		return err // nothing changed: the head stays in the WAL and memory
-	}
-	if err != nil {
-		return s.fail(err)
-	}
-	s.job = j
 	j.run(s.dir, s.opt.Segment)
 	return s.wait()
 }
 
-// beginFlush starts a flush of the head whose segment the caller writes
-// without the store's locks: run the job, then call wait. It returns nil
-// when there is nothing to flush or a flush is already in flight.
+// beginFlush starts a flush of the head: the caller runs the job (in the
+// background, or without the locks it holds) and then calls wait. It
+// returns nil when there is nothing to flush or a flush is already in
+// flight, and with a *rotateError when the next WAL file could not be
+// started (nothing changed: try again later). Append, Flush and the
+// Writer's idle flush all start theirs here.
 func (s *Store) beginFlush() (*flushJob, error) {
 	if s.err != nil {
 		return nil, s.err
