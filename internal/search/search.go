@@ -1150,9 +1150,7 @@ func (e *exec) do(t *task, sc *scratch) {
 	if e.compact {
 		var c *segment.Block
 		if !e.wantsContext() {
-			if compactable(b, t.res.hits) {
-				c = compactHits(b, t.res.hits)
-			}
+			c = compactHits(b, t.res.hits)
 		} else {
 			// A block of the one stream (several go to doShared): its
 			// entries in the time range are what the run walks.
@@ -1230,31 +1228,25 @@ func contextCopy(b *segment.Block, need []bool) *segment.Block {
 	return c
 }
 
-// compactable reports whether copying the entries hits of b out of it
-// would keep at most half of its bytes. Without hits there is nothing to
-// hold: the runs let go of the block at once.
-func compactable(b *segment.Block, hits []int32) bool {
-	if len(hits) == 0 {
-		return false
-	}
-	n := 0
-	for _, k := range hits {
-		n += int(b.Offsets[k+1] - b.Offsets[k])
-	}
-	return 2*n <= len(b.Data)
-}
-
 // compactHits returns a block of just the entries hits of b, on the heap
-// and sized to them, and rewrites hits to index it (0, 1, ...). A merge of
+// and sized to them, and rewrites hits to index it (0, 1, ...); nil, with
+// hits as they were, when there are none (nothing to hold: the runs let
+// go of the block at once) or they are more than half of b's bytes. A merge of
 // S streams holds each run's current block until the run moves past it;
 // with a decoded block of a MiB or more each (in a 2 MiB arena), a store
 // of many ingested files held ~2.3 MB a stream for a --limit 5 search
 // (finding E6: 342 MB for 150 files of 1.1 MB), where the hits are a few
 // lines.
 func compactHits(b *segment.Block, hits []int32) *segment.Block {
+	if len(hits) == 0 {
+		return nil
+	}
 	n := 0
 	for _, k := range hits {
 		n += int(b.Offsets[k+1] - b.Offsets[k])
+	}
+	if 2*n > len(b.Data) {
+		return nil
 	}
 	c := &segment.Block{
 		Data:    make([]byte, 0, n),
@@ -1872,11 +1864,12 @@ func (c *blockCache) get(e *exec, t *task, m segment.BlockMeta, si int, sc *scra
 	// One scan for every stream (-1); the filter checks the selection.
 	timeOK, allSel := e.whole(m)
 	sc.ks = e.match(b, timeOK, allSel, -1, sc, sc.ks[:0], nil)
-	if e.compact && !e.wantsContext() && compactable(b, sc.ks) {
-		c := compactHits(b, sc.ks)
-		e.copied.Add(1)
-		segment.PutBlock(b)
-		b, cb.b, cb.own = c, c, true
+	if e.compact && !e.wantsContext() {
+		if c := compactHits(b, sc.ks); c != nil {
+			e.copied.Add(1)
+			segment.PutBlock(b)
+			b, cb.b, cb.own = c, c, true
+		}
 	}
 	cb.hits = group(b, m.Streams, sc.ks, sc)
 	if e.wantsContext() {
