@@ -452,24 +452,6 @@ func (l *failLimiter) bucket(addr string, perMinute, burst float64, now time.Tim
 	return b
 }
 
-// wait is how long addr must wait before its next login attempt: 0 while
-// it has failures left.
-func (l *failLimiter) wait(addr string, perMinute, burst float64, now time.Time) time.Duration {
-	if perMinute <= 0 {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m[addr] == nil {
-		return 0
-	}
-	b := l.bucket(addr, perMinute, burst, now)
-	if b.tokens >= 1 {
-		return 0
-	}
-	return time.Duration((1 - b.tokens) / perMinute * float64(time.Minute))
-}
-
 // take spends one of addr's failed logins ahead of a check (refund gives
 // it back if the check passes); a positive result is how long addr must
 // wait instead, with nothing spent.

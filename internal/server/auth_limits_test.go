@@ -128,28 +128,26 @@ func TestFailLimiterRefill(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const perMin, burst = 60, 3 // one a second
 	for i := range 3 {
-		if w := l.wait("a", perMin, burst, t0); w != 0 {
+		if w := l.take("a", perMin, burst, t0); w != 0 {
 			t.Fatalf("failure %d: wait %v", i, w)
 		}
-		l.take("a", perMin, burst, t0)
 	}
-	if w := l.wait("a", perMin, burst, t0); w != time.Second {
+	if w := l.take("a", perMin, burst, t0); w != time.Second {
 		t.Fatalf("spent: wait %v, want 1s", w)
 	}
-	if w := l.wait("b", perMin, burst, t0); w != 0 {
+	if w := l.take("b", perMin, burst, t0); w != 0 {
 		t.Fatalf("another address: wait %v", w)
 	}
-	if w := l.wait("a", perMin, burst, t0.Add(400*time.Millisecond)); w != 600*time.Millisecond {
+	if w := l.take("a", perMin, burst, t0.Add(400*time.Millisecond)); w != 600*time.Millisecond {
 		t.Fatalf("0.4 s later: wait %v, want 600ms", w)
 	}
-	if w := l.wait("a", perMin, burst, t0.Add(time.Second)); w != 0 {
+	if w := l.take("a", perMin, burst, t0.Add(time.Second)); w != 0 {
 		t.Fatalf("1 s later: wait %v", w)
 	}
-	l.take("a", perMin, burst, t0.Add(time.Second))
-	if w := l.wait("a", perMin, burst, t0.Add(time.Second)); w != time.Second {
+	if w := l.take("a", perMin, burst, t0.Add(time.Second)); w != time.Second {
 		t.Fatalf("spent again: wait %v", w)
 	}
-	if w := l.wait("a", perMin, burst, t0.Add(time.Hour)); w != 0 {
+	if w := l.take("a", perMin, burst, t0.Add(time.Hour)); w != 0 {
 		t.Fatalf("an hour later: wait %v", w)
 	}
 	// The table forgets addresses back at full allowance past its bound.
