@@ -49,10 +49,7 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 			}
 			r.URL.RawQuery = r.Form.Encode()
 		}
-		if !s.acquireSlot(r.Context()) {
-			s.met.rejected.WithLabelValues("too_many_queries").Inc()
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d, waited %s); retry shortly", s.cfg.MaxConcurrentQueries, max(s.cfg.QueryQueueWait, 0)))
+		if !s.takeSlot(w, r) {
 			return
 		}
 		defer func() { <-s.sem }()
@@ -69,6 +66,18 @@ func (s *Server) query(name string, h func(http.ResponseWriter, *http.Request, *
 		defer cancel()
 		h(w, r.WithContext(ctx), ts)
 	})
+}
+
+// takeSlot is acquireSlot for a handler: without a slot it answers 429
+// with Retry-After and reports false.
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request) bool {
+	if s.acquireSlot(r.Context()) {
+		return true
+	}
+	s.met.rejected.WithLabelValues("too_many_queries").Inc()
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d, waited %s); retry shortly", s.cfg.MaxConcurrentQueries, max(s.cfg.QueryQueueWait, 0)))
+	return false
 }
 
 // acquireSlot takes one of the MaxConcurrentQueries slots, waiting up to

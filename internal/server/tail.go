@@ -385,10 +385,7 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	// (before the upgrade, so that none free is a 429 the client reads)
 	// and runs under the query timeout. It went around both (auth audit
 	// A12).
-	if !s.acquireSlot(r.Context()) {
-		s.met.rejected.WithLabelValues("too_many_queries").Inc()
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many concurrent queries (limit %d) for the tail's replay; retry shortly", s.cfg.MaxConcurrentQueries))
+	if !s.takeSlot(w, r) {
 		return
 	}
 	slot := true
