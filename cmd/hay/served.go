@@ -26,26 +26,35 @@ func checkNotServed(cmd, dir string) (release func(), err error) {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r // a symlink to a served tenant is that tenant
 	}
-	if d, err := os.Open(abs); err == nil {
+	if d, served := lockShared(abs); served {
 		// dir itself served: the data directory of tenant stores, not a
 		// store; a store made in it would stop the server's next start.
-		err := unix.Flock(int(d.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		return release, fmt.Errorf("%s is the data directory of a running hay serve, which keeps each tenant's store in %s/<tenant>: push to the server, or give hay %s a tenant's directory once the server is stopped", dir, dir, cmd)
+	} else if d != nil {
 		d.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return release, fmt.Errorf("%s is the data directory of a running hay serve, which keeps each tenant's store in %s/<tenant>: push to the server, or give hay %s a tenant's directory once the server is stopped", dir, dir, cmd)
-		}
 	}
 	parent := filepath.Dir(abs)
-	f, err := os.Open(parent)
-	if err != nil {
-		return release, nil
+	f, served := lockShared(parent)
+	if served {
+		return release, fmt.Errorf("%s is a tenant of the hay serve running on %s (it locks that directory): push to the server instead (POST /loki/api/v1/push with X-Scope-OrgID: %s), or stop it before hay %s", dir, parent, filepath.Base(abs), cmd)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return release, fmt.Errorf("%s is a tenant of the hay serve running on %s (it locks that directory): push to the server instead (POST /loki/api/v1/push with X-Scope-OrgID: %s), or stop it before hay %s", dir, parent, filepath.Base(abs), cmd)
-		}
+	if f == nil {
 		return release, nil
 	}
 	return func() { f.Close() }, nil // closing releases the lock
+}
+
+// lockShared opens path and takes a shared lock on it, returning the file
+// that holds it; served says an exclusive lock (hay serve's) is in the
+// way. A path that cannot be opened or locked otherwise gives neither.
+func lockShared(path string) (f *os.File, served bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, errors.Is(err, unix.EWOULDBLOCK)
+	}
+	return f, false
 }
