@@ -51,6 +51,7 @@ type e2eOptions struct {
 	rg      string
 	brute   bool
 	compact bool
+	codec   string // hay compact --codec; "" leaves compact's default
 	jsonOut string
 }
 
@@ -130,6 +131,7 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	fset.Int64Var(&o.seed, "seed", 0, "generator seed (as hay gen --seed)")
 	fset.StringVar(&o.rg, "rg", "rg", "ripgrep `binary` to compare with; empty to skip it")
 	fset.BoolVar(&o.compact, "compact", true, "run hay compact after ingest and search the compacted store")
+	fset.StringVar(&o.codec, "codec", "", "block `codec` for hay compact (default, zstd, lz4 or none): what a codec trades between the stored size and the full scans")
 	fset.BoolVar(&o.brute, "no-index", true, "also time each search with hay search --no-index (brute force), to show what the index saves")
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: hay bench e2e [--lines N] [--dir DIR] [--runs N] [--json] [--keep]")
@@ -151,6 +153,12 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if o.runs < 1 {
 		return fmt.Errorf("%w: --runs must be at least 1", errUsage)
+	}
+	if _, err := segment.ParseCodec(o.codec); err != nil {
+		return fmt.Errorf("%w: --codec: %v", errUsage, err)
+	}
+	if o.codec != "" && !o.compact {
+		return fmt.Errorf("%w: --codec is hay compact's; it needs --compact", errUsage)
 	}
 	hay, err := os.Executable()
 	if err != nil {
@@ -224,7 +232,11 @@ func benchE2E(args []string, stdout, stderr io.Writer) (err error) {
 	rep.IngestStored, rep.IngestIndex = rep.Stored, rep.IndexBytes
 	if o.compact {
 		logf("compacting %s", data)
-		c, err := runTimed(exec.Command(hay, "compact", "--data", data))
+		args := []string{"compact", "--data", data}
+		if o.codec != "" {
+			args = append(args, "--codec", o.codec)
+		}
+		c, err := runTimed(exec.Command(hay, args...))
 		if err != nil {
 			return fmt.Errorf("hay compact: %w", err)
 		}

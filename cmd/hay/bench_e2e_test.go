@@ -123,7 +123,7 @@ func TestBenchE2E(t *testing.T) {
 
 // TestBenchE2EArgs checks the argument errors.
 func TestBenchE2EArgs(t *testing.T) {
-	for _, args := range [][]string{{"--lines", "0"}, {"--runs", "0"}, {"extra"}, {"--nope"}} {
+	for _, args := range [][]string{{"--lines", "0"}, {"--runs", "0"}, {"extra"}, {"--nope"}, {"--codec", "brotli"}, {"--codec", "lz4", "--compact=false"}} {
 		var out, errb bytes.Buffer
 		if err := benchE2E(args, &out, &errb); err == nil || !strings.Contains(err.Error(), "usage") {
 			t.Errorf("hay bench e2e %v: err %v, want a usage error", args, err)

@@ -36,6 +36,7 @@ func runCompact(args []string) error {
 		fmt.Fprintln(fs.Output(), "safely (exit 130): what was rewritten stays rewritten. Run it again after each ingest;")
 		fmt.Fprintln(fs.Output(), "it skips what it compacted before, except small segments it left: once")
 		fmt.Fprintln(fs.Output(), "consecutive ones add up to half of --merge-bytes they are merged into one.")
+		fmt.Fprintln(fs.Output(), "--codec and the other layout flags apply to the segments this run rewrites.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -43,6 +44,7 @@ func runCompact(args []string) error {
 	workers := fs.Int("workers", 0, "segments rewritten at once (0: one per core)")
 	blockSize := fs.Int("block-size", store.CompactSegment.BlockSize, "target raw `bytes` per block (smaller: selective searches decode less, the skip index grows)")
 	level := fs.Int("level", store.CompactSegment.Level, "zstd `level`: 1 fastest, 2 zstd's default (what ingest writes), 3 better, 4 best")
+	codecName := fs.String("codec", "default", "block `codec`: default (zstd; LZ4 for blocks LZ4 stores 4x smaller), zstd, lz4 or none. On generated logs lz4 stores 1.4x as much as default and full scans take 0.7x the time; none 4.2x as much, 0.45x the time")
 	merge := fs.Int64("merge-bytes", store.DefaultMergeBytes, "merge consecutive segments into one of up to this many raw `bytes` (0: rewrite each alone)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -62,7 +64,11 @@ func runCompact(args []string) error {
 	if *merge < 0 {
 		return fmt.Errorf("%w: --merge-bytes must be 0 or more", errUsage)
 	}
-	layout := segment.Options{BlockSize: *blockSize, Level: *level}
+	codec, err := segment.ParseCodec(*codecName)
+	if err != nil {
+		return fmt.Errorf("%w: --codec: %v", errUsage, err)
+	}
+	layout := segment.Options{BlockSize: *blockSize, Level: *level, Codec: codec}
 	mergeBytes := *merge
 	if mergeBytes == 0 {
 		mergeBytes = -1 // store.CompactOptions: negative means no merging

@@ -276,6 +276,14 @@ func (r *Reader) NumBlocks() int { return len(r.blocks) }
 // like a slice index.
 func (r *Reader) BlockMeta(i int) BlockMeta { return r.blocks[i] }
 
+// BlockCodec returns the codec of block i's data section, read from the
+// block's first header byte without decoding it (Open checked that every
+// block has its header): for tools and tests that report how a store is
+// laid out. A damaged byte is returned as is; ReadBlock is what checks it.
+func (r *Reader) BlockCodec(i int) Codec {
+	return Codec(r.data[r.blocks[i].offset])
+}
+
 var errClosed = errors.New("segment: reader is closed")
 
 // ReadBlock decodes block i into dst, reusing dst's buffers. It verifies the
