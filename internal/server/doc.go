@@ -73,8 +73,15 @@
 //
 // Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
 // log query, sum/count/min/max/avg [by|without (...)] over those, and
-// constant arithmetic such as Grafana's health check vector(1)+vector(1).
-// A window (t-range, t] with no entries gives no point, as in Loki.
+// binary operators with Loki's precedence and semantics: arithmetic
+// (+ - * / % ^; x/0 is NaN, as Loki answers), comparisons (== != > >= < <=,
+// which filter, or answer 1/0 with bool), and the set operators and, or,
+// unless; between two vectors samples match one-to-one on their labels,
+// or on (...) / ignoring (...) (group_left and group_right are refused).
+// vector(n) is a label-less vector at every step, so
+// `sum(count_over_time({app="x"} |= "err" [5m])) or vector(0)` answers 0
+// where there is no data, and Grafana's health check vector(1)+vector(1)
+// works. A window (t-range, t] with no entries gives no point, as in Loki.
 //
 // # Limits
 //

@@ -314,6 +314,8 @@ func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 			return nil, err
 		}
 		return aggregate(e, in), nil
+	case "binop", "topk", "unwrap": // metricq.go
+		return evalMore(ctx, ts, e, start, end, step)
 	}
 	return nil, fmt.Errorf("unsupported expression")
 }

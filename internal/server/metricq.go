@@ -1,41 +1,71 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+
+	"haystack/internal/ingest"
 )
 
 // The metric queries Grafana's panels and its data source health check
 // send, parsed by hand (internal/query parses log queries only):
 //
-//	Expr     = Term { ( "+" | "-" | "*" | "/" ) Term }   (left to right)
-//	Term     = Number | "vector(" Number ")" | "(" Expr ")" | Agg | Range .
+//	Expr     = Or .
+//	Or       = And { "or" [ Matching ] And } .
+//	And      = Cmp { ( "and" | "unless" ) [ Matching ] Cmp } .
+//	Cmp      = Sum { CmpOp [ "bool" ] [ Matching ] Sum } .
+//	CmpOp    = "==" | "!=" | ">" | ">=" | "<" | "<=" .
+//	Sum      = Product { ( "+" | "-" ) [ Matching ] Product } .
+//	Product  = Power { ( "*" | "/" | "%" ) [ Matching ] Power } .
+//	Power    = Term [ "^" [ Matching ] Power ] .
+//	Matching = ( "on" | "ignoring" ) "(" [ Ident { "," Ident } ] ")" .
+//	Term     = Number | "vector(" Number ")" | "(" Expr ")" | Agg | TopK | Range .
 //	Agg      = AggOp [ Grouping ] "(" Expr ")" [ Grouping ] .
 //	AggOp    = "sum" | "count" | "min" | "max" | "avg" .
+//	TopK     = ( "topk" | "bottomk" ) [ Grouping ] "(" Integer "," Expr ")" [ Grouping ] .
 //	Grouping = ( "by" | "without" ) "(" [ Ident { "," Ident } ] ")" .
 //	Range    = RangeFn "(" LogQuery "[" Duration "]" ")"
 //	         | RangeFn "(" Selector "[" Duration "]" Pipeline ")" .
 //	RangeFn  = "count_over_time" | "rate" | "bytes_over_time" | "bytes_rate" .
 //
-// Arithmetic is supported between constants only (vector(1)+vector(1));
-// anything else is a 400 naming what is unsupported. A # comment runs to
-// the end of its line, as in LogQL, and counts as whitespace, also inside
-// the log query of a range function (a '[' or a quote in it is text).
+// Operators bind as in Loki and Prometheus (loosest first: or; and,
+// unless; comparisons; + -; * / %; ^), each level left-associative but
+// ^. A number is a scalar and vector(n) a label-less instant vector: the
+// semantics of each operator (evalBinop) depend on which sides are
+// vectors. Arithmetic and bool comparisons between constants are folded
+// here. group_left and group_right (many-to-one matching) are refused. A
+// # comment runs to the end of its line, as in LogQL, and counts as
+// whitespace, also inside the log query of a range function (a '[' or a
+// quote in it is text).
 type mexpr struct {
-	kind string // "const", "range", "agg", "binop"
+	kind string // "const", "range", "agg", "binop", "topk"
 	val  float64
+	vec  bool // const: an instant vector (vector(n), or arithmetic on one), not a scalar
 
-	fn  string // range function or aggregation
+	fn  string // range function, aggregation, topk or bottomk, binary operator
 	log string // range: the log query
 	rng time.Duration
 
 	by      []string
 	without bool
 	inner   *mexpr
+	k       int // topk, bottomk
+
+	l, r     *mexpr   // binop operands
+	boolMod  bool     // binop: a comparison with bool answers 0 or 1
+	matching bool     // binop: on (...) or ignoring (...) given
+	on       bool     // binop: on; else ignoring
+	match    []string // binop: the labels of on or ignoring
 }
+
+// scalar reports whether e is a number rather than an instant vector.
+func (e *mexpr) scalar() bool { return e.kind == "const" && !e.vec }
 
 type mparser struct {
 	s   string
@@ -107,46 +137,203 @@ func (p *mparser) ident() string {
 	return p.s[st:p.pos]
 }
 
-// expr reads a sum of products: * and / bind tighter than + and -, as
-// in Loki (and Prometheus); each level is left-associative.
-func (p *mparser) expr() (*mexpr, error) { return p.binary("+-", p.product) }
+// mlevels are the binary operators by precedence, loosest first; each
+// list is in the order the scanner tries them (">=" before ">").
+var mlevels = [][]string{
+	{"or"},
+	{"and", "unless"},
+	{"==", "!=", ">=", "<=", ">", "<"},
+	{"+", "-"},
+	{"*", "/", "%"},
+	{"^"},
+}
 
-func (p *mparser) product() (*mexpr, error) { return p.binary("*/", p.term) }
+// expr reads an expression with the binary operators of LogQL.
+func (p *mparser) expr() (*mexpr, error) { return p.level(0) }
 
-// binary reads operand (op operand)* for the operators in ops, folding
-// constants: arithmetic is supported between constants only.
-func (p *mparser) binary(ops string, operand func() (*mexpr, error)) (*mexpr, error) {
-	l, err := operand()
+// level reads operand (op operand)* for the operators of mlevels[i], its
+// operands at the next level; ^ is right-associative, the others left.
+func (p *mparser) level(i int) (*mexpr, error) {
+	if i == len(mlevels) {
+		return p.term()
+	}
+	l, err := p.level(i + 1)
 	if err != nil {
 		return nil, err
 	}
 	for {
-		p.ws()
-		if p.pos >= len(p.s) || !strings.ContainsRune(ops, rune(p.s[p.pos])) {
+		op := p.operator(mlevels[i])
+		if op == "" {
 			return l, nil
 		}
-		op := p.s[p.pos]
-		p.pos++
-		r, err := operand()
+		e := &mexpr{kind: "binop", fn: op}
+		if err := p.modifiers(e); err != nil {
+			return nil, err
+		}
+		next := i + 1
+		if op == "^" {
+			next = i
+		}
+		r, err := p.level(next)
 		if err != nil {
 			return nil, err
 		}
-		if l.kind != "const" || r.kind != "const" {
-			return nil, fmt.Errorf("arithmetic %q is supported between constants only", op)
+		e.l, e.r = l, r
+		if l, err = fold(e); err != nil {
+			return nil, err
 		}
-		v := 0.0
-		switch op {
-		case '+':
-			v = l.val + r.val
-		case '-':
-			v = l.val - r.val
-		case '*':
-			v = l.val * r.val
-		case '/':
-			v = l.val / r.val
-		}
-		l = &mexpr{kind: "const", val: v}
 	}
+}
+
+// operator consumes the first of ops at the input, or returns "". A word
+// operator (or, and, unless) must end at a non-identifier byte.
+func (p *mparser) operator(ops []string) string {
+	p.ws()
+	for _, op := range ops {
+		if !strings.HasPrefix(p.s[p.pos:], op) {
+			continue
+		}
+		end := p.pos + len(op)
+		if isIdentByte(op[0]) && end < len(p.s) && isIdentByte(p.s[end]) {
+			continue
+		}
+		p.pos = end
+		return op
+	}
+	return ""
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// word consumes the identifier w if it comes next.
+func (p *mparser) word(w string) bool {
+	save := p.pos
+	if p.ident() == w {
+		return true
+	}
+	p.pos = save
+	return false
+}
+
+// isComparison tells the comparison operators.
+func isComparison(op string) bool {
+	switch op {
+	case "==", "!=", ">", ">=", "<", "<=":
+		return true
+	}
+	return false
+}
+
+// isSetOp tells the set operators.
+func isSetOp(op string) bool { return op == "and" || op == "or" || op == "unless" }
+
+// modifiers reads what may follow a binary operator: bool (comparisons
+// only), then on (...) or ignoring (...).
+func (p *mparser) modifiers(e *mexpr) error {
+	if p.word("bool") {
+		if !isComparison(e.fn) {
+			return fmt.Errorf("bool modifier can only be used on comparison operators, not %q", e.fn)
+		}
+		e.boolMod = true
+	}
+	for _, w := range []string{"on", "ignoring"} {
+		if !p.word(w) {
+			continue
+		}
+		e.matching, e.on = true, w == "on"
+		if !p.eat('(') {
+			return fmt.Errorf("%s wants ( at column %d", w, p.pos+1)
+		}
+		e.match = []string{}
+		for !p.eat(')') {
+			n := p.ident()
+			if n == "" {
+				return fmt.Errorf("%s: bad label list at column %d", w, p.pos+1)
+			}
+			e.match = append(e.match, n)
+			p.eat(',')
+		}
+		break
+	}
+	for _, w := range []string{"group_left", "group_right"} {
+		if p.word(w) {
+			return fmt.Errorf("%s (many-to-one matching) is not supported: only one-to-one matching with on (...) or ignoring (...)", w)
+		}
+	}
+	return nil
+}
+
+// fold checks a binary operation's operand types and folds it when both
+// are constants and the answer is one (arithmetic, and bool comparisons);
+// a comparison that filters a vector(n) stays for evalBinop.
+func fold(e *mexpr) (*mexpr, error) {
+	l, r := e.l, e.r
+	switch {
+	case isSetOp(e.fn) && (l.scalar() || r.scalar()):
+		return nil, fmt.Errorf("set operator %q not allowed between scalars: both sides must be vectors (write vector(0), not 0)", e.fn)
+	case e.matching && (l.scalar() || r.scalar()):
+		return nil, fmt.Errorf("vector matching (on, ignoring) only allowed between vectors, not with a scalar in %q", e.fn)
+	case isComparison(e.fn) && l.scalar() && r.scalar() && !e.boolMod:
+		return nil, fmt.Errorf("comparisons between scalars must use bool: %v %s bool %v", l.val, e.fn, r.val)
+	}
+	if l.kind != "const" || r.kind != "const" || isSetOp(e.fn) || isComparison(e.fn) && !e.boolMod {
+		return e, nil
+	}
+	v := arith(e.fn, l.val, r.val)
+	if isComparison(e.fn) {
+		v = 0
+		if compare(e.fn, l.val, r.val) {
+			v = 1
+		}
+	}
+	return &mexpr{kind: "const", val: v, vec: l.vec || r.vec}, nil
+}
+
+// arith applies an arithmetic operator. A division or modulo by zero is
+// NaN, as Loki answers (Prometheus would give ±Inf for a division).
+func arith(op string, a, b float64) float64 {
+	switch op {
+	case "+":
+		return a + b
+	case "-":
+		return a - b
+	case "*":
+		return a * b
+	case "/":
+		if b == 0 {
+			return math.NaN()
+		}
+		return a / b
+	case "%":
+		if b == 0 {
+			return math.NaN()
+		}
+		return math.Mod(a, b)
+	case "^":
+		return math.Pow(a, b)
+	}
+	return math.NaN()
+}
+
+// compare applies a comparison operator (false with a NaN, but for !=).
+func compare(op string, a, b float64) bool {
+	switch op {
+	case "==":
+		return a == b
+	case "!=":
+		return a != b
+	case ">":
+		return a > b
+	case ">=":
+		return a >= b
+	case "<":
+		return a < b
+	case "<=":
+		return a <= b
+	}
+	return false
 }
 
 func (p *mparser) number() (float64, error) {
@@ -203,7 +390,7 @@ func (p *mparser) term() (*mexpr, error) {
 		if !p.eat(')') {
 			return nil, fmt.Errorf("vector wants )")
 		}
-		return &mexpr{kind: "const", val: v}, nil
+		return &mexpr{kind: "const", val: v, vec: true}, nil
 	case "sum", "count", "min", "max", "avg":
 		e := &mexpr{kind: "agg", fn: name}
 		if err := p.grouping(e); err != nil {
@@ -224,8 +411,8 @@ func (p *mparser) term() (*mexpr, error) {
 				return nil, err
 			}
 		}
-		if in.kind == "const" {
-			return nil, fmt.Errorf("%s over a constant is not supported", name)
+		if in.scalar() {
+			return nil, fmt.Errorf("%s wants a vector, got the scalar %v (vector(%[2]v) is one)", name, in.val)
 		}
 		e.inner = in
 		return e, nil
@@ -355,4 +542,241 @@ func (p *mparser) grouping(e *mexpr) error {
 		p.eat(',')
 	}
 	return nil
+}
+
+// evalMore evaluates the expressions evalMetric hands on: binary
+// operators between vectors, and topk/bottomk.
+func evalMore(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
+	switch e.kind {
+	case "binop":
+		return evalBinop(ctx, ts, e, start, end, step)
+	}
+	return nil, fmt.Errorf("unsupported expression %q", e.kind)
+}
+
+// vecPoint is one sample of an instant vector.
+type vecPoint struct {
+	ls ingest.Labels
+	v  float64
+}
+
+// instants regroups series by time: the instant vector at each time one
+// of them has a point.
+func instants(ss []*series) map[int64][]vecPoint {
+	m := map[int64][]vecPoint{}
+	for _, se := range ss {
+		for i, t := range se.ts {
+			m[t] = append(m[t], vecPoint{se.labels, se.vs[i]})
+		}
+	}
+	return m
+}
+
+// seriesBuilder assembles series from instant vectors added in time
+// order.
+type seriesBuilder struct {
+	idx map[string]*series
+	out []*series
+}
+
+// add appends a point; a second point for the same labels at the same
+// time is Prometheus's "vector cannot contain metrics with the same
+// labelset" (e.g. on (...) dropped the labels that told two apart).
+func (b *seriesBuilder) add(t int64, ls ingest.Labels, v float64) error {
+	if b.idx == nil {
+		b.idx = map[string]*series{}
+	}
+	k := ls.String()
+	se := b.idx[k]
+	if se == nil {
+		se = &series{labels: ls}
+		b.idx[k] = se
+		b.out = append(b.out, se)
+	} else if se.ts[len(se.ts)-1] == t {
+		return badRequest("bad_query", "multiple matches for labels %s: vector cannot contain metrics with the same labelset", k)
+	}
+	se.ts = append(se.ts, t)
+	se.vs = append(se.vs, v)
+	return nil
+}
+
+// project keeps the labels named in names (keep) or all the others.
+func project(ls ingest.Labels, names []string, keep bool) ingest.Labels {
+	var out ingest.Labels
+	for _, l := range ls {
+		if slices.Contains(names, l.Name) == keep {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// signature is the key two samples match on: all labels, or those of
+// on (...), or all but those of ignoring (...).
+func (e *mexpr) signature(ls ingest.Labels) string {
+	if !e.matching {
+		return ls.String()
+	}
+	return project(ls, e.match, e.on).String()
+}
+
+// sortedTimes is the keys of the instant maps, ascending.
+func sortedTimes(ms ...map[int64][]vecPoint) []int64 {
+	var ts []int64
+	for _, m := range ms {
+		for t := range m {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return slices.Compact(ts)
+}
+
+// evalBinop evaluates a binary operator at each step, as Loki and
+// Prometheus do:
+//
+//   - vector op scalar (either side): arithmetic on each sample, labels
+//     kept; a comparison keeps the samples for which it holds, with their
+//     value, or with bool answers 1 or 0 for each;
+//   - vector op vector: samples match one-to-one on their labels (or on
+//     the labels on (...) keeps, or all but those ignoring (...) names),
+//     a sample without a match is dropped, and the result carries the
+//     left sample's labels, reduced to the matching ones when on or
+//     ignoring is given; a comparison keeps the left value;
+//   - and: the left samples that have a match on the right; unless: those
+//     that have none; or: all left samples, and the right ones whose
+//     signature no left sample has (so `or vector(0)` fills the steps a
+//     label-less left side has no point at).
+func evalBinop(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
+	side := func(x *mexpr) (map[int64][]vecPoint, error) {
+		if x.scalar() {
+			return nil, nil
+		}
+		ss, err := evalMetric(ctx, ts, x, start, end, step)
+		if err != nil {
+			return nil, err
+		}
+		return instants(ss), nil
+	}
+	lm, err := side(e.l)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := side(e.r)
+	if err != nil {
+		return nil, err
+	}
+	var b seriesBuilder
+	// A scalar side: one sample value against each sample of the other.
+	if e.l.scalar() || e.r.scalar() {
+		m, s, swap := lm, e.r.val, false
+		if e.l.scalar() {
+			m, s, swap = rm, e.l.val, true
+		}
+		for _, t := range sortedTimes(m) {
+			for _, p := range m[t] {
+				a, c := p.v, s
+				if swap {
+					a, c = s, p.v
+				}
+				v, keep := binopValue(e, a, c)
+				if isComparison(e.fn) && !e.boolMod {
+					v = p.v // the vector's sample, whichever side it is on
+				}
+				if keep {
+					if err := b.add(t, p.ls, v); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		return b.out, nil
+	}
+	for _, t := range sortedTimes(lm, rm) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		left, right := lm[t], rm[t]
+		if isSetOp(e.fn) {
+			sigs := map[string]bool{}
+			for _, p := range right {
+				sigs[e.signature(p.ls)] = true
+			}
+			if e.fn == "or" {
+				lsigs := map[string]bool{}
+				for _, p := range left {
+					lsigs[e.signature(p.ls)] = true
+					if err := b.add(t, p.ls, p.v); err != nil {
+						return nil, err
+					}
+				}
+				for _, p := range right {
+					if !lsigs[e.signature(p.ls)] {
+						if err := b.add(t, p.ls, p.v); err != nil {
+							return nil, err
+						}
+					}
+				}
+				continue
+			}
+			for _, p := range left {
+				if sigs[e.signature(p.ls)] == (e.fn == "and") {
+					if err := b.add(t, p.ls, p.v); err != nil {
+						return nil, err
+					}
+				}
+			}
+			continue
+		}
+		// One-to-one: each signature at most once on each side.
+		rs := map[string]vecPoint{}
+		for _, p := range right {
+			k := e.signature(p.ls)
+			if o, dup := rs[k]; dup {
+				return nil, badRequest("bad_query", "found duplicate series for the match group %s on the right hand-side of the operation: [%s, %s]; many-to-many matching not allowed: matching labels must be unique on one side", k, o.ls, p.ls)
+			}
+			rs[k] = p
+		}
+		seen := map[string]ingest.Labels{}
+		for _, p := range left {
+			k := e.signature(p.ls)
+			r, ok := rs[k]
+			if !ok {
+				continue
+			}
+			if o, dup := seen[k]; dup {
+				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right), which is not supported", k, o, p.ls)
+			}
+			seen[k] = p.ls
+			v, keep := binopValue(e, p.v, r.v)
+			if !keep {
+				continue
+			}
+			ls := p.ls
+			if e.matching {
+				ls = project(ls, e.match, e.on)
+			}
+			if err := b.add(t, ls, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b.out, nil
+}
+
+// binopValue applies an arithmetic or comparison operator to two sample
+// values: the value (for a comparison: the left one, or 1 or 0 with
+// bool) and whether the sample is kept.
+func binopValue(e *mexpr, a, b float64) (float64, bool) {
+	if !isComparison(e.fn) {
+		return arith(e.fn, a, b), true
+	}
+	ok := compare(e.fn, a, b)
+	if e.boolMod {
+		if ok {
+			return 1, true
+		}
+		return 0, true
+	}
+	return a, ok
 }

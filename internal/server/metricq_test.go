@@ -10,9 +10,25 @@ import (
 func (e *mexpr) String() string {
 	switch e.kind {
 	case "const":
+		if e.vec {
+			return fmt.Sprintf("vector(%v)", e.val)
+		}
 		return fmt.Sprint(e.val)
 	case "range":
 		return fmt.Sprintf("%s(%s[%s])", e.fn, e.log, e.rng)
+	case "binop":
+		mod := ""
+		if e.boolMod {
+			mod = " bool"
+		}
+		if e.matching {
+			w := "ignoring"
+			if e.on {
+				w = "on"
+			}
+			mod += fmt.Sprintf(" %s (%s)", w, strings.Join(e.match, ","))
+		}
+		return fmt.Sprintf("(%s %s%s %s)", e.l, e.fn, mod, e.r)
 	}
 	g := ""
 	if e.by != nil {
@@ -27,8 +43,17 @@ func (e *mexpr) String() string {
 
 func TestParseMetric(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
-		{`vector(1)+vector(1)`, "2"},
-		{` ( vector(2) * 3 - 1 ) / 2 `, "2.5"},
+		{`vector(1)+vector(1)`, "vector(2)"},
+		{` ( vector(2) * 3 - 1 ) / 2 `, "vector(2.5)"},
+		{`1 + 2 * 2 ^ 3 ^ 2 % 5`, "5"}, // 2^9 = 512, 1024 % 5 = 4
+		{`2 > bool 1`, "1"},
+		{`vector(2) >= bool 3`, "vector(0)"},
+		{`vector(1) / 0`, "vector(NaN)"},
+		{`vector(1) > 0`, "(vector(1) > 0)"},
+		{`sum(rate({a="b"}[1m])) > 0 or vector(0)`, `((sum(rate({a="b"}[1m0s])) > 0) or vector(0))`},
+		{`count_over_time({a="b"}[1m]) == bool on (a, b) count_over_time({a="c"}[1m]) and ignoring() vector(1) unless vector(2)`,
+			`(((count_over_time({a="b"}[1m0s]) == bool on (a,b) count_over_time({a="c"}[1m0s])) and ignoring () vector(1)) unless vector(2))`},
+		{`sum(vector(1))`, "sum(vector(1))"},
 		{`count_over_time({app="x"}[5m])`, `count_over_time({app="x"}[5m0s])`},
 		{`rate({app="x"} |= "a[b]" [30s])`, `rate({app="x"} |= "a[b]"[30s])`},
 		{"bytes_rate({app=\"x\"} |~ `[0-9]+` [1h])", "bytes_rate({app=\"x\"} |~ `[0-9]+`[1h0m0s])"},
@@ -57,9 +82,15 @@ func TestParseMetric(t *testing.T) {
 		{`count_over_time({app="x"}[5m]`, "missing )"},
 		{`count_over_time({app="x"}[5m] |= "b"`, "missing )"},
 		{`count_over_time({a="b"}[1m] |= "x" [2m])`, "a second [range]"},
-		{`sum(vector(1))`, "over a constant"},
+		{`sum(1)`, "wants a vector"},
+		{`1 > 2`, "must use bool"},
+		{`vector(1) orx`, "unexpected"},
+		{`vector(1) or 0`, "set operator"},
+		{`vector(1) + bool vector(1)`, "bool modifier"},
+		{`vector(1) + on (a) 2`, "vector matching"},
+		{`vector(1) * on (a) group_left (b) vector(2)`, "group_left"},
+		{`vector(1) > on (a vector(2)`, "bad label list"},
 		{`quantile_over_time(0.9, {a="b"} | unwrap x [1m])`, "unsupported function"},
-		{`vector(1) + count_over_time({a="b"}[1m])`, "between constants only"},
 		{`vector(1) vector(2)`, "unexpected"},
 		{`sum by (a (count_over_time({a="b"}[1m]))`, "bad label list"},
 	} {
@@ -92,10 +123,16 @@ func FuzzParseMetric(f *testing.F) {
 					t.Fatalf("range %v", e.rng)
 				}
 			case "agg":
-				if e.inner == nil || e.inner.kind == "const" {
+				if e.inner == nil || e.inner.scalar() {
 					t.Fatalf("agg over %v", e.inner)
 				}
 				check(e.inner)
+			case "binop":
+				if e.l == nil || e.r == nil || isSetOp(e.fn) && (e.l.scalar() || e.r.scalar()) {
+					t.Fatalf("binop %v", e)
+				}
+				check(e.l)
+				check(e.r)
 			default:
 				t.Fatalf("kind %q", e.kind)
 			}
