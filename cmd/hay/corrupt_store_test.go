@@ -1258,7 +1258,10 @@ func (c *corruptDamage) cleanCut() bool {
 		return string(c.data) == "HAYWAL1\n"[:len(c.data)]
 	}
 	for _, rec := range c.file.records {
-		if rec[1] == len(c.data) {
+		// A record's start is a boundary too: the first one's is the
+		// end of the header, which is all a crash leaves of a file
+		// whose records were never synced.
+		if rec[0] == len(c.data) || rec[1] == len(c.data) {
 			return true
 		}
 	}
