@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -268,6 +269,14 @@ func searchOracle(per map[uint32][]storedEntry, labels map[uint32][]query.Label,
 			if show[i] {
 				runs[s] = append(runs[s], item{e, !hit[i], i == 0 || !show[i-1], i})
 			}
+		}
+	}
+	if o.newest && before == 0 && after == 0 {
+		// --order newest sorts by time, the exact reverse of --order
+		// oldest, even where a stream's times go backwards (Zookeeper's
+		// sample does); only context keeps a stream's stored order.
+		for _, s := range ids {
+			slices.SortStableFunc(runs[s], func(a, b item) int { return cmp.Compare(b.e.time, a.e.time) })
 		}
 	}
 	less := func(a, b storedEntry) bool {

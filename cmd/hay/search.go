@@ -42,11 +42,13 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 const searchHelp = `Usage: hay search [flags] [--] [PATTERN]
 
-Prints the stored entries that match, oldest first: each stream in the order
-it was ingested, streams merged by time. Exits 0 when something matched, 1
-when nothing did, 2 on bad arguments, a bad query or a missing or damaged
-store (as grep: 2 means trouble, even when the undamaged parts matched),
-130 when Ctrl-C stopped it (what was found so far is printed).
+Prints the stored entries that match, as stored: each stream in the order
+it was ingested (a file's line order, as grep prints it), streams merged by
+time; --order oldest or newest sorts them all by time. Exits 0 when
+something matched, 1 when nothing did, 2 on bad arguments, a bad query or a
+missing or damaged store (as grep: 2 means trouble, even when the undamaged
+parts matched), 130 when Ctrl-C stopped it (what was found so far is
+printed).
 
 What to match (one of):
   PATTERN            a literal string, exactly as grep -F: for one ingested
@@ -120,7 +122,7 @@ func searchCommand(args []string) error {
 	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")
 	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
-	order := fs.String("order", "oldest", "`order`: oldest or newest first (newest is the exact reverse of oldest where each stream's own times ascend)")
+	order := fs.String("order", "stored", "`order`: stored (each stream in ingestion order, as grep, streams merged by time), oldest (by time, ties by stream then ingestion order) or newest (the exact reverse of oldest); they differ only where a stream's times go backwards. With -A/-B/-C each stream keeps its ingestion order, newest backwards")
 	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
 	until := fs.String("until", "", "only entries before `T` (as --since)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
@@ -160,11 +162,13 @@ func searchCommand(args []string) error {
 	// Any of them given, even 0, prints grep's "--" between groups.
 	q.Grouped = set["A"] || set["B"] || set["C"]
 	switch *order {
+	case "stored":
+		q.Order = search.Stored
 	case "oldest":
 	case "newest":
 		q.Order = search.Newest
 	default:
-		return fmt.Errorf("%w: --order must be oldest or newest, not %q", errUsage, *order)
+		return fmt.Errorf("%w: --order must be stored, oldest or newest, not %q", errUsage, *order)
 	}
 	var err error
 	if q.Since, err = parseTimeArg(*since, now); err != nil {

@@ -66,26 +66,35 @@
 //
 // # Order
 //
-// Oldest first (the default): each stream in ingestion order, streams
-// merged by time. Within a stream, ingestion order is the order of parts
-// (segments, then the head) and of blocks and entries within them, so one
-// stream is a single ordered run. Several streams are scanned as one run
-// each and merged by entry time, ties going to the stream with the lower
-// id (the one ingested first): a stable merge. Newest first is exactly the
-// reverse: blocks from last to first, entries backwards, merged by time
-// descending with ties to the higher stream id. Counting and histograms
-// need no order and use a single run.
+// Oldest (the default) is by entry time, ties by stream id (the stream
+// ingested first), then by ingestion order; Newest is exactly its
+// reverse. Stored is grep's order: each stream in ingestion order,
+// streams merged by time, ties to the lower stream id; where each
+// stream's times ascend it is Oldest. Counting and histograms need no
+// order and use a single run.
 //
-// Exactly the reverse, and the same order of two entries whatever the
-// query, hold when each stream's times ascend, as hay ingest makes them
-// for a file whose timestamps do (a line without one takes its
-// neighbour's). A stream whose own timestamps go backwards (threads
-// writing out of order) has no single merged order: each direction merges
-// by the entries at hand, so its entries can interleave with other
-// streams differently in the two orders, and differently when a filter
-// leaves some out. Making it exact would need, for every entry, the
-// largest time of its stream so far, which block metadata (per block, not
-// per stream in it) cannot give for the blocks the index skips.
+// Each selected stream is scanned as one run (one run in all when a
+// single stream is present) and the runs are merged by their current
+// entry (runHeap), so each run must deliver its stream in order. Entries
+// are stored in arrival order, and a stream's times can go backwards:
+// Loki accepts out-of-order pushes, a file's clock can jump back, and
+// the Loghub samples of Apache, Linux and Zookeeper all do. A time-ordered
+// run therefore visits its blocks by time bound (MinTime clipped to the
+// range, ascending; for Newest MaxTime descending; stable, so blocks whose
+// streams' times ascend keep their store order), sorts a block's hits by
+// time only when one pass finds them out of order, and delivers an entry
+// only once no block still to come can hold an earlier one: the next
+// block's bound is later, or equal and all the blocks left lie later in
+// the store. Otherwise it reads the next block first, carrying copies of
+// the current block's undelivered hits (run.advance). Where times ascend
+// every entry passes at once: nothing is copied or sorted, and a limit
+// stops the scan after as few blocks as in store order. Disorder costs
+// only where it is: the blocks whose time ranges overlap are read
+// together, and the limit stays exact.
+//
+// With context (Before, After, Grouped), runs keep their stream's
+// ingestion order whatever Order is, as grep's context does (a group is
+// its file neighbours); Newest then delivers each stream backwards.
 //
 // # Context
 //
@@ -102,6 +111,7 @@
 package search
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -125,8 +135,12 @@ import (
 type Order int
 
 const (
-	Oldest Order = iota // each stream in ingestion order, merged by time ascending
-	Newest              // the exact reverse of Oldest (see Order in the package doc)
+	Oldest Order = iota // by time ascending, ties by stream id, then ingestion order
+	Newest              // the exact reverse of Oldest
+	// Stored is each stream in ingestion order, streams merged by time
+	// ascending: grep's order for one ingested file, and Oldest where
+	// each stream's times ascend. See Order in the package doc.
+	Stored
 )
 
 // Bounds is the inclusive range of times q admits, from Since, Until and
@@ -518,10 +532,12 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	withContext := !q.Count && (q.Before > 0 || q.After > 0 || q.Grouped)
 	seen := map[uint32]bool{}
 	var cands []candidate // blocks the time range and streams keep
+	var ord int64         // the position of the next block's first entry in the store
 	for pi, p := range parts {
 		sk, _ := p.(Skipper)
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
+			ord += int64(m.Entries)
 			if e.outOfRange(m) {
 				e.stats.PrunedTime++
 				continue
@@ -544,7 +560,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				e.stats.PrunedIndex++
 				continue
 			}
-			cands = append(cands, candidate{part: pi, block: bi, may: may, keep: may})
+			cands = append(cands, candidate{part: pi, block: bi, ord: ord - int64(m.Entries), may: may, keep: may})
 		}
 	}
 	if withContext {
@@ -562,7 +578,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				seen[s] = true
 			}
 		}
-		e.tasks = append(e.tasks, task{part: c.part, block: c.block, stream: -1})
+		e.tasks = append(e.tasks, task{part: c.part, block: c.block, ord: c.ord, stream: -1})
 	}
 	for s := range seen {
 		e.present = append(e.present, s)
@@ -842,6 +858,7 @@ func better(a, b []query.Lit) bool {
 
 type task struct {
 	part, block int
+	ord         int64 // the position of the block's first entry in the store (ingestion order)
 	stream      int64 // -1: every selected stream
 	gap         bool  // blocks of the run's stream were skipped right before this one
 	users       int   // merging: the number of runs with a task for this block
@@ -853,6 +870,7 @@ type task struct {
 // skip index's answer (may) and whether it is searched (keep).
 type candidate struct {
 	part, block int
+	ord         int64 // task.ord
 	may, keep   bool
 }
 
@@ -1506,23 +1524,41 @@ func ScanBlock(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits [
 type run struct {
 	pending chan *task
 	cur     *task
-	hit     int // index into cur.res.hits
+	hit     int     // index into hits
+	hits    []int32 // cur's hits by (time, index): cur.res.hits, or sorted when they are not
+	sorted  []int32
 	order   int // tie-break in merges: lower first (Oldest)
 	stream  int64
 	e       *exec
 	m       Match
 	cx      *ctxState // nil without context
+
+	// Time order (Oldest, Newest without context; see timeOrder). After
+	// taken tasks, no entry of the rest is before (Newest: after)
+	// bound[taken], nor, at that time, before (after) the entry at
+	// position edge[taken].
+	byTime      bool
+	bound, edge []int64
+	taken       int
+	pend        pendHeap // hits of earlier blocks not yet delivered, copied
+	fromPend    bool     // m is pend's top
 }
 
 // start begins dispatching tasks with at most window in flight (dispatched
 // and not yet consumed), returning the run that delivers them in order.
+// Without context and unless counting, it first sorts tasks by time
+// bound (timeOrder).
 func (e *exec) start(ctx context.Context, wg *sync.WaitGroup, tasks []task, window int, stream int64) *run {
 	r := &run{pending: make(chan *task, window), e: e, stream: stream, order: int(stream)}
+	r.pend.rev = e.rev
 	if !e.q.Count && (e.q.Before > 0 || e.q.After > 0 || e.q.Grouped) {
 		r.cx = &ctxState{before: e.q.Before, after: e.q.After, lastOut: math.MinInt64}
 		if e.rev {
 			r.cx.before, r.cx.after = r.cx.after, r.cx.before
 		}
+	} else if !e.q.Count && e.q.Order != Stored {
+		r.byTime = true
+		r.bound, r.edge = e.timeOrder(tasks)
 	}
 	wg.Go(func() {
 		defer close(r.pending)
@@ -1641,28 +1677,157 @@ func (r *run) trail(ctx context.Context, emit func(*Match) error, onErr func(err
 	}
 }
 
+// timeOrder sorts a run's tasks (stably) by the earliest time each can
+// deliver, its block's MinTime clipped to the time range (Newest: by the
+// latest, MaxTime, descending), and returns per task that bound and the
+// edge of the tasks from it on: the smallest position of their first
+// entries (Newest: the largest of their last). When every stream's times
+// ascend the sort changes nothing: blocks are already in that order.
+func (e *exec) timeOrder(tasks []task) (bound, edge []int64) {
+	bound = make([]int64, len(tasks))
+	for i := range tasks {
+		m := e.parts[tasks[i].part].BlockMeta(tasks[i].block)
+		bound[i] = max(m.MinTime, e.q.Since)
+		if e.rev {
+			bound[i] = min(m.MaxTime, e.last)
+		}
+	}
+	cmpBound := func(a, b int64) int {
+		if e.rev {
+			return cmp.Compare(b, a)
+		}
+		return cmp.Compare(a, b)
+	}
+	if !slices.IsSortedFunc(bound, cmpBound) {
+		idx := make([]int, len(tasks))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return cmpBound(bound[a], bound[b]) })
+		ts, bs := slices.Clone(tasks), slices.Clone(bound)
+		for i, j := range idx {
+			tasks[i], bound[i] = ts[j], bs[j]
+		}
+	}
+	edge = make([]int64, len(tasks))
+	for i := len(tasks) - 1; i >= 0; i-- {
+		m := e.parts[tasks[i].part].BlockMeta(tasks[i].block)
+		if e.rev {
+			edge[i] = tasks[i].ord + int64(m.Entries) - 1
+			if i+1 < len(tasks) {
+				edge[i] = max(edge[i], edge[i+1])
+			}
+		} else {
+			edge[i] = tasks[i].ord
+			if i+1 < len(tasks) {
+				edge[i] = min(edge[i], edge[i+1])
+			}
+		}
+	}
+	return bound, edge
+}
+
 // advance moves the run to its next entry; false at the end.
+//
+// A run delivers its entries by (time, position in the store), backwards
+// for Newest, whatever order they were stored in. Its blocks come sorted
+// by time bound (timeOrder) and a block's hits are sorted by time when
+// they are not already (one pass to check). The next entry is the first
+// of the current block's and of the carried ones (pend); it is delivered
+// when no block still to come can hold an entry before it, which the
+// bound and edge of the next block say from the block index alone. Else
+// the next block is taken and what is left of the current one carried
+// (copied). Where each stream's times ascend every entry passes that test
+// at once, so nothing is carried or sorted, and the run stops reading
+// blocks as early as an ingestion-order run would; disorder costs only
+// where it is, and a limit stays exact.
 func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
 	if r.cx != nil {
 		return r.advanceCtx(ctx, onErr)
 	}
-	if r.cur != nil {
+	// Step past the entry delivered last.
+	if r.fromPend {
+		r.pend.pop()
+		r.fromPend = false
+	} else if r.cur != nil {
 		if r.e.rev {
 			r.hit--
 		} else {
 			r.hit++
 		}
-		if r.hit >= 0 && r.hit < len(r.cur.res.hits) {
-			r.fill()
+	}
+	for {
+		if r.cur != nil && (r.hit < 0 || r.hit >= len(r.hits)) {
+			r.release()
+		}
+		var tm, pos int64
+		switch {
+		case r.cur != nil:
+			k := r.hits[r.hit]
+			tm, pos = r.cur.res.blk.Times[k], r.cur.ord+int64(k)
+			if len(r.pend.h) > 0 && r.pend.before(&r.pend.h[0], tm, pos) {
+				r.fromPend = true
+			}
+		case len(r.pend.h) > 0:
+			r.fromPend = true
+		default:
+			t, err := r.take(ctx, onErr)
+			if err != nil || t == nil {
+				return false, err
+			}
+			r.load(t)
+			continue
+		}
+		if r.fromPend {
+			tm, pos = r.pend.h[0].m.Time, r.pend.h[0].pos
+		}
+		if r.ready(tm, pos) {
+			if r.fromPend {
+				r.m = r.pend.h[0].m
+			} else {
+				r.fill()
+			}
 			return true, nil
 		}
-		r.release()
+		// A block still to come may hold an entry before this one.
+		r.fromPend = false
+		if r.cur != nil {
+			r.carry()
+			r.release()
+		}
+		t, err := r.take(ctx, onErr)
+		if err != nil {
+			return false, err
+		}
+		if t != nil {
+			r.load(t)
+		}
 	}
+}
+
+// ready reports whether the entry at time tm and position pos comes
+// before any entry of the tasks not yet taken.
+func (r *run) ready(tm, pos int64) bool {
+	if !r.byTime || r.taken >= len(r.bound) {
+		return true
+	}
+	b, edge := r.bound[r.taken], r.edge[r.taken]
+	if r.e.rev {
+		return tm > b || tm == b && pos > edge
+	}
+	return tm < b || tm == b && pos < edge
+}
+
+// take returns the run's next task that has hits (blocks without any
+// are given back); nil at the end.
+func (r *run) take(ctx context.Context, onErr func(error)) (*task, error) {
 	for {
 		t, err := r.next(ctx)
 		if err != nil || t == nil {
-			return false, err
+			r.taken = len(r.bound) // the end: every entry at hand is ready
+			return nil, err
 		}
+		r.taken++
 		if t.res.err != nil {
 			// In a merge several runs may read the same damaged block;
 			// each reports it. Rare enough not to deduplicate.
@@ -1673,12 +1838,96 @@ func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
 			r.e.releaseBlock(t)
 			continue
 		}
-		r.cur, r.hit = t, 0
-		if r.e.rev {
-			r.hit = len(t.res.hits) - 1
+		return t, nil
+	}
+}
+
+// load makes t the current block, its hits sorted by time (ties by
+// index) if they are not: entries of a stream stored out of time order.
+func (r *run) load(t *task) {
+	r.cur, r.hits = t, t.res.hits
+	times := t.res.blk.Times
+	for i := 1; r.byTime && i < len(r.hits); i++ {
+		if times[r.hits[i]] < times[r.hits[i-1]] {
+			// Sort a copy: a shared block's hits belong to the cache.
+			r.sorted = append(r.sorted[:0], t.res.hits...)
+			slices.SortStableFunc(r.sorted, func(a, b int32) int { return cmp.Compare(times[a], times[b]) })
+			r.hits = r.sorted
+			break
 		}
-		r.fill()
-		return true, nil
+	}
+	r.hit = 0
+	if r.e.rev {
+		r.hit = len(r.hits) - 1
+	}
+}
+
+// carry copies the current block's hits not yet delivered into pend.
+func (r *run) carry() {
+	b := r.cur.res.blk
+	step := 1
+	if r.e.rev {
+		step = -1
+	}
+	for i := r.hit; i >= 0 && i < len(r.hits); i += step {
+		k := r.hits[i]
+		r.pend.push(pendHit{
+			m:   Match{Time: b.Times[k], Stream: b.Streams[k], Line: slices.Clone(b.Line(int(k)))},
+			pos: r.cur.ord + int64(k),
+		})
+	}
+}
+
+// pendHit is a carried hit: a copy, with its position in the store.
+type pendHit struct {
+	m   Match
+	pos int64
+}
+
+// pendHeap holds carried hits, the first to deliver on top.
+type pendHeap struct {
+	h   []pendHit
+	rev bool
+}
+
+// before reports whether x is delivered before the entry at (tm, pos).
+func (p *pendHeap) before(x *pendHit, tm, pos int64) bool {
+	if p.rev {
+		return x.m.Time > tm || x.m.Time == tm && x.pos > pos
+	}
+	return x.m.Time < tm || x.m.Time == tm && x.pos < pos
+}
+
+func (p *pendHeap) push(x pendHit) {
+	p.h = append(p.h, x)
+	for i := len(p.h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !p.before(&p.h[i], p.h[up].m.Time, p.h[up].pos) {
+			break
+		}
+		p.h[i], p.h[up] = p.h[up], p.h[i]
+		i = up
+	}
+}
+
+func (p *pendHeap) pop() {
+	n := len(p.h) - 1
+	p.h[0] = p.h[n]
+	p.h[n] = pendHit{}
+	p.h = p.h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && p.before(&p.h[c+1], p.h[c].m.Time, p.h[c].pos) {
+			c++
+		}
+		if !p.before(&p.h[c], p.h[i].m.Time, p.h[i].pos) {
+			break
+		}
+		p.h[i], p.h[c] = p.h[c], p.h[i]
+		i = c
 	}
 }
 
@@ -1949,7 +2198,7 @@ func (c *blockCache) unkeep(cb *cachedBlock) {
 }
 
 func (r *run) fill() {
-	b, k := r.cur.res.blk, int(r.cur.res.hits[r.hit])
+	b, k := r.cur.res.blk, int(r.hits[r.hit])
 	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
 }
 

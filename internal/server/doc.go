@@ -72,7 +72,10 @@
 // on it, avoids that, as in Loki.
 //
 // Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
-// log query, sum/count/min/max/avg [by|without (...)] over those, and
+// log query, sum/count/min/max/avg [by|without (...)] over those,
+// topk(k, ...) and bottomk(k, ...) [by|without (...)] (at each step the k
+// largest or smallest samples of each group, keeping their labels; equal
+// values go to the labels that sort first, NaN ranks last), and
 // binary operators with Loki's precedence and semantics: arithmetic
 // (+ - * / % ^; x/0 is NaN, as Loki answers), comparisons (== != > >= < <=,
 // which filter, or answer 1/0 with bool), and the set operators and, or,

@@ -972,8 +972,6 @@ func TestMetricRefusals(t *testing.T) {
 	env := newEnv(t, nil)
 	env.mustPush("/loki/api/v1/push", jsonPush(`{"app":"a"}`, base-1e9, `{"n":1}`))
 	for _, c := range []struct{ query, names string }{
-		{`topk(1, count_over_time({app="a"}[1m]))`, "topk"},
-		{`bottomk(1, count_over_time({app="a"}[1m]))`, "bottomk"},
 		{`stddev(count_over_time({app="a"}[1m]))`, "stddev"},
 		{`stdvar(count_over_time({app="a"}[1m]))`, "stdvar"},
 		{`sort(count_over_time({app="a"}[1m]))`, "sort"},

@@ -416,6 +416,42 @@ func (p *mparser) term() (*mexpr, error) {
 		}
 		e.inner = in
 		return e, nil
+	case "topk", "bottomk":
+		e := &mexpr{kind: "topk", fn: name}
+		if err := p.grouping(e); err != nil {
+			return nil, err
+		}
+		if !p.eat('(') {
+			return nil, fmt.Errorf("%s wants ( at column %d", name, p.pos+1)
+		}
+		p.ws()
+		kpos := p.pos
+		k, err := p.number()
+		// k is a literal integer, as Loki's parser requires.
+		if err != nil || k != math.Trunc(k) || k < 1 || k > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: invalid parameter %q at column %d: k must be an integer greater than 0, as in %s(5, ...)", name, strings.TrimSpace(p.s[kpos:p.pos]), kpos+1, name)
+		}
+		e.k = int(k)
+		if !p.eat(',') {
+			return nil, fmt.Errorf("%s wants , after k at column %d", name, p.pos+1)
+		}
+		in, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		if !p.eat(')') {
+			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
+		}
+		if e.by == nil && !e.without {
+			if err := p.grouping(e); err != nil {
+				return nil, err
+			}
+		}
+		if in.scalar() {
+			return nil, fmt.Errorf("%s wants a vector, got the scalar %v", name, in.val)
+		}
+		e.inner = in
+		return e, nil
 	case "count_over_time", "rate", "bytes_over_time", "bytes_rate":
 		if !p.eat('(') {
 			return nil, fmt.Errorf("%s wants (", name)
@@ -480,7 +516,7 @@ func (p *mparser) term() (*mexpr, error) {
 	if name == "" {
 		return nil, fmt.Errorf("unexpected %q at column %d", p.rest(8), st+1)
 	}
-	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum, count, min, max, avg, vector)", name)
+	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum, count, min, max, avg, topk, bottomk, vector)", name)
 }
 
 // skipString moves from the opening quote of a string ("..." with
@@ -550,6 +586,12 @@ func evalMore(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step i
 	switch e.kind {
 	case "binop":
 		return evalBinop(ctx, ts, e, start, end, step)
+	case "topk":
+		in, err := evalMetric(ctx, ts, e.inner, start, end, step)
+		if err != nil {
+			return nil, err
+		}
+		return topkSeries(e, in)
 	}
 	return nil, fmt.Errorf("unsupported expression %q", e.kind)
 }
@@ -779,4 +821,67 @@ func binopValue(e *mexpr, a, b float64) (float64, bool) {
 		return 0, true
 	}
 	return a, ok
+}
+
+// topkSeries keeps, at each step and in each group (by/without as for
+// sum), the k samples with the largest (topk) or smallest (bottomk)
+// values, with their own labels; a series appears at the steps where it
+// is among them. NaN ranks last in both. Ties go to the series whose
+// labels sort first (Loki leaves the choice among equal values open).
+func topkSeries(e *mexpr, in []*series) ([]*series, error) {
+	slices.SortFunc(in, func(a, b *series) int { return a.labels.Compare(b.labels) })
+	m := instants(in) // each time's samples in label order
+	var b seriesBuilder
+	for _, t := range sortedTimes(m) {
+		groups := map[string][]vecPoint{}
+		var order []string
+		for _, p := range m[t] {
+			k := project(p.ls, e.by, !e.without).String()
+			if groups[k] == nil {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], p)
+		}
+		for _, k := range order {
+			g := groups[k]
+			slices.SortStableFunc(g, func(x, y vecPoint) int {
+				xn, yn := math.IsNaN(x.v), math.IsNaN(y.v)
+				switch {
+				case xn || yn:
+					return cmpBool(xn, yn)
+				case e.fn == "topk":
+					return cmpFloat(y.v, x.v)
+				}
+				return cmpFloat(x.v, y.v)
+			})
+			for _, p := range g[:min(e.k, len(g))] {
+				if err := b.add(t, p.ls, p.v); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return b.out, nil
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// cmpFloat compares two numbers that are not NaN.
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,12 +71,28 @@ type boExpr struct {
 	matching string // "", "on", "ignoring"
 	match    []string
 	l, r     *boExpr
+	topk     *boTopk // topk or bottomk over l
+}
+
+// boTopk is topk(k, l) or bottomk(k, l) [by|without (...)].
+type boTopk struct {
+	fn      string
+	k       int
+	grouped bool
+	without bool
+	by      []string
 }
 
 func (x *boExpr) String() string {
 	switch {
 	case x.leaf != nil:
 		return x.leaf.String()
+	case x.topk != nil:
+		g := ""
+		if x.topk.grouped {
+			g = map[bool]string{true: " without", false: " by"}[x.topk.without] + " (" + strings.Join(x.topk.by, ", ") + ")"
+		}
+		return fmt.Sprintf("%s%s(%d, %s)", x.topk.fn, g, x.topk.k, x.l)
 	case x.op == "" && x.vector:
 		return "vector(" + strconv.FormatFloat(x.c, 'f', -1, 64) + ")"
 	case x.op == "":
@@ -126,6 +143,22 @@ func boRand(r *rand.Rand, depth int) *boExpr {
 		}
 		return &boExpr{leaf: boLeaf(r)}
 	}
+	if r.IntN(5) == 0 {
+		x := &boExpr{l: boRand(r, depth-1), topk: &boTopk{fn: []string{"topk", "bottomk"}[r.IntN(2)], k: 1 + r.IntN(4)}}
+		if x.l.isScalar() {
+			x.l = &boExpr{leaf: boLeaf(r)}
+		}
+		if r.IntN(2) == 0 {
+			x.topk.grouped, x.topk.without = true, r.IntN(3) == 0
+			x.topk.by = []string{}
+			for _, l := range []string{"app", "env", "level", "service_name"} {
+				if r.IntN(2) == 0 {
+					x.topk.by = append(x.topk.by, l)
+				}
+			}
+		}
+		return x
+	}
 	x := &boExpr{op: boOps[r.IntN(len(boOps))], l: boRand(r, depth-1), r: boRand(r, depth-1)}
 	if boIsCmp(x.op) && r.IntN(2) == 0 {
 		x.boolMod = true
@@ -158,7 +191,7 @@ func boRand(r *rand.Rand, depth int) *boExpr {
 // operators between numbers only.
 func (x *boExpr) isScalar() bool {
 	switch {
-	case x.leaf != nil:
+	case x.leaf != nil || x.topk != nil:
 		return false
 	case x.op == "":
 		return !x.vector
@@ -169,6 +202,9 @@ func (x *boExpr) isScalar() bool {
 // staticErr is the error a query is refused with before it runs: a
 // comparison between scalars without bool.
 func (x *boExpr) staticErr() error {
+	if x.topk != nil {
+		return x.l.staticErr()
+	}
 	if x.op == "" {
 		return nil
 	}
@@ -239,6 +275,12 @@ func (x *boExpr) eval(d *msData, steps []int64) (boVal, error) {
 			}
 		}
 		return out, nil
+	case x.topk != nil:
+		in, err := x.l.eval(d, steps)
+		if err != nil {
+			return boVal{}, err
+		}
+		return x.topk.eval(in), nil
 	case x.op == "" && !x.vector:
 		return boVal{scalar: true, s: x.c}, nil
 	case x.op == "":
@@ -687,4 +729,43 @@ func TestMetricBinopErrors(t *testing.T) {
 			}
 		}
 	}
+}
+
+// eval keeps, per step and group, the k largest (topk) or smallest
+// (bottomk) samples; NaN ranks last; equal values go to the labels that
+// sort first.
+func (tk *boTopk) eval(in boVal) boVal {
+	out := boVal{vec: map[int64]map[string]boSample{}}
+	for t, m := range in.vec {
+		groups := map[string][]boSample{}
+		for _, s := range m {
+			g := map[string]string{}
+			for k, v := range s.labels {
+				if !tk.grouped || slices.Contains(tk.by, k) != tk.without {
+					g[k] = v
+				}
+			}
+			if !tk.grouped {
+				g = map[string]string{}
+			}
+			groups[msKey(g)] = append(groups[msKey(g)], s)
+		}
+		out.vec[t] = map[string]boSample{}
+		for _, ss := range groups {
+			sort.Slice(ss, func(i, j int) bool {
+				a, b := ss[i], ss[j]
+				if math.IsNaN(a.v) != math.IsNaN(b.v) {
+					return math.IsNaN(b.v)
+				}
+				if a.v != b.v && !math.IsNaN(a.v) {
+					return a.v > b.v == (tk.fn == "topk")
+				}
+				return boLabels(a.labels).Compare(boLabels(b.labels)) < 0
+			})
+			for _, s := range ss[:min(tk.k, len(ss))] {
+				out.vec[t][msKey(s.labels)] = s
+			}
+		}
+	}
+	return out
 }

@@ -29,6 +29,12 @@ func (e *mexpr) String() string {
 			mod += fmt.Sprintf(" %s (%s)", w, strings.Join(e.match, ","))
 		}
 		return fmt.Sprintf("(%s %s%s %s)", e.l, e.fn, mod, e.r)
+	case "topk":
+		g := ""
+		if e.by != nil {
+			g = fmt.Sprintf(" %s (%s)", map[bool]string{true: "without", false: "by"}[e.without], strings.Join(e.by, ","))
+		}
+		return fmt.Sprintf("%s%s(%d, %s)", e.fn, g, e.k, e.inner)
 	}
 	g := ""
 	if e.by != nil {
@@ -54,6 +60,9 @@ func TestParseMetric(t *testing.T) {
 		{`count_over_time({a="b"}[1m]) == bool on (a, b) count_over_time({a="c"}[1m]) and ignoring() vector(1) unless vector(2)`,
 			`(((count_over_time({a="b"}[1m0s]) == bool on (a,b) count_over_time({a="c"}[1m0s])) and ignoring () vector(1)) unless vector(2))`},
 		{`sum(vector(1))`, "sum(vector(1))"},
+		{`topk(3, sum by (a) (rate({a="b"}[1m])))`, `topk(3, sum by (a)(rate({a="b"}[1m0s])))`},
+		{`bottomk by (x) (1, count_over_time({a="b"}[1m])) > 2`, `(bottomk by (x)(1, count_over_time({a="b"}[1m0s])) > 2)`},
+		{`topk(2, count_over_time({a="b"}[1m]) or vector(0)) without (a)`, `topk without (a)(2, (count_over_time({a="b"}[1m0s]) or vector(0)))`},
 		{`count_over_time({app="x"}[5m])`, `count_over_time({app="x"}[5m0s])`},
 		{`rate({app="x"} |= "a[b]" [30s])`, `rate({app="x"} |= "a[b]"[30s])`},
 		{"bytes_rate({app=\"x\"} |~ `[0-9]+` [1h])", "bytes_rate({app=\"x\"} |~ `[0-9]+`[1h0m0s])"},
@@ -84,6 +93,8 @@ func TestParseMetric(t *testing.T) {
 		{`count_over_time({a="b"}[1m] |= "x" [2m])`, "a second [range]"},
 		{`sum(1)`, "wants a vector"},
 		{`1 > 2`, "must use bool"},
+		{`topk(0, count_over_time({a="b"}[1m]))`, "invalid parameter"},
+		{`topk(1, 2)`, "wants a vector"},
 		{`vector(1) orx`, "unexpected"},
 		{`vector(1) or 0`, "set operator"},
 		{`vector(1) + bool vector(1)`, "bool modifier"},
@@ -125,6 +136,11 @@ func FuzzParseMetric(f *testing.F) {
 			case "agg":
 				if e.inner == nil || e.inner.scalar() {
 					t.Fatalf("agg over %v", e.inner)
+				}
+				check(e.inner)
+			case "topk":
+				if e.k < 1 || e.inner == nil || e.inner.scalar() {
+					t.Fatalf("topk %d over %v", e.k, e.inner)
 				}
 				check(e.inner)
 			case "binop":

@@ -414,7 +414,7 @@ func searchQuery(v *store.View, sel *selection) search.Query {
 // stream pruning, driving needles from the plan) and calls fn for each
 // match in order, until fn returns false or limit matches (0: no limit).
 // Oldest order is ascending time, ties by stream id then ingestion order;
-// Newest is its exact reverse.
+// Newest is its exact reverse; anyOrder is whatever is cheapest.
 func run(ctx context.Context, v *store.View, sel *selection, order search.Order, limit int64, fn func(*hit) bool) error {
 	if order == anyOrder {
 		if n := selectedStreams(v, sel, 2); n == 0 {
@@ -422,7 +422,7 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 		} else if n > 1 {
 			return scanBlocks(ctx, v, sel, fn)
 		}
-		order = search.Oldest // one stream: search's single ordered run
+		order = search.Stored // one stream: search's single run, in store order (no sorting)
 	}
 	infos := make([]streamInfo, len(v.Streams))
 	info := func(id uint32) *streamInfo {
