@@ -52,7 +52,7 @@ func BenchmarkScanBlock(b *testing.B) {
 // alternatives the executor could have used.
 func BenchmarkPlanBlock(b *testing.B) {
 	blk := benchBlock(2000)
-	labels := [][]query.Label{{{Name: "a", Value: "b"}}}
+	labels := map[uint32][]query.Label{0: {{Name: "a", Value: "b"}}}
 	bench := func(b *testing.B, src string, perEntry bool) {
 		p := mustPlan(b, `{a="b"} `+src)
 		e := &exec{q: Query{Plan: p, Since: math.MinInt64, Until: math.MaxInt64}, labels: labels}

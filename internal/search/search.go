@@ -173,6 +173,11 @@ type Query struct {
 	// store.Snapshot.Labels does), for the plan's stream selector and
 	// label filters.
 	Labels func(stream uint32) string
+	// Index, when set, is the parts' stream index: the selector is then
+	// answered from its postings (SelectStreams) and only the selected
+	// streams' labels are parsed, instead of every stream's in the
+	// parts. Labels is not needed with it.
+	Index *store.StreamIndex
 
 	// Entries with Since <= time < Until match. Zero values mean no bound
 	// (a zero Until admits math.MaxInt64 itself), unless SinceSet or
@@ -437,10 +442,10 @@ type exec struct {
 	stages  bool               // the plan has parser or label stages: confirm with MatchEntry
 	none    bool               // nothing can match
 
-	sel     []bool          // by stream id: selected; nil selects all
-	labels  [][]query.Label // by stream id, for MatchEntry
-	present []uint32        // selected streams in kept blocks, ascending
-	tasks   []task          // kept blocks, in iteration order
+	sel     []bool                   // by stream id: selected; nil selects all
+	labels  map[uint32][]query.Label // of the selected streams, for MatchEntry
+	present []uint32                 // selected streams in kept blocks, ascending
+	tasks   []task                   // kept blocks, in iteration order
 	hist    *Buckets
 
 	stats   Stats
@@ -485,17 +490,20 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	var maxID uint32
 	for _, p := range parts {
 		for bi := range p.NumBlocks() {
-			for _, s := range p.BlockMeta(bi).Streams {
-				maxID = max(maxID, s)
+			// A block's streams are sorted (segment.BlockMeta).
+			if ss := p.BlockMeta(bi).Streams; len(ss) > 0 {
+				maxID = max(maxID, ss[len(ss)-1])
 			}
 		}
 	}
-	if q.Plan != nil {
+	if q.Plan != nil && q.Index != nil {
+		e.selectIndexed(maxID)
+	} else if q.Plan != nil {
 		if q.Labels == nil {
 			return nil, errors.New("search: a plan needs Query.Labels")
 		}
 		e.sel = make([]bool, maxID+1)
-		e.labels = make([][]query.Label, maxID+1)
+		e.labels = map[uint32][]query.Label{}
 		done := make([]bool, maxID+1)
 		for _, p := range parts {
 			for bi := range p.NumBlocks() {

@@ -61,18 +61,13 @@ type blockVisitor struct {
 // visit runs the visitor over v. A block that cannot be read fails it,
 // as a query does (a partial answer would be silently wrong).
 func (bv *blockVisitor) visit(ctx context.Context, v *store.View) error {
-	selected := map[uint32]bool{}
+	set := selectStreams(v, bv.plan)
+	var members bitset
+	if !set.all {
+		members = set.members()
+	}
 	sel := func(id uint32) bool {
-		ok, seen := selected[id]
-		if !seen {
-			ok = int(id) < len(v.Streams)
-			if ok && bv.plan != nil {
-				ls, err := ingest.ParseLabels(v.Labels(id))
-				ok = err == nil && query.MatchStreamOf(bv.plan, ls)
-			}
-			selected[id] = ok
-		}
-		return ok
+		return int(id) < set.n && (set.all || members.has(id))
 	}
 	type ref struct {
 		p  store.Part

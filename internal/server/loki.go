@@ -537,101 +537,72 @@ func parseStart(p url.Values, end int64, def time.Duration) (int64, error) {
 	return parseTime("start", p.Get("start"), minusRange(end, int64(def)))
 }
 
-// streamsIn lists the labels of the streams that have blocks overlapping
-// [start, end] and that the selector q (if any) admits. The block index
-// answers it without decoding blocks, so it may include a stream whose
-// entries in its blocks lie just outside the range.
-func streamsIn(ts *tenantStore, q string, start, end int64) ([]ingest.Labels, error) {
+// streamsIn returns the view and, ascending, the ids of the streams that
+// have blocks overlapping [start, end] and that the selector q (if any)
+// admits. The block index answers it without decoding blocks, so it may
+// include a stream whose entries in its blocks lie just outside the
+// range. The stream index answers the selector (see streamSet).
+func streamsIn(ts *tenantStore, q string, start, end int64) (*store.View, []uint32, error) {
 	if ts == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var plan *query.Plan
 	if strings.TrimSpace(q) != "" {
 		sel, err := parseSelection(q, false)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if sel.plan == nil {
-			return nil, badRequest("bad_query", "%q is not a stream selector", q)
+			return nil, nil, badRequest("bad_query", "%q is not a stream selector", q)
 		}
 		plan = sel.plan
 	}
 	v, err := ts.w.View()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	seen := map[uint32]bool{}
-	var out []ingest.Labels
-	for _, p := range v.Parts {
-		for bi := range p.NumBlocks() {
-			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < start || m.MinTime > end {
-				continue
-			}
-			for _, id := range m.Streams {
-				if seen[id] {
-					continue
-				}
-				seen[id] = true
-				ls, err := ingest.ParseLabels(v.Labels(id))
-				if err != nil {
-					continue
-				}
-				if plan != nil && !query.MatchStreamOf(plan, ls) {
-					continue
-				}
-				out = append(out, ls)
-			}
-		}
-	}
-	return out, nil
+	return v, selectStreams(v, plan).presentIDs(v, start, end, 0), nil
 }
 
 // requestStreams is streamsIn for a request's query and time range; on
 // an error it has answered the request and returns false.
-func (s *Server) requestStreams(w http.ResponseWriter, r *http.Request, ts *tenantStore) ([]ingest.Labels, bool) {
+func (s *Server) requestStreams(w http.ResponseWriter, r *http.Request, ts *tenantStore) (*store.View, []uint32, bool) {
 	start, end, err := s.rangeParams(r)
 	if err != nil {
 		s.queryErr(w, err)
-		return nil, false
+		return nil, nil, false
 	}
-	streams, err := streamsIn(ts, r.URL.Query().Get("query"), start, end)
+	v, ids, err := streamsIn(ts, r.URL.Query().Get("query"), start, end)
 	if err != nil {
 		s.queryErr(w, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return streams, true
+	return v, ids, true
 }
 
 func (s *Server) lokiLabels(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
-	streams, ok := s.requestStreams(w, r, ts)
+	v, ids, ok := s.requestStreams(w, r, ts)
 	if !ok {
 		return
 	}
 	names := []string{}
-	for _, ls := range streams {
-		for _, l := range ls {
-			names = append(names, l.Name)
-		}
+	if v != nil {
+		names = labelNames(v, ids)
 	}
-	slices.Sort(names)
-	writeJSON(w, map[string]any{"status": "success", "data": slices.Compact(names)})
+	writeJSON(w, map[string]any{"status": "success", "data": names})
 }
 
 func (s *Server) lokiLabelValues(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	name := r.PathValue("name")
-	streams, ok := s.requestStreams(w, r, ts)
+	v, ids, ok := s.requestStreams(w, r, ts)
 	if !ok {
 		return
 	}
 	vals := []string{}
-	for _, ls := range streams {
-		if v := ls.Get(name); v != "" {
-			vals = append(vals, v)
-		}
+	if v != nil {
+		vals = labelValues(v, ids, name)
 	}
-	slices.Sort(vals)
-	writeJSON(w, map[string]any{"status": "success", "data": slices.Compact(vals)})
+	writeJSON(w, map[string]any{"status": "success", "data": vals})
 }
 
 // lokiSeries serves /loki/api/v1/series: the label sets of the streams
@@ -656,12 +627,15 @@ func (s *Server) lokiSeries(w http.ResponseWriter, r *http.Request, ts *tenantSt
 	seen := map[string]bool{}
 	var keys []string
 	for _, m := range matches {
-		streams, err := streamsIn(ts, m, start, end)
+		v, ids, err := streamsIn(ts, m, start, end)
 		if err != nil {
 			s.queryErr(w, err)
 			return
 		}
-		for _, ls := range streams {
+		if v == nil {
+			continue
+		}
+		for _, ls := range parsedLabels(v, ids) {
 			k := ls.String()
 			if !seen[k] {
 				seen[k] = true

@@ -366,37 +366,12 @@ const anyOrder search.Order = -1
 // selectedStreams counts, up to limit, the streams the selection admits
 // that have blocks in its time range (from the block index alone).
 func selectedStreams(v *store.View, sel *selection, limit int) int {
-	seen := map[uint32]bool{}
-	n := 0
-	for _, p := range v.Parts {
-		for bi := range p.NumBlocks() {
-			m := p.BlockMeta(bi)
-			if m.Entries == 0 || m.MaxTime < sel.start || m.MinTime > sel.end {
-				continue
-			}
-			for _, id := range m.Streams {
-				if seen[id] {
-					continue
-				}
-				seen[id] = true
-				ok := sel.plan == nil
-				if !ok {
-					ok = sel.plan.MatchStream(queryLabels(v.Labels(id)))
-				}
-				if ok {
-					if n++; n >= limit {
-						return n
-					}
-				}
-			}
-		}
-	}
-	return n
+	return len(selectStreams(v, sel.plan).presentIDs(v, sel.start, sel.end, limit))
 }
 
 // searchQuery is sel as a search.Query over v.
 func searchQuery(v *store.View, sel *selection) search.Query {
-	q := search.Query{Since: sel.start, Labels: v.Labels}
+	q := search.Query{Since: sel.start, Labels: v.Labels, Index: v.Index()}
 	if sel.end < math.MaxInt64 {
 		q.Until = sel.end + 1 // search's Until is exclusive
 	}
@@ -424,22 +399,23 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 		}
 		order = search.Stored // one stream: search's single run, in store order (no sorting)
 	}
-	infos := make([]streamInfo, len(v.Streams))
+	// Parsed as matches arrive: a slice by stream id would cost every
+	// stream of the tenant per query.
+	extract := sel.plan != nil && hasStages(sel.plan)
+	infos := map[uint32]*streamInfo{}
 	info := func(id uint32) *streamInfo {
-		if int(id) >= len(infos) {
-			return &streamInfo{text: v.Labels(id)}
-		}
-		si := &infos[id]
-		if !si.known {
-			si.known = true
-			si.text = v.Labels(id)
-			si.labels = queryLabels(si.text)
+		si := infos[id]
+		if si == nil {
+			si = &streamInfo{known: true, text: v.Labels(id)}
+			if extract {
+				si.labels = queryLabels(si.text)
+			}
+			infos[id] = si
 		}
 		return si
 	}
 	q := searchQuery(v, sel)
 	q.Limit, q.Order = limit, order
-	extract := sel.plan != nil && hasStages(sel.plan)
 	var h hit
 	var firstErr error
 	_, err := search.Run(ctx, v.Parts, q, func(m *search.Match) error {

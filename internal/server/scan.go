@@ -50,7 +50,8 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 	if err != nil {
 		return err
 	}
-	infos := streamInfos(v)
+	// A stream the view does not name (id >= known) is never selected.
+	known := uint32(len(v.Streams))
 	// ords[p][b] is the store-order position of block b's first entry
 	// in part p: compaction keeps every entry's position, so ties
 	// ordered by it do not depend on where blocks are cut. Only the
@@ -110,14 +111,14 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			// filters (hasStages), so t.labels matches t.hits.
 			stages = func(k int) bool {
 				id := b.Streams[k]
-				if int(id) >= len(infos) {
+				if id >= known {
 					return false
 				}
-				set, changed, ok := sel.plan.LabelSet(infos[id].labels, b.Line(k))
+				set, changed, ok := sel.plan.LabelSet(scanner.StreamLabels(id), b.Line(k))
 				if !ok {
 					return false
 				}
-				l := infos[id].text
+				l := v.Labels(id)
 				if changed {
 					l = labelText(set)
 				}
@@ -132,7 +133,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		kept, labels := t.hits[:0], t.labels[:0]
 		for j, k := range t.hits {
 			id := b.Streams[k]
-			if tm := b.Times[k]; tm < sel.start || tm > sel.end || int(id) >= len(infos) {
+			if tm := b.Times[k]; tm < sel.start || tm > sel.end || id >= known {
 				continue
 			}
 			kept = append(kept, k)
@@ -208,7 +209,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		stop := false
 		for j, k := range t.hits {
 			id := b.Streams[k]
-			h = hit{Time: b.Times[k], Stream: id, Labels: infos[id].text, Line: b.Line(int(k))}
+			h = hit{Time: b.Times[k], Stream: id, Labels: v.Labels(id), Line: b.Line(int(k))}
 			if ords != nil {
 				h.Ord = ords[t.ref.Part][t.ref.Block] + int64(k)
 			}
@@ -232,17 +233,4 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		}
 	}
 	return nil
-}
-
-// streamInfos parses every stream's labels once, for the labels a
-// pipeline extracts.
-func streamInfos(v *store.View) []streamInfo {
-	infos := make([]streamInfo, len(v.Streams))
-	for id := range infos {
-		si := &infos[id]
-		si.known = true
-		si.text = v.Labels(uint32(id))
-		si.labels = queryLabels(si.text)
-	}
-	return infos
 }

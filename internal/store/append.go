@@ -88,6 +88,7 @@ type Writer struct {
 	s      *Store
 	segs   map[string]*SegmentPart
 	failed error
+	ix     *streamIndex // the views' stream index, built by readers (View.Index)
 
 	syncFn func() error // the WAL fsync; tests replace it
 }
@@ -116,6 +117,7 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 		done: make(chan struct{}),
 		s:    s,
 		segs: map[string]*SegmentPart{},
+		ix:   newStreamIndex(),
 
 		compactSkip: map[string]bool{},
 	}
@@ -390,6 +392,19 @@ func (w *Writer) Close() error {
 type View struct {
 	Parts   []Part
 	Streams []StreamDef // index = stream id
+
+	ix *streamIndex
+}
+
+// Index returns the view's stream index (see StreamIndex). The first
+// call after streams were added indexes them, outside the Writer's lock:
+// the first query after an open pays for parsing the stream table once.
+func (v *View) Index() *StreamIndex {
+	x := v.ix
+	if x == nil {
+		x = newStreamIndex() // a View not made by Writer.View
+	}
+	return newStreamIndexFor(x, v.Streams)
 }
 
 // Labels returns the canonical labels of stream id ("" if unknown).
@@ -409,7 +424,7 @@ func (w *Writer) View() (*View, error) {
 	if w.segs == nil {
 		return nil, ErrWriterClosed
 	}
-	v := &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)]}
+	v := &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)], ix: w.ix}
 	for _, sm := range s.man.Segments {
 		p, ok := w.segs[sm.Name]
 		if !ok {

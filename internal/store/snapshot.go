@@ -45,6 +45,9 @@ type Snapshot struct {
 
 	labels  map[uint32]string
 	readers []*segment.Reader
+
+	ixOnce sync.Once
+	ix     *StreamIndex
 }
 
 // SegmentPart is an open segment file.
@@ -293,6 +296,24 @@ func checkStore(dir string) error {
 
 // Labels returns the canonical label string of stream id.
 func (s *Snapshot) Labels(id uint32) string { return s.labels[id] }
+
+// Index returns the snapshot's stream index (see StreamIndex), built at
+// the first call. An id below the largest known one that the snapshot
+// does not define has no labels.
+func (s *Snapshot) Index() *StreamIndex {
+	s.ixOnce.Do(func() {
+		n := 0
+		for id := range s.labels {
+			n = max(n, int(id)+1)
+		}
+		defs := make([]StreamDef, n)
+		for id, l := range s.labels {
+			defs[id] = StreamDef{ID: id, Labels: l}
+		}
+		s.ix = newStreamIndexFor(newStreamIndex(), defs)
+	})
+	return s.ix
+}
 
 // NumStreams is the number of streams the snapshot knows.
 func (s *Snapshot) NumStreams() int { return len(s.labels) }

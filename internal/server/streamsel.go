@@ -1,0 +1,212 @@
+package server
+
+import (
+	"slices"
+
+	"haystack/internal/ingest"
+	"haystack/internal/query"
+	"haystack/internal/search"
+	"haystack/internal/segment"
+	"haystack/internal/store"
+)
+
+// streamSet is the streams of a view a selector admits, found from the
+// view's stream index (search.SelectStreams) rather than by parsing every
+// stream's labels: a one-stream query costs a postings lookup, whatever
+// the number of streams in the tenant (E9).
+type streamSet struct {
+	all bool     // every stream of the view (no selector)
+	ids []uint32 // ascending, unless all
+	n   int      // the view's streams: ids below n
+}
+
+// selectStreams returns the streams of v that plan's selector admits
+// (all of them when plan is nil).
+func selectStreams(v *store.View, plan *query.Plan) *streamSet {
+	if plan == nil || len(plan.Streams) == 0 {
+		return &streamSet{all: true, n: len(v.Streams)}
+	}
+	return &streamSet{ids: search.SelectStreams(v.Index(), plan), n: len(v.Streams)}
+}
+
+// bitset is a set of stream ids below its length×64.
+type bitset []uint64
+
+func newBitset(n int) bitset           { return make(bitset, (n+63)/64) }
+func (b bitset) has(id uint32) bool    { return int(id/64) < len(b) && b[id/64]&(1<<(id%64)) != 0 }
+func (b bitset) add(id uint32)         { b[id/64] |= 1 << (id % 64) }
+func (b bitset) addNew(id uint32) bool { ok := !b.has(id); b.add(id); return ok }
+
+// members is s as a bitset (s not all).
+func (s *streamSet) members() bitset { return idBits(s.n, s.ids) }
+
+// bulk is the number of selected streams from which present tracks them
+// in bitsets rather than as a list searched in each block's streams.
+const bulk = 1024
+
+// present calls fn once for each stream of s that has a block
+// overlapping [start, end] in v (the block index alone answers: its
+// entries may lie just outside the range), in no particular order, until
+// fn returns false. Its cost is the blocks in the range times the
+// smaller of the selected streams (binary searched) and the block's.
+func (s *streamSet) present(v *store.View, start, end int64, fn func(id uint32) bool) {
+	inRange := func(m *segment.BlockMeta) bool {
+		return m.Entries > 0 && m.MaxTime >= start && m.MinTime <= end
+	}
+	if s.all || len(s.ids) >= bulk {
+		var sel bitset
+		if !s.all {
+			sel = s.members()
+		}
+		seen := newBitset(s.n)
+		for _, p := range v.Parts {
+			for bi := range p.NumBlocks() {
+				m := p.BlockMeta(bi)
+				if !inRange(&m) {
+					continue
+				}
+				for _, id := range m.Streams {
+					if int(id) < s.n && (s.all || sel.has(id)) && seen.addNew(id) && !fn(id) {
+						return
+					}
+				}
+			}
+		}
+		return
+	}
+	left := slices.Clone(s.ids) // not yet found
+	for _, p := range v.Parts {
+		for bi := range p.NumBlocks() {
+			if len(left) == 0 {
+				return
+			}
+			m := p.BlockMeta(bi)
+			if !inRange(&m) {
+				continue
+			}
+			// Both lists are ascending (segment.BlockMeta.Streams is):
+			// binary search the block's for a few ids, else merge.
+			search := len(left)*8 < len(m.Streams)
+			kept := left[:0]
+			stop := false
+			j := 0
+			for _, id := range left {
+				if !stop {
+					var ok bool
+					if search {
+						_, ok = slices.BinarySearch(m.Streams, id)
+					} else {
+						for j < len(m.Streams) && m.Streams[j] < id {
+							j++
+						}
+						ok = j < len(m.Streams) && m.Streams[j] == id
+					}
+					if ok {
+						stop = !fn(id)
+						continue
+					}
+				}
+				kept = append(kept, id)
+			}
+			if stop {
+				return
+			}
+			left = kept
+		}
+	}
+}
+
+// presentIDs is present as an ascending list, at most limit long (0: no
+// limit).
+func (s *streamSet) presentIDs(v *store.View, start, end int64, limit int) []uint32 {
+	var out []uint32
+	s.present(v, start, end, func(id uint32) bool {
+		out = append(out, id)
+		return limit <= 0 || len(out) < limit
+	})
+	slices.Sort(out)
+	return out
+}
+
+// parsedLabels parses the labels of streams ids of v; a stream whose
+// labels do not parse is left out.
+func parsedLabels(v *store.View, ids []uint32) []ingest.Labels {
+	out := make([]ingest.Labels, 0, len(ids))
+	for _, id := range ids {
+		if ls, err := ingest.ParseLabels(v.Labels(id)); err == nil {
+			out = append(out, ls)
+		}
+	}
+	return out
+}
+
+// labelNames returns, sorted, the label names of streams ids (ascending)
+// of v: from the stream index when they are many of the view's streams
+// (a name's postings are read until one is in ids), else by parsing
+// their labels.
+func labelNames(v *store.View, ids []uint32) []string {
+	names := []string{}
+	if len(ids)*8 < len(v.Streams) {
+		for _, ls := range parsedLabels(v, ids) {
+			for _, l := range ls {
+				names = append(names, l.Name)
+			}
+		}
+		slices.Sort(names)
+		return slices.Compact(names)
+	}
+	in := idBits(len(v.Streams), ids)
+	ix := v.Index()
+	for _, name := range ix.Names() {
+		found := false
+		ix.Values(name, func(_ string, vids []uint32) bool {
+			for _, id := range vids {
+				if in.has(id) {
+					found = true
+					return false
+				}
+			}
+			return true
+		})
+		if found {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// labelValues returns, sorted, the values of label name among streams
+// ids (ascending) of v, as labelNames finds names.
+func labelValues(v *store.View, ids []uint32, name string) []string {
+	vals := []string{}
+	if len(ids)*8 < len(v.Streams) {
+		for _, ls := range parsedLabels(v, ids) {
+			if x := ls.Get(name); x != "" {
+				vals = append(vals, x)
+			}
+		}
+	} else {
+		in := idBits(len(v.Streams), ids)
+		v.Index().Values(name, func(x string, vids []uint32) bool {
+			for _, id := range vids {
+				if in.has(id) {
+					vals = append(vals, x)
+					break
+				}
+			}
+			return true
+		})
+	}
+	slices.Sort(vals)
+	return slices.Compact(vals)
+}
+
+func idBits(n int, ids []uint32) bitset {
+	b := newBitset(n)
+	for _, id := range ids {
+		if int(id) < n {
+			b.add(id)
+		}
+	}
+	return b
+}
