@@ -107,5 +107,9 @@
 //
 // Metric queries, `|>`/`!>` pattern filters, ip(), the regexp, pattern,
 // unpack, line_format, label_format, decolorize and unwrap stages, and parameters of json and logfmt (`| json a="b.c"`) are refused
-// with a ParseError. Time ranges belong to the executor.
+// with a ParseError. Time ranges belong to the executor. Metric queries
+// are internal/server's: it cuts `| unwrap label` and what follows off
+// the log query before Parse, converts values with ParseBytesValue for
+// bytes(...), and runs the label filters Loki allows after the unwrap
+// with Plan.FilterLabels.
 package query

@@ -72,7 +72,17 @@
 // on it, avoids that, as in Loki.
 //
 // Metric queries: count_over_time, rate, bytes_over_time, bytes_rate over a
-// log query, sum/count/min/max/avg [by|without (...)] over those,
+// log query; over the values of a label (`| unwrap latency`, or
+// duration(...), duration_seconds(...), bytes(...) of one, then label
+// filters such as `| __error__=""`): sum_over_time, avg_over_time,
+// max_over_time, min_over_time, first_over_time, last_over_time,
+// stdvar_over_time, stddev_over_time, quantile_over_time(q, ...), rate
+// (sum per second) and rate_counter (Prometheus's counter rate), all but
+// sum_over_time, rate and rate_counter with an optional by/without (...)
+// after them; the unwrapped label leaves the series, an entry without it
+// gives no sample, and a value that does not convert sets
+// __error__=SampleExtractionErr (so a pipeline error, as in Loki);
+// sum/count/min/max/avg [by|without (...)] over those,
 // topk(k, ...) and bottomk(k, ...) [by|without (...)] (at each step the k
 // largest or smallest samples of each group, keeping their labels; equal
 // values go to the labels that sort first, NaN ranks last), and

@@ -1,16 +1,20 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"haystack/internal/ingest"
+	"haystack/internal/query"
 )
 
 // The metric queries Grafana's panels and its data source health check
@@ -32,7 +36,17 @@ import (
 //	Grouping = ( "by" | "without" ) "(" [ Ident { "," Ident } ] ")" .
 //	Range    = RangeFn "(" LogQuery "[" Duration "]" ")"
 //	         | RangeFn "(" Selector "[" Duration "]" Pipeline ")" .
+//	         | UnwrapFn "(" LogQuery Unwrap "[" Duration "]" ")" [ Grouping ]
+//	         | "quantile_over_time" "(" Number "," LogQuery Unwrap "[" Duration "]" ")" [ Grouping ] .
 //	RangeFn  = "count_over_time" | "rate" | "bytes_over_time" | "bytes_rate" .
+//	UnwrapFn = "rate" | "rate_counter" | "sum_over_time" | "avg_over_time" | "max_over_time"
+//	         | "min_over_time" | "first_over_time" | "last_over_time"
+//	         | "stdvar_over_time" | "stddev_over_time" .
+//	Unwrap   = "|" "unwrap" ( Ident | Conv "(" Ident ")" ) { "|" LabelFilter } .
+//	Conv     = "duration" | "duration_seconds" | "bytes" .
+//
+// (The range may also follow the selector, as for RangeFn; Grouping is
+// refused for sum_over_time, rate and rate_counter, as Loki does.)
 //
 // Operators bind as in Loki and Prometheus (loosest first: or; and,
 // unless; comparisons; + -; * / %; ^), each level left-associative but
@@ -44,7 +58,7 @@ import (
 // whitespace, also inside the log query of a range function (a '[' or a
 // quote in it is text).
 type mexpr struct {
-	kind string // "const", "range", "agg", "binop", "topk"
+	kind string // "const", "range", "agg", "binop", "topk", "unwrap"
 	val  float64
 	vec  bool // const: an instant vector (vector(n), or arithmetic on one), not a scalar
 
@@ -56,6 +70,13 @@ type mexpr struct {
 	without bool
 	inner   *mexpr
 	k       int // topk, bottomk
+
+	// unwrap: a range function over the values of a label (log is the
+	// log query before "| unwrap")
+	unwrap string      // the label
+	conv   string      // "", "duration", "duration_seconds" or "bytes"
+	post   *query.Plan // label filters after the unwrap, or nil
+	q      float64     // quantile_over_time's quantile
 
 	l, r     *mexpr   // binop operands
 	boolMod  bool     // binop: a comparison with bool answers 0 or 1
@@ -452,9 +473,22 @@ func (p *mparser) term() (*mexpr, error) {
 		}
 		e.inner = in
 		return e, nil
-	case "count_over_time", "rate", "bytes_over_time", "bytes_rate":
+	case "count_over_time", "rate", "bytes_over_time", "bytes_rate",
+		"sum_over_time", "avg_over_time", "max_over_time", "min_over_time", "first_over_time", "last_over_time",
+		"stdvar_over_time", "stddev_over_time", "quantile_over_time", "rate_counter":
 		if !p.eat('(') {
 			return nil, fmt.Errorf("%s wants (", name)
+		}
+		var q float64
+		if name == "quantile_over_time" {
+			v, err := p.number()
+			if err != nil {
+				return nil, fmt.Errorf("quantile_over_time wants a number (the quantile) first: %w", err)
+			}
+			if !p.eat(',') {
+				return nil, fmt.Errorf("quantile_over_time wants , after the quantile at column %d", p.pos+1)
+			}
+			q = v
 		}
 		p.ws()
 		// The log query runs to the first '[' outside a string.
@@ -511,12 +545,12 @@ func (p *mparser) term() (*mexpr, error) {
 		if !p.eat(')') {
 			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
 		}
-		return &mexpr{kind: "range", fn: name, log: logq, rng: d}, nil
+		return p.rangeExpr(&mexpr{kind: "range", fn: name, log: logq, rng: d, q: q})
 	}
 	if name == "" {
 		return nil, fmt.Errorf("unexpected %q at column %d", p.rest(8), st+1)
 	}
-	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum, count, min, max, avg, topk, bottomk, vector)", name)
+	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum_over_time, avg_over_time, max_over_time, min_over_time, first_over_time, last_over_time, stdvar_over_time, stddev_over_time, quantile_over_time, rate_counter, sum, count, min, max, avg, topk, bottomk, vector)", name)
 }
 
 // skipString moves from the opening quote of a string ("..." with
@@ -592,6 +626,8 @@ func evalMore(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step i
 			return nil, err
 		}
 		return topkSeries(e, in)
+	case "unwrap":
+		return evalUnwrap(ctx, ts, e, start, end, step)
 	}
 	return nil, fmt.Errorf("unsupported expression %q", e.kind)
 }
@@ -884,4 +920,394 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
+}
+
+// unwrapFns are the range functions over unwrapped values, and whether
+// Loki lets each take by/without.
+var unwrapFns = map[string]bool{
+	"rate": false, "rate_counter": false, "sum_over_time": false,
+	"avg_over_time": true, "max_over_time": true, "min_over_time": true, "first_over_time": true, "last_over_time": true,
+	"stdvar_over_time": true, "stddev_over_time": true, "quantile_over_time": true,
+}
+
+// rangeExpr finishes a range function: a log query ending in
+// "| unwrap ..." makes it an unwrap expression (checked against the
+// function, as Loki's "invalid aggregation ... with/without unwrap"),
+// which may be followed by by/without.
+func (p *mparser) rangeExpr(e *mexpr) (*mexpr, error) {
+	pre, spec, found := splitUnwrap(e.log)
+	grouping, allowed := unwrapFns[e.fn]
+	switch {
+	case !found && allowed && e.fn != "rate":
+		return nil, fmt.Errorf("invalid aggregation %s without unwrap: its log query must end in | unwrap <label>", e.fn)
+	case !found:
+		return e, nil
+	case !allowed:
+		return nil, fmt.Errorf("invalid aggregation %s with unwrap", e.fn)
+	}
+	e.kind, e.log = "unwrap", pre
+	if err := parseUnwrap(e, spec); err != nil {
+		return nil, err
+	}
+	save := p.pos
+	if err := p.grouping(e); err != nil {
+		return nil, err
+	}
+	if p.pos != save && !grouping {
+		return nil, fmt.Errorf("%s does not take by or without (Loki refuses grouping there): aggregate it instead, as sum by (...) (%[1]s(...))", e.fn)
+	}
+	return e, nil
+}
+
+// splitUnwrap finds "| unwrap" outside strings and comments in a log
+// query: the query before it and the text after "unwrap".
+func splitUnwrap(q string) (pre, spec string, found bool) {
+	p := &mparser{s: q}
+	for p.pos < len(p.s) {
+		p.skipString()
+		if p.pos >= len(p.s) {
+			break
+		}
+		if p.s[p.pos] == '|' {
+			r := skipSpaceAndComments(p.s[p.pos+1:])
+			if strings.HasPrefix(r, "unwrap") && (len(r) == 6 || !isIdentByte(r[6])) {
+				return strings.TrimSpace(p.s[:p.pos]), r[6:], true
+			}
+		}
+		p.pos++
+	}
+	return q, "", false
+}
+
+// parseUnwrap reads what follows "unwrap": a label, or a conversion of
+// one, then label filters only.
+func parseUnwrap(e *mexpr, spec string) error {
+	p := &mparser{s: spec}
+	name := p.ident()
+	switch name {
+	case "duration", "duration_seconds", "bytes":
+		if p.eat('(') {
+			e.conv = name
+			if name = p.ident(); name == "" || !p.eat(')') {
+				return fmt.Errorf("unwrap %s( wants a label and ) at column %d of %q", e.conv, p.pos+1, spec)
+			}
+		}
+	case "":
+		return fmt.Errorf("unwrap wants a label name, got %q", strings.TrimSpace(spec))
+	}
+	e.unwrap = name
+	p.ws()
+	rest := p.s[p.pos:]
+	if rest == "" {
+		return nil
+	}
+	if rest[0] != '|' {
+		return fmt.Errorf("unexpected %q after unwrap %s: only label filters (| __error__=\"\") may follow", p.rest(12), name)
+	}
+	// The filters are read by internal/query after a stand-in selector.
+	const sel = `{__unwrap__="x"} `
+	ast, err := query.Parse(sel + rest)
+	if err != nil {
+		return fmt.Errorf("after unwrap %s: %w", name, err)
+	}
+	if st, ok := query.OnlyLabelFilters(ast); !ok {
+		return fmt.Errorf("after unwrap %s only label filters are allowed, not %s", name, st)
+	}
+	plan, err := query.Compile(ast)
+	if err != nil {
+		return fmt.Errorf("after unwrap %s: %w", name, err)
+	}
+	e.post = plan
+	return nil
+}
+
+// unwrapSample is the outcome of unwrapping one label set: the series it
+// belongs to and the value, or skip (no such label, or a post filter
+// dropped it).
+type unwrapSample struct {
+	key  string
+	v    float64
+	skip bool
+}
+
+// unwrapLabels unwraps an entry's labels (stream and extracted, as the
+// pipeline left them), as Loki does: an entry without the label (or with
+// an empty value) gives no sample; a value that does not convert gives 0
+// and sets __error__=SampleExtractionErr (the query then fails with a
+// pipeline error unless a filter after the unwrap drops it); the label
+// itself leaves the series' labels; the filters after the unwrap run;
+// by/without reduce the labels, but for a sample carrying __error__.
+func unwrapLabels(e *mexpr, text string) (unwrapSample, ingest.Labels) {
+	ls, _ := ingest.ParseLabels(text)
+	raw := ls.Get(e.unwrap)
+	if raw == "" {
+		return unwrapSample{skip: true}, nil
+	}
+	v, err := convertUnwrapped(e.conv, raw)
+	ls = ls.With(e.unwrap, "")
+	if err != nil {
+		ls = ls.With("__error__", "SampleExtractionErr").With("__error_details__", err.Error())
+	}
+	if e.post != nil {
+		in := make([]query.Label, len(ls))
+		for i, l := range ls {
+			in[i] = query.Label{Name: l.Name, Value: l.Value}
+		}
+		out, ok := e.post.FilterLabels(in)
+		if !ok {
+			return unwrapSample{skip: true}, nil
+		}
+		ls = make(ingest.Labels, len(out))
+		for i, l := range out {
+			ls[i] = ingest.Label{Name: l.Name, Value: l.Value}
+		}
+	}
+	if e.by != nil && ls.Get("__error__") == "" {
+		ls = project(ls, e.by, !e.without)
+	}
+	return unwrapSample{key: ls.String(), v: v}, ls
+}
+
+// convertUnwrapped converts an unwrapped value: a float (Go's
+// strconv.ParseFloat, as Loki), or a Go duration in seconds, or bytes.
+func convertUnwrapped(conv, s string) (float64, error) {
+	switch conv {
+	case "duration", "duration_seconds":
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("cannot convert %q to a duration", s)
+		}
+		return d.Seconds(), nil
+	case "bytes":
+		v, ok := query.ParseBytesValue(s)
+		if !ok {
+			return 0, fmt.Errorf("cannot convert %q to bytes", s)
+		}
+		return v, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cannot convert %q to a float", s)
+	}
+	return v, nil
+}
+
+// evalUnwrap evaluates a range function over unwrapped values at start,
+// start+step, ... <= end, each over the samples in (t-range, t]; a window
+// without samples gives no point (nor does rate_counter's with fewer
+// than two).
+func evalUnwrap(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
+	if !isLogQuery(e.log) {
+		return nil, badRequest("bad_query", "%s wants a log query {...}, got %q", e.fn, e.log)
+	}
+	sel, err := parseSelection(e.log, false)
+	if err != nil {
+		return nil, err
+	}
+	rng := int64(e.rng)
+	sel.start, sel.end = minusRange(start, rng)+1, end
+	type acc struct {
+		labels ingest.Labels
+		ts     []int64
+		vs     []float64
+	}
+	groups := map[string]*acc{}
+	seen := map[string]unwrapSample{} // per label text: labels repeat
+	if ts != nil {
+		v, err := ts.w.View()
+		if err != nil {
+			return nil, err
+		}
+		err = run(ctx, v, sel, anyOrder, 0, func(h *hit) bool {
+			u, ok := seen[h.Labels]
+			if !ok {
+				var ls ingest.Labels
+				u, ls = unwrapLabels(e, h.Labels)
+				seen[h.Labels] = u
+				if !u.skip && groups[u.key] == nil {
+					groups[u.key] = &acc{labels: ls}
+				}
+			}
+			if !u.skip {
+				a := groups[u.key]
+				a.ts = append(a.ts, h.Time)
+				a.vs = append(a.vs, u.v)
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var steps []int64
+	for t := start; t <= end; t += step {
+		steps = append(steps, t)
+		if t > math.MaxInt64-step || len(steps) > 11000 {
+			break
+		}
+	}
+	if n := len(groups) * len(steps); n > maxRangePoints {
+		return nil, badRequest("too_many_points", "%s over %d series and %d steps is %d points, more than the limit of %d: narrow the selector, or use a larger step", e.fn, len(groups), len(steps), n, maxRangePoints)
+	}
+	var out []*series
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a := groups[k]
+		// By time; equal times by value, so first and last are the same
+		// whatever order the scan found them in.
+		idx := make([]int, len(a.ts))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(i, j int) int {
+			if c := cmp.Compare(a.ts[i], a.ts[j]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.vs[i], a.vs[j])
+		})
+		times := make([]int64, len(idx))
+		vals := make([]float64, len(idx))
+		for i, j := range idx {
+			times[i], vals[i] = a.ts[j], a.vs[j]
+		}
+		se := &series{labels: a.labels}
+		for _, t := range steps {
+			from := minusRange(t, rng)
+			lo := sort.Search(len(times), func(i int) bool { return times[i] > from })
+			hi := sort.Search(len(times), func(i int) bool { return times[i] > t })
+			if hi == lo {
+				continue
+			}
+			v, ok := unwrapValue(e, times[lo:hi], vals[lo:hi], from, t)
+			if !ok {
+				continue
+			}
+			se.ts = append(se.ts, t)
+			se.vs = append(se.vs, v)
+		}
+		if len(se.ts) > 0 {
+			if err := pipelineError(k); err != nil {
+				return nil, err
+			}
+			out = append(out, se)
+		}
+	}
+	return out, nil
+}
+
+// unwrapValue applies e's range function to the samples of one window
+// (from, t], in time order; ok is false when it gives no point.
+func unwrapValue(e *mexpr, ts []int64, vs []float64, from, t int64) (float64, bool) {
+	n := float64(len(vs))
+	switch e.fn {
+	case "sum_over_time", "rate", "avg_over_time":
+		var sum float64
+		for _, v := range vs {
+			sum += v
+		}
+		switch e.fn {
+		case "rate":
+			return sum / e.rng.Seconds(), true
+		case "avg_over_time":
+			return sum / n, true
+		}
+		return sum, true
+	case "max_over_time", "min_over_time":
+		// NaN counts only when every value is NaN, as in Prometheus.
+		m := vs[0]
+		for _, v := range vs[1:] {
+			if math.IsNaN(m) || e.fn == "max_over_time" && v > m || e.fn == "min_over_time" && v < m {
+				m = v
+			}
+		}
+		return m, true
+	case "first_over_time":
+		return vs[0], true
+	case "last_over_time":
+		return vs[len(vs)-1], true
+	case "stdvar_over_time", "stddev_over_time":
+		// Welford's running mean and sum of squared deviations
+		// (population variance), as Prometheus computes it.
+		var count, mean, aux float64
+		for _, v := range vs {
+			count++
+			d := v - mean
+			mean += d / count
+			aux += d * (v - mean)
+		}
+		if e.fn == "stddev_over_time" {
+			return math.Sqrt(aux / count), true
+		}
+		return aux / count, true
+	case "quantile_over_time":
+		return quantile(e.q, vs), true
+	case "rate_counter":
+		return counterRate(ts, vs, from, t, e.rng)
+	}
+	return 0, false
+}
+
+// quantile is the q-quantile of vs, interpolated linearly between the
+// closest ranks as Prometheus's quantile_over_time: q < 0 gives -Inf,
+// q > 1 +Inf.
+func quantile(q float64, vs []float64) float64 {
+	switch {
+	case math.IsNaN(q):
+		return math.NaN()
+	case q < 0:
+		return math.Inf(-1)
+	case q > 1:
+		return math.Inf(1)
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	rank := q * float64(len(s)-1)
+	lo := max(0, int(math.Floor(rank)))
+	hi := min(len(s)-1, lo+1)
+	w := rank - math.Floor(rank)
+	return s[lo]*(1-w) + s[hi]*w
+}
+
+// counterRate is rate_counter: the values taken as a counter (a drop is
+// a reset to zero), its increase over the window extrapolated to the
+// window's edges and divided by the range, as Prometheus's rate().
+// Fewer than two samples give no point.
+func counterRate(ts []int64, vs []float64, from, t int64, rng time.Duration) (float64, bool) {
+	if len(vs) < 2 {
+		return 0, false
+	}
+	first, last := vs[0], vs[len(vs)-1]
+	inc := last - first
+	prev := 0.0
+	for _, v := range vs {
+		if v < prev {
+			inc += prev
+		}
+		prev = v
+	}
+	toStart := float64(ts[0]-from) / 1e9
+	toEnd := float64(t-ts[len(ts)-1]) / 1e9
+	sampled := float64(ts[len(ts)-1]-ts[0]) / 1e9
+	avgGap := sampled / float64(len(vs)-1)
+	if inc > 0 && first >= 0 {
+		// The counter cannot have started below zero.
+		if toZero := sampled * (first / inc); toZero < toStart {
+			toStart = toZero
+		}
+	}
+	threshold := avgGap * 1.1
+	interval := sampled
+	if toStart < threshold {
+		interval += toStart
+	} else {
+		interval += avgGap / 2
+	}
+	if toEnd < threshold {
+		interval += toEnd
+	} else {
+		interval += avgGap / 2
+	}
+	return inc * (interval / sampled) / rng.Seconds(), true
 }

@@ -16,6 +16,22 @@ func (e *mexpr) String() string {
 		return fmt.Sprint(e.val)
 	case "range":
 		return fmt.Sprintf("%s(%s[%s])", e.fn, e.log, e.rng)
+	case "unwrap":
+		u := e.unwrap
+		if e.conv != "" {
+			u = e.conv + "(" + u + ")"
+		}
+		if e.post != nil {
+			u += " | post"
+		}
+		q, g := "", ""
+		if e.fn == "quantile_over_time" {
+			q = fmt.Sprint(e.q) + ", "
+		}
+		if e.by != nil {
+			g = fmt.Sprintf(" %s (%s)", map[bool]string{true: "without", false: "by"}[e.without], strings.Join(e.by, ","))
+		}
+		return fmt.Sprintf("%s(%s%s | unwrap %s[%s])%s", e.fn, q, e.log, u, e.rng, g)
 	case "binop":
 		mod := ""
 		if e.boolMod {
@@ -60,6 +76,11 @@ func TestParseMetric(t *testing.T) {
 		{`count_over_time({a="b"}[1m]) == bool on (a, b) count_over_time({a="c"}[1m]) and ignoring() vector(1) unless vector(2)`,
 			`(((count_over_time({a="b"}[1m0s]) == bool on (a,b) count_over_time({a="c"}[1m0s])) and ignoring () vector(1)) unless vector(2))`},
 		{`sum(vector(1))`, "sum(vector(1))"},
+		{`sum_over_time({a="b"} | logfmt | unwrap latency [1m])`, `sum_over_time({a="b"} | logfmt | unwrap latency[1m0s])`},
+		{`quantile_over_time(0.99, {a="b"} | json | unwrap duration(d) | __error__="" [5m]) by (x, y)`, `quantile_over_time(0.99, {a="b"} | json | unwrap duration(d) | post[5m0s]) by (x,y)`},
+		{`max_over_time({a="b"}[1m] | unwrap bytes(size)) without (x)`, `max_over_time({a="b"} | unwrap bytes(size)[1m0s]) without (x)`},
+		{`rate({a="b"} |= "| unwrap x" | unwrapped="1" | unwrap duration_seconds (d) [1m])`, `rate({a="b"} |= "| unwrap x" | unwrapped="1" | unwrap duration_seconds(d)[1m0s])`},
+		{`rate({a="b"} |= "| unwrap x" [1m])`, `rate({a="b"} |= "| unwrap x"[1m0s])`},
 		{`topk(3, sum by (a) (rate({a="b"}[1m])))`, `topk(3, sum by (a)(rate({a="b"}[1m0s])))`},
 		{`bottomk by (x) (1, count_over_time({a="b"}[1m])) > 2`, `(bottomk by (x)(1, count_over_time({a="b"}[1m0s])) > 2)`},
 		{`topk(2, count_over_time({a="b"}[1m]) or vector(0)) without (a)`, `topk without (a)(2, (count_over_time({a="b"}[1m0s]) or vector(0)))`},
@@ -101,7 +122,17 @@ func TestParseMetric(t *testing.T) {
 		{`vector(1) + on (a) 2`, "vector matching"},
 		{`vector(1) * on (a) group_left (b) vector(2)`, "group_left"},
 		{`vector(1) > on (a vector(2)`, "bad label list"},
-		{`quantile_over_time(0.9, {a="b"} | unwrap x [1m])`, "unsupported function"},
+		{`quantile_over_time(0.9, {a="b"} [1m])`, "without unwrap"},
+		{`quantile_over_time({a="b"} | unwrap x [1m])`, "wants a number"},
+		{`bytes_rate({a="b"} | unwrap x [1m])`, "bytes_rate with unwrap"},
+		{`sum_over_time({a="b"} | unwrap [1m])`, "wants a label"},
+		{`sum_over_time({a="b"} | unwrap x | json [1m])`, "only label filters"},
+		{`sum_over_time({a="b"} | unwrap x y [1m])`, "after unwrap x"},
+		{`sum_over_time({a="b"} | unwrap bytes(x [1m])`, "wants a label and )"},
+		{`sum_over_time({a="b"} | unwrap x [1m]) by (a)`, "does not take by"},
+		{`rate({a="b"} | unwrap x [1m]) without (a)`, "does not take by"},
+		{`avg_over_time({a="b"} | unwrap x | y > [1m])`, "after unwrap x"},
+		{`topz(1, vector(1))`, "unsupported function"},
 		{`vector(1) vector(2)`, "unexpected"},
 		{`sum by (a (count_over_time({a="b"}[1m]))`, "bad label list"},
 	} {
@@ -138,6 +169,10 @@ func FuzzParseMetric(f *testing.F) {
 					t.Fatalf("agg over %v", e.inner)
 				}
 				check(e.inner)
+			case "unwrap":
+				if e.rng <= 0 || e.unwrap == "" {
+					t.Fatalf("unwrap %v", e)
+				}
 			case "topk":
 				if e.k < 1 || e.inner == nil || e.inner.scalar() {
 					t.Fatalf("topk %d over %v", e.k, e.inner)
