@@ -2,6 +2,7 @@ package search
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -286,4 +287,34 @@ func entryAt(es []entry, i int) any {
 		return es[i]
 	}
 	return "(none)"
+}
+
+// BenchmarkRunOrder: Run delivering every entry (and the first 20) over
+// 1 and 4 streams whose times ascend or go back within a window, in each
+// order. Over ascending data Oldest and Newest must cost what Stored does.
+func BenchmarkRunOrder(b *testing.B) {
+	for _, shape := range []int{0, 3} { // ordered, window
+		for _, streams := range []int{1, 4} {
+			r := rand.New(rand.NewPCG(9, uint64(streams)))
+			es := genDisorder(r, 60000, streams, disorderShapes[shape].gen)
+			var raw int64
+			for _, e := range es {
+				raw += int64(len(e.line)) + 1
+			}
+			snap := writeStreams(b, es, streams, store.Options{HeadBytes: 1 << 20, Segment: segment.Options{BlockSize: 64 << 10}}, 0)
+			for _, order := range []Order{Stored, Oldest, Newest} {
+				for _, lim := range []int64{0, 20} {
+					name := fmt.Sprintf("%s/streams=%d/order=%d/limit=%d", disorderShapes[shape].name, streams, order, lim)
+					b.Run(name, func(b *testing.B) {
+						b.SetBytes(raw)
+						for b.Loop() {
+							if _, err := Run(context.Background(), snap.Parts, Query{Order: order, Limit: lim}, func(*Match) error { return nil }, func(error) {}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
 }

@@ -85,12 +85,16 @@
 // time only when one pass finds them out of order, and delivers an entry
 // only once no block still to come can hold an earlier one: the next
 // block's bound is later, or equal and all the blocks left lie later in
-// the store. Otherwise it reads the next block first, carrying copies of
-// the current block's undelivered hits (run.advance). Where times ascend
-// every entry passes at once: nothing is copied or sorted, and a limit
-// stops the scan after as few blocks as in store order. Disorder costs
-// only where it is: the blocks whose time ranges overlap are read
-// together, and the limit stays exact.
+// the store. Otherwise it takes the next block first and merges the
+// blocks it holds (run.advanceByTime); past maxHeld decoded blocks the
+// hits left in one are copied out. Where a stream's times ascend every
+// entry of a block of that stream alone passes at once, so nothing is
+// held, copied or sorted, and a limit stops the scan after as few blocks
+// as in store order. Block time ranges are per block, not per stream: a
+// block shared with a stream whose times run ahead can make a run take
+// the next block before delivering (one more block read for a limit over
+// interleaved streams). Disorder costs only where it is, and the limit
+// stays exact.
 //
 // With context (Before, After, Grouped), runs keep their stream's
 // ingestion order whatever Order is, as grep's context does (a group is
@@ -1532,9 +1536,7 @@ func ScanBlock(b *segment.Block, s *needle.Searcher, keep func(int) bool, hits [
 type run struct {
 	pending chan *task
 	cur     *task
-	hit     int     // index into hits
-	hits    []int32 // cur's hits by (time, index): cur.res.hits, or sorted when they are not
-	sorted  []int32
+	hit     int // index into cur.res.hits
 	order   int // tie-break in merges: lower first (Oldest)
 	stream  int64
 	e       *exec
@@ -1548,8 +1550,8 @@ type run struct {
 	byTime      bool
 	bound, edge []int64
 	taken       int
-	pend        pendHeap // hits of earlier blocks not yet delivered, copied
-	fromPend    bool     // m is pend's top
+	cs          cursorHeap // the blocks taken and not yet delivered
+	fast        bool       // every hit left in the top cursor is ready and first
 }
 
 // start begins dispatching tasks with at most window in flight (dispatched
@@ -1558,7 +1560,7 @@ type run struct {
 // bound (timeOrder).
 func (e *exec) start(ctx context.Context, wg *sync.WaitGroup, tasks []task, window int, stream int64) *run {
 	r := &run{pending: make(chan *task, window), e: e, stream: stream, order: int(stream)}
-	r.pend.rev = e.rev
+	r.cs.rev = e.rev
 	if !e.q.Count && (e.q.Before > 0 || e.q.After > 0 || e.q.Grouped) {
 		r.cx = &ctxState{before: e.q.Before, after: e.q.After, lastOut: math.MinInt64}
 		if e.rev {
@@ -1736,87 +1738,124 @@ func (e *exec) timeOrder(tasks []task) (bound, edge []int64) {
 }
 
 // advance moves the run to its next entry; false at the end.
-//
-// A run delivers its entries by (time, position in the store), backwards
-// for Newest, whatever order they were stored in. Its blocks come sorted
-// by time bound (timeOrder) and a block's hits are sorted by time when
-// they are not already (one pass to check). The next entry is the first
-// of the current block's and of the carried ones (pend); it is delivered
-// when no block still to come can hold an entry before it, which the
-// bound and edge of the next block say from the block index alone. Else
-// the next block is taken and what is left of the current one carried
-// (copied). Where each stream's times ascend every entry passes that test
-// at once, so nothing is carried or sorted, and the run stops reading
-// blocks as early as an ingestion-order run would; disorder costs only
-// where it is, and a limit stays exact.
 func (r *run) advance(ctx context.Context, onErr func(error)) (bool, error) {
 	if r.cx != nil {
 		return r.advanceCtx(ctx, onErr)
 	}
-	// Step past the entry delivered last.
-	if r.fromPend {
-		r.pend.pop()
-		r.fromPend = false
-	} else if r.cur != nil {
+	if r.byTime {
+		return r.advanceByTime(ctx, onErr)
+	}
+	if r.cur != nil {
 		if r.e.rev {
 			r.hit--
 		} else {
 			r.hit++
 		}
-	}
-	for {
-		if r.cur != nil && (r.hit < 0 || r.hit >= len(r.hits)) {
-			r.release()
-		}
-		var tm, pos int64
-		switch {
-		case r.cur != nil:
-			k := r.hits[r.hit]
-			tm, pos = r.cur.res.blk.Times[k], r.cur.ord+int64(k)
-			if len(r.pend.h) > 0 && r.pend.before(&r.pend.h[0], tm, pos) {
-				r.fromPend = true
-			}
-		case len(r.pend.h) > 0:
-			r.fromPend = true
-		default:
-			t, err := r.take(ctx, onErr)
-			if err != nil || t == nil {
-				return false, err
-			}
-			r.load(t)
-			continue
-		}
-		if r.fromPend {
-			tm, pos = r.pend.h[0].m.Time, r.pend.h[0].pos
-		}
-		if r.ready(tm, pos) {
-			if r.fromPend {
-				r.m = r.pend.h[0].m
-			} else {
-				r.fill()
-			}
+		if r.hit >= 0 && r.hit < len(r.cur.res.hits) {
+			r.fill()
 			return true, nil
 		}
-		// A block still to come may hold an entry before this one.
-		r.fromPend = false
-		if r.cur != nil {
-			r.carry()
-			r.release()
+		r.release()
+	}
+	t, err := r.take(ctx, onErr)
+	if err != nil || t == nil {
+		return false, err
+	}
+	r.cur, r.hit = t, 0
+	if r.e.rev {
+		r.hit = len(t.res.hits) - 1
+	}
+	r.fill()
+	return true, nil
+}
+
+// maxHeld is how many decoded blocks a time-ordered run holds at most
+// while their time ranges overlap; past it, the hits left in one are
+// copied out and the block given back (cursor.detach).
+const maxHeld = 4
+
+// advanceByTime is advance in time order: a run delivers its entries by
+// (time, position in the store), backwards for Newest, whatever order
+// they were stored in.
+//
+// Its blocks come sorted by time bound (timeOrder), and a block's hits
+// are sorted by time when one pass finds them out of order. The blocks
+// taken and not finished are cursors in a heap, the one whose next entry
+// comes first on top. That entry is delivered when no block still to
+// come can hold an earlier one (ready, from the next block's bound and
+// edge: the block index alone); else the next block is taken first. When
+// each stream's times ascend, a run of one stream delivers every entry
+// at once and holds one block, as in store order; one whose blocks hold
+// other streams too (their MinTime may be below its entries) holds two
+// where consecutive blocks overlap. Disorder costs only where it is, and
+// the limit stays exact.
+func (r *run) advanceByTime(ctx context.Context, onErr func(error)) (bool, error) {
+	if r.cur != nil {
+		// Step past the entry delivered last: the top cursor's.
+		c := r.cs.h[0]
+		if c.step(r.e.rev) {
+			if r.fast {
+				r.deliver(c)
+				return true, nil
+			}
+			r.cs.down(0)
+		} else {
+			r.e.releaseBlock(c.t)
+			r.cs.pop()
+			r.fast = false
 		}
+		r.cur = nil
+	}
+	for {
+		if len(r.cs.h) > 0 {
+			c := r.cs.h[0]
+			if tm, pos := c.at(); r.ready(tm, pos) {
+				// The usual case: its last hit is ready too and comes
+				// before the other blocks' next ones (the smaller child
+				// of the root holds the first of those). Then so does
+				// every hit it has left, and no block is taken before it
+				// ends: deliver them without asking again, as fast as
+				// store order.
+				tl, pl := c.last(r.e.rev)
+				r.fast = r.ready(tl, pl)
+				for i := 1; i <= 2 && i < len(r.cs.h) && r.fast; i++ {
+					tm, pos := r.cs.h[i].at()
+					r.fast = r.cs.before(tl, pl, tm, pos)
+				}
+				r.deliver(c)
+				return true, nil
+			}
+		}
+		if r.taken >= len(r.bound) {
+			return false, nil // cannot happen: at the end every entry is ready
+		}
+		// A block still to come may hold an entry before the first one at
+		// hand (or there is none): take it.
 		t, err := r.take(ctx, onErr)
 		if err != nil {
 			return false, err
 		}
-		if t != nil {
-			r.load(t)
+		if t == nil {
+			continue
 		}
+		if held := r.cs.held(); held >= maxHeld {
+			r.cs.detachOne(r.e)
+		}
+		r.cs.push(newCursor(t, r.e.rev))
 	}
+}
+
+// deliver makes the cursor's next hit the run's current entry.
+func (r *run) deliver(c *cursor) {
+	b, k := c.t.res.blk, int(c.k())
+	r.cur = c.t
+	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
 }
 
 // ready reports whether the entry at time tm and position pos comes
 // before any entry of the tasks not yet taken.
 func (r *run) ready(tm, pos int64) bool {
-	if !r.byTime || r.taken >= len(r.bound) {
+	if r.taken >= len(r.bound) {
 		return true
 	}
 	b, edge := r.bound[r.taken], r.edge[r.taken]
@@ -1850,91 +1889,179 @@ func (r *run) take(ctx context.Context, onErr func(error)) (*task, error) {
 	}
 }
 
-// load makes t the current block, its hits sorted by time (ties by
-// index) if they are not: entries of a stream stored out of time order.
-func (r *run) load(t *task) {
-	r.cur, r.hits = t, t.res.hits
+// cursor walks a taken block's hits in time order.
+type cursor struct {
+	t    *task
+	hits []int32 // t.res.hits, or a copy sorted by (time, index) when they are not
+	i    int     // the next hit, counting from the end for Newest
+}
+
+func newCursor(t *task, rev bool) *cursor {
+	c := &cursor{t: t, hits: t.res.hits}
 	times := t.res.blk.Times
-	for i := 1; r.byTime && i < len(r.hits); i++ {
-		if times[r.hits[i]] < times[r.hits[i-1]] {
+	for i := 1; i < len(c.hits); i++ {
+		if times[c.hits[i]] < times[c.hits[i-1]] {
 			// Sort a copy: a shared block's hits belong to the cache.
-			r.sorted = append(r.sorted[:0], t.res.hits...)
-			slices.SortStableFunc(r.sorted, func(a, b int32) int { return cmp.Compare(times[a], times[b]) })
-			r.hits = r.sorted
+			c.hits = slices.Clone(c.hits)
+			slices.SortStableFunc(c.hits, func(a, b int32) int { return cmp.Compare(times[a], times[b]) })
 			break
 		}
 	}
-	r.hit = 0
-	if r.e.rev {
-		r.hit = len(r.hits) - 1
+	if rev {
+		c.i = len(c.hits) - 1
+	}
+	return c
+}
+
+// k is the block entry of the cursor's next hit.
+func (c *cursor) k() int32 { return c.hits[c.i] }
+
+// at is the time and store position of the cursor's next hit.
+func (c *cursor) at() (int64, int64) {
+	k := c.k()
+	return c.t.res.blk.Times[k], c.t.ord + int64(k)
+}
+
+// last is the time and store position of the cursor's last hit in
+// delivery order.
+func (c *cursor) last(rev bool) (int64, int64) {
+	k := c.hits[len(c.hits)-1]
+	if rev {
+		k = c.hits[0]
+	}
+	return c.t.res.blk.Times[k], c.t.ord + int64(k)
+}
+
+// step moves to the next hit; false when there is none.
+func (c *cursor) step(rev bool) bool {
+	if rev {
+		c.i--
+		return c.i >= 0
+	}
+	c.i++
+	return c.i < len(c.hits)
+}
+
+// detach copies the hits left into a block of their own and gives the
+// decoded one back. The copy holds them in delivery order, ascending, so
+// their indexes keep their order, and stay within the block's positions
+// (t.ord onwards), which is all that positions are compared for.
+func (c *cursor) detach(e *exec, rev bool) {
+	left := c.hits[c.i:]
+	if rev {
+		left = c.hits[:c.i+1]
+	}
+	b := c.t.res.blk
+	n := 0
+	for _, k := range left {
+		n += int(b.Offsets[k+1] - b.Offsets[k])
+	}
+	cp := &segment.Block{
+		Data:    make([]byte, 0, n),
+		Offsets: make([]uint32, 1, len(left)+1),
+		Times:   make([]int64, 0, len(left)),
+		Streams: make([]uint32, 0, len(left)),
+	}
+	hits := make([]int32, len(left))
+	for i, k := range left {
+		cp.Data = append(cp.Data, b.Line(int(k))...)
+		cp.Offsets = append(cp.Offsets, uint32(len(cp.Data)))
+		cp.Times = append(cp.Times, b.Times[k])
+		cp.Streams = append(cp.Streams, b.Streams[k])
+		hits[i] = int32(i)
+	}
+	ord := c.t.ord
+	e.releaseBlock(c.t)
+	c.t = &task{ord: ord, res: result{blk: cp, own: true, hits: hits}}
+	c.hits, c.i = hits, 0
+	if rev {
+		c.i = len(hits) - 1
 	}
 }
 
-// carry copies the current block's hits not yet delivered into pend.
-func (r *run) carry() {
-	b := r.cur.res.blk
-	step := 1
-	if r.e.rev {
-		step = -1
-	}
-	for i := r.hit; i >= 0 && i < len(r.hits); i += step {
-		k := r.hits[i]
-		r.pend.push(pendHit{
-			m:   Match{Time: b.Times[k], Stream: b.Streams[k], Line: slices.Clone(b.Line(int(k)))},
-			pos: r.cur.ord + int64(k),
-		})
-	}
-}
-
-// pendHit is a carried hit: a copy, with its position in the store.
-type pendHit struct {
-	m   Match
-	pos int64
-}
-
-// pendHeap holds carried hits, the first to deliver on top.
-type pendHeap struct {
-	h   []pendHit
+// cursorHeap holds a run's cursors, the one to deliver first on top.
+type cursorHeap struct {
+	h   []*cursor
 	rev bool
 }
 
-// before reports whether x is delivered before the entry at (tm, pos).
-func (p *pendHeap) before(x *pendHit, tm, pos int64) bool {
-	if p.rev {
-		return x.m.Time > tm || x.m.Time == tm && x.pos > pos
+// held counts the cursors holding a decoded block (not a copy).
+func (h *cursorHeap) held() int {
+	n := 0
+	for _, c := range h.h {
+		if !c.t.res.own {
+			n++
+		}
 	}
-	return x.m.Time < tm || x.m.Time == tm && x.pos < pos
+	return n
 }
 
-func (p *pendHeap) push(x pendHit) {
-	p.h = append(p.h, x)
-	for i := len(p.h) - 1; i > 0; {
+// detachOne detaches the cursor holding a decoded block with the fewest
+// hits left: the cheapest copy.
+func (h *cursorHeap) detachOne(e *exec) {
+	best, left := -1, 0
+	for i, c := range h.h {
+		n := c.i + 1
+		if !h.rev {
+			n = len(c.hits) - c.i
+		}
+		if !c.t.res.own && (best < 0 || n < left) {
+			best, left = i, n
+		}
+	}
+	if best >= 0 {
+		h.h[best].detach(e, h.rev) // its next hit is unchanged: the heap holds
+	}
+}
+
+func (h *cursorHeap) less(i, j int) bool {
+	ti, pi := h.h[i].at()
+	tj, pj := h.h[j].at()
+	return h.before(ti, pi, tj, pj)
+}
+
+// before reports whether the entry at (ti, pi) is delivered before the
+// one at (tj, pj).
+func (h *cursorHeap) before(ti, pi, tj, pj int64) bool {
+	if h.rev {
+		return ti > tj || ti == tj && pi > pj
+	}
+	return ti < tj || ti == tj && pi < pj
+}
+
+func (h *cursorHeap) push(c *cursor) {
+	h.h = append(h.h, c)
+	for i := len(h.h) - 1; i > 0; {
 		up := (i - 1) / 2
-		if !p.before(&p.h[i], p.h[up].m.Time, p.h[up].pos) {
+		if !h.less(i, up) {
 			break
 		}
-		p.h[i], p.h[up] = p.h[up], p.h[i]
+		h.h[i], h.h[up] = h.h[up], h.h[i]
 		i = up
 	}
 }
 
-func (p *pendHeap) pop() {
-	n := len(p.h) - 1
-	p.h[0] = p.h[n]
-	p.h[n] = pendHit{}
-	p.h = p.h[:n]
-	for i := 0; ; {
+func (h *cursorHeap) pop() {
+	n := len(h.h) - 1
+	h.h[0] = h.h[n]
+	h.h[n] = nil
+	h.h = h.h[:n]
+	h.down(0)
+}
+
+func (h *cursorHeap) down(i int) {
+	for {
 		c := 2*i + 1
-		if c >= n {
-			break
+		if c >= len(h.h) {
+			return
 		}
-		if c+1 < n && p.before(&p.h[c+1], p.h[c].m.Time, p.h[c].pos) {
+		if c+1 < len(h.h) && h.less(c+1, c) {
 			c++
 		}
-		if !p.before(&p.h[c], p.h[i].m.Time, p.h[i].pos) {
-			break
+		if !h.less(c, i) {
+			return
 		}
-		p.h[i], p.h[c] = p.h[c], p.h[i]
+		h.h[i], h.h[c] = h.h[c], h.h[i]
 		i = c
 	}
 }
@@ -2206,7 +2333,7 @@ func (c *blockCache) unkeep(cb *cachedBlock) {
 }
 
 func (r *run) fill() {
-	b, k := r.cur.res.blk, int(r.hits[r.hit])
+	b, k := r.cur.res.blk, int(r.cur.res.hits[r.hit])
 	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
 }
 
