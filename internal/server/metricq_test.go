@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -189,6 +191,14 @@ func FuzzParseMetric(f *testing.F) {
 			}
 		}
 		check(e)
+		// And it evaluates without a panic (no store: range functions
+		// give nothing, constants and operators on them still run).
+		if _, err := evalMetric(context.Background(), nil, e, base, base+10e9, 1e9); err != nil {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != 400 {
+				t.Fatalf("%q: %v", s, err)
+			}
+		}
 	})
 }
 
