@@ -75,6 +75,11 @@ What to match (one of):
   as in GNU grep (-- ends them). Unlike grep's, -v takes a value: -v -i
   is refused (write -i -v P, or -v=-i to drop entries holding "-i").
 
+On a terminal, a search that covers more than one stream prints each
+entry's stream before it, as grep names the file of each line when it
+searches several: "api.log:" for an ingested file, else the stream's
+labels; -H always does, --no-stream never.
+
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
 -c, --hist, or stdout redirected).
@@ -128,6 +133,8 @@ func searchCommand(args []string) error {
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
+	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream")
+	noStream := fs.Bool("no-stream", false, "never print the stream before the entries (as grep -h), even when the search covers several")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
 	// grep's bundled switches (-ic), flags after PATTERN (grep -A3 too),
 	// then grep's -A3 forms.
@@ -182,6 +189,9 @@ func searchCommand(args []string) error {
 	q.SinceSet, q.UntilSet = *since != "", *until != ""
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be >= 0", errUsage)
+	}
+	if *withStream && *noStream {
+		return fmt.Errorf("%w: -H and --no-stream cannot be used together", errUsage)
 	}
 	inc, exc, res = splitLines(inc), splitLines(exc), splitLines(res)
 	// A PATTERN of several lines is several patterns, as -e's are.
@@ -263,6 +273,12 @@ func searchCommand(args []string) error {
 		n, err = printHist(ctx, out, snap, q, *asJSON, onErr)
 	} else {
 		p := printer{w: out, tty: isTerminal(os.Stdout), snap: snap, json: *asJSON, context: q.Before > 0 || q.After > 0 || q.Grouped}
+		// As grep names the file of each line when it searches several:
+		// a store of many ingested files or pushed streams otherwise
+		// leaves no way to tell which one a line came from.
+		// On a terminal only by default: output piped to a script stays
+		// the bare lines it always was.
+		p.prefix = !*asJSON && !*count && !*noStream && (*withStream || p.tty && coversStreams(snap, q.Plan) > 1)
 		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
 		if err == nil && *count {
 			fmt.Fprintln(out, n)
@@ -587,15 +603,45 @@ func parseTimeOfDay(s string) (time.Time, error) {
 }
 
 type printer struct {
-	w       *bufio.Writer
-	tty     bool
-	json    bool
-	context bool // print "--" between context groups, as grep
-	printed bool
-	last    uint32 // stream of the last entry printed
-	snap    *store.Snapshot
-	labels  map[uint32][]byte // stream -> JSON object of its labels
-	buf     []byte
+	w        *bufio.Writer
+	tty      bool
+	json     bool
+	context  bool // print "--" between context groups, as grep
+	prefix   bool // print each entry's stream first, as grep -H
+	printed  bool
+	last     uint32 // stream of the last entry printed
+	snap     *store.Snapshot
+	labels   map[uint32][]byte // stream -> JSON object of its labels
+	prefixes map[uint32][]byte // stream -> its name for the prefix
+	buf      []byte
+}
+
+// coversStreams returns how many of snap's streams the search can read:
+// those plan's selector picks, or all of them for a plain PATTERN.
+func coversStreams(snap *store.Snapshot, plan *query.Plan) int {
+	if plan == nil {
+		return snap.NumStreams()
+	}
+	return len(search.SelectStreams(snap.Index(), plan))
+}
+
+// streamName returns what the prefix shows for stream id: the file name
+// of an ingested file (its only label is source), else its labels as
+// stored ({app="api", pod="x"}).
+func (p *printer) streamName(id uint32) []byte {
+	if b, ok := p.prefixes[id]; ok {
+		return b
+	}
+	if p.prefixes == nil {
+		p.prefixes = map[uint32][]byte{}
+	}
+	text := p.snap.Labels(id)
+	name := []byte(text)
+	if ls, err := ingest.ParseLabels(text); err == nil && len(ls) == 1 && ls[0].Name == "source" {
+		name = []byte(ls[0].Value)
+	}
+	p.prefixes[id] = name
+	return name
 }
 
 func (p *printer) print(m *search.Match) error {
@@ -611,8 +657,18 @@ func (p *printer) print(m *search.Match) error {
 		}
 		return p.w.Flush()
 	}
+	sep := byte(':')
+	if m.Context {
+		sep = '-' // as grep marks context lines
+	}
 	if p.tty {
-		p.buf = appendEscaped(p.buf[:0], m.Line)
+		p.buf = p.buf[:0]
+		if p.prefix {
+			// Escaped too: a pushed label value is client text.
+			p.buf = appendEscaped(p.buf, p.streamName(m.Stream))
+			p.buf = append(p.buf, sep)
+		}
+		p.buf = appendEscaped(p.buf, m.Line)
 		p.buf = append(p.buf, '\n')
 		if _, err := p.w.Write(p.buf); err != nil {
 			return err
@@ -620,6 +676,10 @@ func (p *printer) print(m *search.Match) error {
 		// Line by line on a terminal, as grep's stdio: the rare match of
 		// an incident shows when found, not when the scan ends.
 		return p.w.Flush()
+	}
+	if p.prefix {
+		p.w.Write(p.streamName(m.Stream))
+		p.w.WriteByte(sep)
 	}
 	p.w.Write(m.Line)
 	return p.w.WriteByte('\n')

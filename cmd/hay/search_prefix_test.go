@@ -1,0 +1,163 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// prefixStore ingests two files with timestamps (so that the streams
+// merge in a known order) and a third under its own labels, and returns
+// the data directory.
+func prefixStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	files := map[string]string{
+		"api.log": "2026-11-30T10:00:01Z a error 1\n2026-11-30T10:00:03Z b ok\n2026-11-30T10:00:05Z x error 3\n",
+		// A file name that would drive the terminal if printed raw.
+		"evil\x1b[31m.log": "2026-11-30T10:00:02Z c error 2\n",
+	}
+	for _, name := range []string{"api.log", "evil\x1b[31m.log"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(files[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, code := hayInProcess(t, "ingest", "--data", data, p); code != 0 {
+			t.Fatalf("ingest %q failed", name)
+		}
+	}
+	web := filepath.Join(dir, "web.log")
+	if err := os.WriteFile(web, []byte("2026-11-30T10:00:04Z d error 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := hayInProcess(t, "ingest", "--data", data, "--stream", "app=web,env=prod", web); code != 0 {
+		t.Fatal("ingest web.log failed")
+	}
+	return data
+}
+
+// TestSearchStreamPrefix checks -H: each entry is preceded by its stream
+// (an ingested file's name, else its labels) and ':' for a match or '-'
+// for a context line, as grep -H; without -H, output that is not a
+// terminal stays the bare lines.
+func TestSearchStreamPrefix(t *testing.T) {
+	data := prefixStore(t)
+	run := func(args ...string) string {
+		t.Helper()
+		out, code := hayInProcess(t, append([]string{"search", "--data", data}, args...)...)
+		if code != 0 {
+			t.Fatalf("search %q: exit %d", args, code)
+		}
+		return string(out)
+	}
+	bare := "2026-11-30T10:00:01Z a error 1\n2026-11-30T10:00:02Z c error 2\n2026-11-30T10:00:04Z d error 4\n2026-11-30T10:00:05Z x error 3\n"
+	if got := run("error"); got != bare {
+		t.Errorf("search error (not a terminal): %q, want the bare lines %q", got, bare)
+	}
+	if got := run("--no-stream", "error"); got != bare {
+		t.Errorf("--no-stream: %q, want %q", got, bare)
+	}
+	labels := `{app="web", env="prod", source="web.log"}`
+	want := "api.log:2026-11-30T10:00:01Z a error 1\nevil\x1b[31m.log:2026-11-30T10:00:02Z c error 2\n" + labels + ":2026-11-30T10:00:04Z d error 4\napi.log:2026-11-30T10:00:05Z x error 3\n"
+	if got := run("-H", "error"); got != want {
+		t.Errorf("-H error:\n got %q\nwant %q", got, want)
+	}
+	// Context lines take '-', and groups are separated as grep's.
+	want = "api.log-2026-11-30T10:00:01Z a error 1\napi.log:2026-11-30T10:00:03Z b ok\napi.log-2026-11-30T10:00:05Z x error 3\n"
+	if got := run("-H", "-C", "1", "ok"); got != want {
+		t.Errorf("-H -C 1 ok:\n got %q\nwant %q", got, want)
+	}
+	// The query path prefixes the same way.
+	want = labels + ":2026-11-30T10:00:04Z d error 4\n"
+	if got := run("-H", "--query", `{app="web"} |= "error"`); got != want {
+		t.Errorf("-H --query: %q, want %q", got, want)
+	}
+	// Not with -c or --json.
+	if got := run("-H", "-c", "error"); got != "4\n" {
+		t.Errorf("-H -c: %q, want 4", got)
+	}
+	if got := run("-H", "--json", "--query", `{app="web"}`); !strings.HasPrefix(got, `{"time":`) {
+		t.Errorf("-H --json: %q, want JSON", got)
+	}
+	if _, code := hayInProcess(t, "search", "--data", data, "-H", "--no-stream", "error"); code != 2 {
+		t.Errorf("-H --no-stream: exit %d, want 2 (usage)", code)
+	}
+}
+
+// TestSearchStreamPrefixTerminal checks the default on a terminal (a
+// pseudo-terminal here): the stream is printed when the search covers
+// more than one stream, escaped like the lines, and not when it covers
+// one, unless -H asks.
+func TestSearchStreamPrefixTerminal(t *testing.T) {
+	data := prefixStore(t)
+	onTTY := func(args ...string) string {
+		t.Helper()
+		master, slave := openPTY(t)
+		done := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(master) // until the slave side closes (EIO)
+			done <- b
+		}()
+		old := os.Stdout
+		os.Stdout = slave
+		code := runMain(append([]string{"search", "--data", data}, args...))
+		os.Stdout = old
+		slave.Close()
+		out := <-done
+		master.Close()
+		if code != 0 {
+			t.Fatalf("search %q on a terminal: exit %d", args, code)
+		}
+		// The terminal's line discipline writes \r\n.
+		return string(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")))
+	}
+	labels := `{app="web", env="prod", source="web.log"}`
+	want := "api.log:2026-11-30T10:00:01Z a error 1\n" + `evil\x1b[31m.log` + ":2026-11-30T10:00:02Z c error 2\n" + labels + ":2026-11-30T10:00:04Z d error 4\napi.log:2026-11-30T10:00:05Z x error 3\n"
+	if got := onTTY("error"); got != want {
+		t.Errorf("search error on a terminal:\n got %q\nwant %q", got, want)
+	}
+	if got, want := onTTY("--no-stream", "error"), "2026-11-30T10:00:01Z a error 1\n2026-11-30T10:00:02Z c error 2\n2026-11-30T10:00:04Z d error 4\n2026-11-30T10:00:05Z x error 3\n"; got != want {
+		t.Errorf("--no-stream on a terminal: %q, want %q", got, want)
+	}
+	// One stream selected: nothing to tell apart.
+	if got, want := onTTY("--query", `{source="api.log"} |= "error"`), "2026-11-30T10:00:01Z a error 1\n2026-11-30T10:00:05Z x error 3\n"; got != want {
+		t.Errorf("one stream on a terminal: %q, want %q", got, want)
+	}
+	if got, want := onTTY("-H", "--query", `{source="api.log"} |= "error"`), "api.log:2026-11-30T10:00:01Z a error 1\napi.log:2026-11-30T10:00:05Z x error 3\n"; got != want {
+		t.Errorf("-H, one stream on a terminal: %q, want %q", got, want)
+	}
+	// A selector of several streams prefixes by default.
+	if got, want := onTTY("--query", `{source=~"api.log|web.log"} |= "error"`), "api.log:2026-11-30T10:00:01Z a error 1\n"+labels+":2026-11-30T10:00:04Z d error 4\napi.log:2026-11-30T10:00:05Z x error 3\n"; got != want {
+		t.Errorf("two streams on a terminal:\n got %q\nwant %q", got, want)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair (/dev/ptmx and its /dev/pts/N).
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty slave: %v", err)
+	}
+	return m, s
+}
