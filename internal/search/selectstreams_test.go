@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -376,4 +377,42 @@ func TestSelectStreamsRunOracle(t *testing.T) {
 			t.Fatalf("%s [%d, %d): got %d matches (n %d), want %d", src, since, until, len(got), n, len(want))
 		}
 	}
+}
+
+// FuzzFiniteValues checks finiteValues against the regexp package: when
+// it spells out a regex's values, the anchored regex matches each of
+// them, and a probe string (the fuzzed one, and each value with a byte
+// more or less) matches exactly when it is one of them.
+func FuzzFiniteValues(f *testing.F) {
+	for _, s := range [][2]string{{"a|b", "a"}, {"s0_(5|55)", "s0_5"}, {"[xy]z?", "xz"}, {"(?i)x", "X"}, {`\x{FFFD}`, "\xff"}, {"x|", ""}, {"ü|\\.", "."}, {"[a-c][d-e]", "be"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, expr, probe string) {
+		re, err := regexp.Compile("^(?:" + expr + ")$")
+		if err != nil {
+			return
+		}
+		vals, ok := finiteValues(&query.StreamMatcher{Matcher: query.Matcher{Name: "a", Type: query.MatchRegexp, Value: expr}})
+		if !ok {
+			return
+		}
+		if len(vals) > maxFinite {
+			t.Fatalf("%q: %d values, more than %d", expr, len(vals), maxFinite)
+		}
+		probes := []string{probe}
+		for _, v := range vals {
+			if !re.MatchString(v) {
+				t.Fatalf("%q spelled out %q, which it does not match", expr, v)
+			}
+			probes = append(probes, v+"x", v+"\xff", v+"\xc3")
+			if len(v) > 0 {
+				probes = append(probes, v[:len(v)-1], v[1:])
+			}
+		}
+		for _, p := range probes {
+			if re.MatchString(p) != slices.Contains(vals, p) {
+				t.Fatalf("%q on %q: regexp says %v, values %q", expr, p, re.MatchString(p), vals)
+			}
+		}
+	})
 }
