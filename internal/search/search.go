@@ -109,9 +109,9 @@
 // merged and every entry is delivered once. Match.GroupStart marks the
 // first entry of a group, where grep prints "--" (a printer skips it for
 // the first entry it prints). In Newest order, groups come out reversed, so
-// the output is the Oldest output backwards. With a limit, the trailing
-// After context of the last match is still delivered, whatever it holds,
-// as grep -m does.
+// the output is the Oldest (with context: Stored) output backwards. With a
+// limit, the trailing After context of the last match is still delivered,
+// whatever it holds, as grep -m does.
 package search
 
 import (
