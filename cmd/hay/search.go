@@ -78,7 +78,9 @@ What to match (one of):
 On a terminal, a search that covers more than one stream prints each
 entry's stream before it, as grep names the file of each line when it
 searches several: "api.log:" for an ingested file, else the stream's
-labels; -H always does, --no-stream never.
+labels; -H always does, --no-stream never. Matches are coloured there as
+grep colours them (--color; NO_COLOR=1 turns it off). -l lists the streams
+with a match instead, and -q prints nothing: the exit status says.
 
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
@@ -134,6 +136,9 @@ func searchCommand(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream")
+	colorMode := fs.String("color", "auto", "colour the matches, and the stream before them, as grep --color: `when` is auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
+	listStreams := fs.Bool("l", false, "print only the streams that have a matching entry, one per line, as grep -l prints file names (an ingested file's name, else its labels)")
+	quiet := fs.Bool("q", false, "print nothing; exit 0 at the first match, 1 if there is none (as grep -q)")
 	noStream := fs.Bool("no-stream", false, "never print the stream before the entries (as grep -h), even when the search covers several")
 	stats := fs.Bool("stats", false, "print block counts to stderr: total, pruned by time, stream and index, decoded (and segments not opened: out of --since/--until)")
 	// grep's bundled switches (-ic), flags after PATTERN (grep -A3 too),
@@ -192,6 +197,29 @@ func searchCommand(args []string) error {
 	}
 	if *withStream && *noStream {
 		return fmt.Errorf("%w: -H and --no-stream cannot be used together", errUsage)
+	}
+	switch *colorMode {
+	case "auto", "always", "never":
+	default:
+		return fmt.Errorf("%w: --color must be auto, always or never, not %q", errUsage, *colorMode)
+	}
+	if *listStreams || *quiet {
+		for _, f := range []string{"c", "hist", "json", "A", "B", "C"} {
+			if set[f] {
+				name := "-l"
+				if *quiet {
+					name = "-q"
+				}
+				return fmt.Errorf("%w: %s prints no entries, so it cannot be used with -%s", errUsage, name, f)
+			}
+		}
+		if *listStreams && *quiet {
+			return fmt.Errorf("%w: -l and -q cannot be used together", errUsage)
+		}
+	}
+	if *quiet {
+		// The first match answers: stop there, as grep -q.
+		q.Limit = 1
 	}
 	inc, exc, res = splitLines(inc), splitLines(exc), splitLines(res)
 	// A PATTERN of several lines is several patterns, as -e's are.
@@ -279,6 +307,11 @@ func searchCommand(args []string) error {
 		// On a terminal only by default: output piped to a script stays
 		// the bare lines it always was.
 		p.prefix = !*asJSON && !*count && !*noStream && (*withStream || p.tty && coversStreams(snap, q.Plan) > 1)
+		p.list, p.quiet = *listStreams, *quiet
+		if !*asJSON && !*count && !*quiet && useColor(*colorMode, p.tty) {
+			p.color = true
+			p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
+		}
 		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
 		if err == nil && *count {
 			fmt.Fprintln(out, n)
@@ -614,6 +647,14 @@ type printer struct {
 	labels   map[uint32][]byte // stream -> JSON object of its labels
 	prefixes map[uint32][]byte // stream -> its name for the prefix
 	buf      []byte
+
+	color bool         // --color: SGR sequences around matches and the prefix
+	hl    *highlighter // what to colour in a line; nil: nothing
+	spans [][2]int     // scratch for hl
+
+	list   bool            // -l: each stream's name once, no entries
+	listed map[uint32]bool // streams -l has printed
+	quiet  bool            // -q: nothing at all
 }
 
 // coversStreams returns how many of snap's streams the search can read:
@@ -645,6 +686,12 @@ func (p *printer) streamName(id uint32) []byte {
 }
 
 func (p *printer) print(m *search.Match) error {
+	switch {
+	case p.quiet:
+		return nil
+	case p.list:
+		return p.printList(m)
+	}
 	if p.context && !p.json {
 		if p.printed && (m.GroupStart || m.Stream != p.last) {
 			p.w.WriteString("--\n")
@@ -660,6 +707,16 @@ func (p *printer) print(m *search.Match) error {
 	sep := byte(':')
 	if m.Context {
 		sep = '-' // as grep marks context lines
+	}
+	if p.color {
+		p.buf = p.appendColored(p.buf[:0], m, sep)
+		if _, err := p.w.Write(p.buf); err != nil {
+			return err
+		}
+		if p.tty {
+			return p.w.Flush()
+		}
+		return nil
 	}
 	if p.tty {
 		p.buf = p.buf[:0]
@@ -683,6 +740,76 @@ func (p *printer) print(m *search.Match) error {
 	}
 	p.w.Write(m.Line)
 	return p.w.WriteByte('\n')
+}
+
+// appendColored appends entry m as print writes it, with grep's colours
+// around the prefix and the matches. On a terminal the text is escaped
+// piece by piece (a span's bounds are offsets in the raw line); with
+// --color=always into a pipe it is raw, as grep's.
+func (p *printer) appendColored(b []byte, m *search.Match, sep byte) []byte {
+	text := func(b, t []byte) []byte {
+		if p.tty {
+			return appendEscaped(b, t)
+		}
+		return append(b, t...)
+	}
+	if p.prefix {
+		b = append(b, colorName...)
+		b = text(b, p.streamName(m.Stream))
+		b = append(b, colorEnd...)
+		b = append(b, colorSep...)
+		b = append(b, sep)
+		b = append(b, colorEnd...)
+	}
+	line := m.Line
+	if p.hl != nil && !m.Context {
+		p.spans = p.hl.spans(line, p.spans)
+		at := 0
+		for _, s := range p.spans {
+			b = text(b, line[at:s[0]])
+			b = append(b, colorMatch...)
+			b = text(b, line[s[0]:s[1]])
+			b = append(b, colorEnd...)
+			at = s[1]
+		}
+		line = line[at:]
+	}
+	b = text(b, line)
+	return append(b, '\n')
+}
+
+// printList prints m's stream the first time one of its entries matches
+// (-l). Context entries never come: -l refuses -A/-B/-C.
+func (p *printer) printList(m *search.Match) error {
+	if p.listed[m.Stream] {
+		return nil
+	}
+	if p.listed == nil {
+		p.listed = map[uint32]bool{}
+	}
+	p.listed[m.Stream] = true
+	name := p.streamName(m.Stream)
+	b := p.buf[:0]
+	if p.color {
+		b = append(b, colorName...)
+	}
+	if p.tty {
+		b = appendEscaped(b, name)
+	} else {
+		b = append(b, name...)
+	}
+	if p.color {
+		b = append(b, colorEnd...)
+	}
+	b = append(b, '\n')
+	p.buf = b
+	if _, err := p.w.Write(b); err != nil {
+		return err
+	}
+	if p.tty {
+		return p.w.Flush()
+	}
+	return nil
 }
 
 func (p *printer) printJSON(m *search.Match) error {

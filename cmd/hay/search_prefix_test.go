@@ -99,26 +99,10 @@ func TestSearchStreamPrefix(t *testing.T) {
 // one, unless -H asks.
 func TestSearchStreamPrefixTerminal(t *testing.T) {
 	data := prefixStore(t)
+	t.Setenv("NO_COLOR", "1") // the prefix alone; colours have their own test
 	onTTY := func(args ...string) string {
 		t.Helper()
-		master, slave := openPTY(t)
-		done := make(chan []byte)
-		go func() {
-			b, _ := io.ReadAll(master) // until the slave side closes (EIO)
-			done <- b
-		}()
-		old := os.Stdout
-		os.Stdout = slave
-		code := runMain(append([]string{"search", "--data", data}, args...))
-		os.Stdout = old
-		slave.Close()
-		out := <-done
-		master.Close()
-		if code != 0 {
-			t.Fatalf("search %q on a terminal: exit %d", args, code)
-		}
-		// The terminal's line discipline writes \r\n.
-		return string(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")))
+		return onTerminal(t, data, args...)
 	}
 	labels := `{app="web", env="prod", source="web.log"}`
 	want := "api.log:2026-11-30T10:00:01Z a error 1\n" + `evil\x1b[31m.log` + ":2026-11-30T10:00:02Z c error 2\n" + labels + ":2026-11-30T10:00:04Z d error 4\napi.log:2026-11-30T10:00:05Z x error 3\n"
@@ -141,6 +125,30 @@ func TestSearchStreamPrefixTerminal(t *testing.T) {
 	}
 }
 
+// onTerminal runs hay search on data with args, its stdout a pseudo-
+// terminal, and returns what the terminal received.
+func onTerminal(t *testing.T, data string, args ...string) string {
+	t.Helper()
+	master, slave := openPTY(t)
+	done := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(master) // until the slave side closes (EIO)
+		done <- b
+	}()
+	old := os.Stdout
+	os.Stdout = slave
+	code := runMain(append([]string{"search", "--data", data}, args...))
+	os.Stdout = old
+	slave.Close()
+	out := <-done
+	master.Close()
+	if code != 0 {
+		t.Fatalf("search %q on a terminal: exit %d", args, code)
+	}
+	// The terminal's line discipline writes \r\n.
+	return string(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")))
+}
+
 // openPTY opens a pseudo-terminal pair (/dev/ptmx and its /dev/pts/N).
 func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
@@ -160,4 +168,100 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 		t.Fatalf("open pty slave: %v", err)
 	}
 	return m, s
+}
+
+// TestSearchColorListQuiet checks --color (grep's sequences around the
+// stream and the matches; raw into a pipe with always, escaped text on a
+// terminal, off with NO_COLOR), -l (each stream with a match, once) and
+// -q (no output, the exit status alone).
+func TestSearchColorListQuiet(t *testing.T) {
+	data := prefixStore(t)
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		out, code := hayInProcess(t, append([]string{"search", "--data", data}, args...)...)
+		return string(out), code
+	}
+	const (
+		m   = "\x1b[01;31m\x1b[K"
+		fn  = "\x1b[35m\x1b[K"
+		se  = "\x1b[36m\x1b[K"
+		end = "\x1b[m\x1b[K"
+	)
+	want := "2026-11-30T10:00:03Z b " + m + "ok" + end + "\n"
+	if got, _ := run("--color=always", "ok"); got != want {
+		t.Errorf("--color=always ok:\n got %q\nwant %q", got, want)
+	}
+	// -i folds ASCII; every occurrence is marked; the prefix is coloured.
+	want = fn + "api.log" + end + se + ":" + end + "2026-11-30T10:00:01Z a " + m + "error" + end + " 1\n"
+	if got, _ := run("--color=always", "-H", "--query", `{source="api.log"} |~ "(?i)ERROR 1"`); got != fn+"api.log"+end+se+":"+end+"2026-11-30T10:00:01Z a "+m+"error 1"+end+"\n" {
+		t.Errorf("--color=always -H (?i) regex:\n got %q", got)
+	}
+	if got, _ := run("--color=always", "-H", "-e", "error", "-v", "x error"); !strings.HasPrefix(got, want) {
+		t.Errorf("--color=always -H -e error:\n got %q\nwant prefix %q", got, want)
+	}
+	// Context lines are not marked.
+	want = "2026-11-30T10:00:01Z a error 1\n2026-11-30T10:00:03Z b " + m + "ok" + end + "\n"
+	if got, _ := run("--color=always", "-B", "1", "ok"); got != want {
+		t.Errorf("--color=always -B 1 ok:\n got %q\nwant %q", got, want)
+	}
+	if got, _ := run("--color=never", "ok"); got != "2026-11-30T10:00:03Z b ok\n" {
+		t.Errorf("--color=never: %q", got)
+	}
+	if got, _ := run("ok"); got != "2026-11-30T10:00:03Z b ok\n" {
+		t.Errorf("--color=auto into a file: %q, want no colour", got)
+	}
+
+	// -l: the streams with a match, in the order of their first match.
+	if got, code := run("-l", "error"); code != 0 || got != "api.log\nevil\x1b[31m.log\n"+`{app="web", env="prod", source="web.log"}`+"\n" {
+		t.Errorf("-l error: exit %d, %q", code, got)
+	}
+	if got, code := run("-l", "ok"); code != 0 || got != "api.log\n" {
+		t.Errorf("-l ok: exit %d, %q", code, got)
+	}
+	if got, code := run("-l", "absent-needle"); code != 1 || got != "" {
+		t.Errorf("-l absent: exit %d, %q, want 1 and nothing", code, got)
+	}
+	// -q: nothing printed; 0 on a match, 1 without.
+	if got, code := run("-q", "error"); code != 0 || got != "" {
+		t.Errorf("-q error: exit %d, %q", code, got)
+	}
+	if got, code := run("-q", "absent-needle"); code != 1 || got != "" {
+		t.Errorf("-q absent: exit %d, %q", code, got)
+	}
+	for _, bad := range [][]string{{"-l", "-c"}, {"-l", "--json"}, {"-q", "-C", "1"}, {"-l", "-q"}, {"--color=rainbow"}, {"-q", "--hist"}} {
+		if _, code := run(append(bad, "error")...); code != 2 {
+			t.Errorf("search %q: exit %d, want 2 (usage)", bad, code)
+		}
+	}
+}
+
+// TestSearchColorTerminal checks --color=auto on a terminal: on by
+// default, text escaped piece by piece, off with NO_COLOR or TERM=dumb.
+func TestSearchColorTerminal(t *testing.T) {
+	data := prefixStore(t)
+	t.Setenv("TERM", "xterm")
+	t.Setenv("NO_COLOR", "")
+	const (
+		m   = "\x1b[01;31m\x1b[K"
+		fn  = "\x1b[35m\x1b[K"
+		se  = "\x1b[36m\x1b[K"
+		end = "\x1b[m\x1b[K"
+	)
+	want := fn + `evil\x1b[31m.log` + end + se + ":" + end + "2026-11-30T10:00:02Z c " + m + "error 2" + end + "\n"
+	if got := onTerminal(t, data, "error 2"); got != want {
+		t.Errorf("on a terminal:\n got %q\nwant %q", got, want)
+	}
+	want = fn + `evil\x1b[31m.log` + end + "\n"
+	if got := onTerminal(t, data, "-l", "error 2"); got != want {
+		t.Errorf("-l on a terminal:\n got %q\nwant %q", got, want)
+	}
+	t.Setenv("NO_COLOR", "1")
+	if got, want := onTerminal(t, data, "error 2"), `evil\x1b[31m.log`+":2026-11-30T10:00:02Z c error 2\n"; got != want {
+		t.Errorf("NO_COLOR on a terminal: %q, want %q", got, want)
+	}
+	t.Setenv("NO_COLOR", "")
+	t.Setenv("TERM", "dumb")
+	if got, want := onTerminal(t, data, "error 2"), `evil\x1b[31m.log`+":2026-11-30T10:00:02Z c error 2\n"; got != want {
+		t.Errorf("TERM=dumb on a terminal: %q, want %q", got, want)
+	}
 }
