@@ -371,14 +371,15 @@ func selectedStreams(v *store.View, sel *selection, limit int) int {
 
 // searchQuery is sel as a search.Query over v.
 func searchQuery(v *store.View, sel *selection) search.Query {
-	q := search.Query{Since: sel.start, Labels: v.Labels, Index: v.Index()}
+	q := search.Query{Since: sel.start, Labels: v.Labels}
 	if sel.end < math.MaxInt64 {
 		q.Until = sel.end + 1 // search's Until is exclusive
 	}
 	// search reads a zero Since or Until as "no bound": run's callback
 	// re-checks the range for those two edge values.
 	if sel.plan != nil {
-		q.Plan = sel.plan
+		// Plain text needs no stream index: it is not built for it.
+		q.Plan, q.Index = sel.plan, v.Index()
 	} else {
 		q.Pattern, q.Fold = sel.pat, sel.fold
 	}
