@@ -18,6 +18,12 @@ type highlighter struct {
 	lits  []hlLiteral
 	res   []*regexp.Regexp
 	lower []byte // scratch: the line ASCII-lowered, for folded literals
+
+	// word keeps only the occurrences that are whole words (-w); line
+	// marks a matching entry whole (-x). The plan's regexes for them
+	// include the neighbouring bytes, so such a highlighter is built from
+	// the grep patterns instead (newGrepHighlighter).
+	word, line bool
 }
 
 type hlLiteral struct {
@@ -62,10 +68,56 @@ func newHighlighter(pattern []byte, fold bool, plan *query.Plan) *highlighter {
 	return h
 }
 
+// newGrepHighlighter returns the highlighter of grep-style patterns
+// (-e literals, -E regexes) with -w or -x; nil when there are none.
+func newGrepHighlighter(lits, res []string, fold, word, line bool) *highlighter {
+	h := &highlighter{word: word, line: line}
+	for _, l := range lits {
+		if l == "" {
+			continue
+		}
+		b := []byte(l)
+		if fold {
+			b = lowerASCII(nil, b)
+		}
+		h.lits = append(h.lits, hlLiteral{text: b, fold: fold})
+	}
+	for _, r := range res {
+		if fold {
+			r = "(?i)" + r
+		}
+		if re, err := regexp.Compile(r); err == nil {
+			h.res = append(h.res, re)
+		}
+	}
+	if len(h.lits) == 0 && len(h.res) == 0 {
+		return nil
+	}
+	return h
+}
+
+// isWordByte reports whether c is one of grep's word constituents.
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// wholeWord reports whether line[i:j] is neither preceded nor followed
+// by a word byte.
+func wholeWord(line []byte, i, j int) bool {
+	return (i == 0 || !isWordByte(line[i-1])) && (j == len(line) || !isWordByte(line[j]))
+}
+
 // spans appends to dst the merged [start, end) byte ranges of line that
 // the search's filters match, ascending.
 func (h *highlighter) spans(line []byte, dst [][2]int) [][2]int {
 	dst = dst[:0]
+	if h.line {
+		// Only matching entries are marked, and -x matches them whole.
+		if len(line) > 0 {
+			dst = append(dst, [2]int{0, len(line)})
+		}
+		return dst
+	}
 	lowered := false
 	for _, l := range h.lits {
 		hay := line
@@ -81,13 +133,18 @@ func (h *highlighter) spans(line []byte, dst [][2]int) [][2]int {
 			if i < 0 {
 				break
 			}
-			dst = append(dst, [2]int{off + i, off + i + len(l.text)})
-			off += i + len(l.text)
+			start, end := off+i, off+i+len(l.text)
+			if h.word && !wholeWord(line, start, end) {
+				off = start + 1 // as grep -w: look again further on
+				continue
+			}
+			dst = append(dst, [2]int{start, end})
+			off = end
 		}
 	}
 	for _, re := range h.res {
 		for _, m := range re.FindAllIndex(line, -1) {
-			if m[1] > m[0] {
+			if m[1] > m[0] && (!h.word || wholeWord(line, m[0], m[1])) {
 				dst = append(dst, [2]int{m[0], m[1]})
 			}
 		}

@@ -135,3 +135,35 @@ func TestNewHighlighter(t *testing.T) {
 		t.Errorf("an empty PATTERN highlights %+v", h)
 	}
 }
+
+// TestGrepHighlighterWord checks -w and -x highlighting: only whole-word
+// occurrences (an occurrence inside a word is skipped and the search
+// goes on, as grep -w), the whole entry with -x.
+func TestGrepHighlighterWord(t *testing.T) {
+	mark := func(h *highlighter, line string) string {
+		var b strings.Builder
+		at := 0
+		for _, s := range h.spans([]byte(line), nil) {
+			b.WriteString(line[at:s[0]] + "[" + line[s[0]:s[1]] + "]")
+			at = s[1]
+		}
+		return b.String() + line[at:]
+	}
+	cases := []struct {
+		h          *highlighter
+		line, want string
+	}{
+		{newGrepHighlighter([]string{"error"}, nil, false, true, false), "xerror error, error_x error", "xerror [error], error_x [error]"},
+		{newGrepHighlighter([]string{"ERR"}, nil, true, true, false), "err errx Err", "[err] errx [Err]"},
+		{newGrepHighlighter(nil, []string{"e[a-z]+r"}, false, true, false), "xeaar ebbr", "xeaar [ebbr]"},
+		{newGrepHighlighter([]string{"a b"}, nil, false, false, true), "a b", "[a b]"},
+	}
+	for i, c := range cases {
+		if got := mark(c.h, c.line); got != c.want {
+			t.Errorf("case %d: %q marked %q, want %q", i, c.line, got, c.want)
+		}
+	}
+	if h := newGrepHighlighter(nil, nil, false, true, false); h != nil {
+		t.Errorf("-w -v alone highlights %+v", h)
+	}
+}

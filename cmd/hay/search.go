@@ -136,6 +136,8 @@ func searchCommand(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream")
+	word := fs.Bool("w", false, "match whole words only, as grep -w: a match may be neither preceded nor followed by a letter, digit or '_' (applies to PATTERN, -e, -E and -v)")
+	wholeLine := fs.Bool("x", false, "match whole entries only, as grep -x (applies to PATTERN, -e, -E and -v)")
 	colorMode := fs.String("color", "auto", "colour the matches, and the stream before them, as grep --color: `when` is auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
 	listStreams := fs.Bool("l", false, "print only the streams that have a matching entry, one per line, as grep -l prints file names (an ingested file's name, else its labels)")
 	quiet := fs.Bool("q", false, "print nothing; exit 0 at the first match, 1 if there is none (as grep -q)")
@@ -224,11 +226,11 @@ func searchCommand(args []string) error {
 	inc, exc, res = splitLines(inc), splitLines(exc), splitLines(res)
 	// A PATTERN of several lines is several patterns, as -e's are.
 	multiLine := fs.NArg() == 1 && strings.Contains(fs.Arg(0), "\n")
-	grepStyle := len(inc)+len(exc)+len(res) > 0 || multiLine
+	grepStyle := len(inc)+len(exc)+len(res) > 0 || multiLine || *word || *wholeLine
 	switch {
 	case set["query"]:
 		if grepStyle || *fold || fs.NArg() > 0 {
-			return fmt.Errorf("%w: --query cannot be mixed with PATTERN, -e, -v, -E or -i", errUsage)
+			return fmt.Errorf("%w: --query cannot be mixed with PATTERN, -e, -v, -E, -i, -w or -x", errUsage)
 		}
 		pq, err := query.Parse(*qsrc)
 		if err == nil {
@@ -244,7 +246,10 @@ func searchCommand(args []string) error {
 			}
 			inc = append(inc, splitLines([]string{fs.Arg(0)})...)
 		}
-		gq, err := query.FromGrep(query.GrepOptions{Patterns: inc, Exclude: exc, Regex: res, Fold: *fold})
+		if (*word || *wholeLine) && len(inc)+len(res) == 0 && len(exc) == 0 {
+			return fmt.Errorf("%w: -w and -x need a PATTERN, -e, -E or -v", errUsage)
+		}
+		gq, err := query.FromGrep(query.GrepOptions{Patterns: inc, Exclude: exc, Regex: res, Fold: *fold, Word: *word, Line: *wholeLine})
 		if err == nil {
 			q.Plan, err = query.Compile(gq)
 		}
@@ -311,6 +316,9 @@ func searchCommand(args []string) error {
 		if !*asJSON && !*count && !*quiet && useColor(*colorMode, p.tty) {
 			p.color = true
 			p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
+			if *word || *wholeLine {
+				p.hl = newGrepHighlighter(inc, res, *fold, *word, *wholeLine)
+			}
 		}
 		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
 		if err == nil && *count {

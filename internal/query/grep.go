@@ -15,6 +15,33 @@ type GrepOptions struct {
 	// -F -i in the C locale, and hay search -i PATTERN), the regexes are
 	// case-insensitive as (?i) (Unicode folding, RE2's).
 	Fold bool
+	// Word is grep -w: a match must be a whole word, neither preceded
+	// nor followed by a word character (ASCII letter, digit or '_');
+	// Line is grep -x: a match must be the whole line. Either turns
+	// every pattern, -v's included, into a regex.
+	Word, Line bool
+}
+
+// wordChar is the class of grep's word constituents (C locale).
+const wordChar = `0-9A-Za-z_`
+
+// whole wraps regex re as -w or -x asks.
+func (o GrepOptions) whole(re string) string {
+	switch {
+	case o.Line:
+		return `^(?:` + re + `)$`
+	case o.Word:
+		return `(?:^|[^` + wordChar + `])(?:` + re + `)(?:[^` + wordChar + `]|$)`
+	}
+	return re
+}
+
+// quote is literal p as a regex, folding ASCII letters with Fold.
+func (o GrepOptions) quote(p string) string {
+	if o.Fold {
+		return foldASCIIRegex(p)
+	}
+	return regexp.QuoteMeta(p)
 }
 
 // FromGrep builds the query grep options describe. The query has no stream
@@ -26,14 +53,11 @@ type GrepOptions struct {
 func FromGrep(opts GrepOptions) (*Query, error) {
 	q := &Query{}
 	var pos []string
-	regex := len(opts.Regex) > 0
+	whole := opts.Word || opts.Line
+	regex := len(opts.Regex) > 0 || whole
 	for _, p := range opts.Patterns {
 		if regex {
-			if opts.Fold {
-				p = foldASCIIRegex(p)
-			} else {
-				p = regexp.QuoteMeta(p)
-			}
+			p = opts.whole(opts.quote(p))
 		}
 		pos = append(pos, p)
 	}
@@ -41,7 +65,7 @@ func FromGrep(opts GrepOptions) (*Query, error) {
 		if opts.Fold {
 			r = "(?i)" + r
 		}
-		pos = append(pos, r)
+		pos = append(pos, opts.whole(r))
 	}
 	if len(pos) > 0 {
 		f := &LineFilter{Op: FilterContains, Values: pos, FoldASCII: opts.Fold}
@@ -51,6 +75,10 @@ func FromGrep(opts GrepOptions) (*Query, error) {
 		q.Stages = append(q.Stages, f)
 	}
 	for _, x := range opts.Exclude {
+		if whole {
+			q.Stages = append(q.Stages, &LineFilter{Op: FilterNotRegexp, Values: []string{opts.whole(opts.quote(x))}})
+			continue
+		}
 		q.Stages = append(q.Stages, &LineFilter{Op: FilterNotContains, Values: []string{x}, FoldASCII: opts.Fold})
 	}
 	for _, st := range q.Stages {
