@@ -82,6 +82,10 @@ labels; -H always does, --no-stream never. Matches are coloured there as
 grep colours them (--color; NO_COLOR=1 turns it off). -l lists the streams
 with a match instead, and -q prints nothing: the exit status says.
 
+--server URL searches a running hay serve instead of a data directory,
+through the API its web UI uses: every matching entry, page by page, by
+time (entries of one time in the server's order, also for --order newest).
+
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
 -c, --hist, or stdout redirected).
@@ -94,6 +98,7 @@ Examples:
   hay search -e ERROR -e FATAL -v heartbeat --since 1h --order newest --limit 20
   hay search -E 'user=[0-9]+ denied' -C 2
   hay search --hist --query '{source="sshd.log"} |= "Failed password"'
+  hay search --server http://logs:3100 --since 1h -i 'connection reset'
 
 Flags:
 `
@@ -138,6 +143,8 @@ func searchCommand(args []string) error {
 	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream")
 	word := fs.Bool("w", false, "match whole words only, as grep -w: a match may be neither preceded nor followed by a letter, digit or '_' (applies to PATTERN, -e, -E and -v)")
 	wholeLine := fs.Bool("x", false, "match whole entries only, as grep -x (applies to PATTERN, -e, -E and -v)")
+	server := fs.String("server", "", "search a running hay serve at `URL` (http://host:3100) through its HTTP API instead of a data directory; a bearer token comes from $HAY_TOKEN, a user and password from the URL (http://user:pass@host:3100)")
+	tenant := fs.String("tenant", "", "with --server, the `tenant` (X-Scope-OrgID); empty: the server's default")
 	colorMode := fs.String("color", "auto", "colour the matches, and the stream before them, as grep --color: `when` is auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
 	listStreams := fs.Bool("l", false, "print only the streams that have a matching entry, one per line, as grep -l prints file names (an ingested file's name, else its labels)")
 	quiet := fs.Bool("q", false, "print nothing; exit 0 at the first match, 1 if there is none (as grep -q)")
@@ -263,6 +270,19 @@ func searchCommand(args []string) error {
 		return fmt.Errorf("%w: want a PATTERN, --query, or -e/-E/-v", errUsage)
 	}
 
+	if *server != "" {
+		for _, f := range []string{"data", "A", "B", "C", "hist", "l", "no-index", "stats", "e", "E", "v", "w", "x"} {
+			if set[f] {
+				return fmt.Errorf("%w: -%s is not available with --server (it searches with PATTERN or --query, -i, -c, -q, --limit, --since, --until, --order, --json, -H and --color)", errUsage, f)
+			}
+		}
+		if multiLine {
+			return fmt.Errorf("%w: a PATTERN of several lines is not available with --server", errUsage)
+		}
+		rs := remoteSearch{base: *server, tenant: *tenant, token: os.Getenv("HAY_TOKEN"), src: *qsrc, q: q}
+		return rs.run(*asJSON, *withStream, *noStream, *colorMode, *quiet)
+	}
+
 	// Segments wholly outside --since/--until are not even opened.
 	lo, hi := q.Bounds()
 	snap, err := store.OpenSnapshotRange(*data, lo, hi)
@@ -305,7 +325,7 @@ func searchCommand(args []string) error {
 	if *hist {
 		n, err = printHist(ctx, out, snap, q, *asJSON, onErr)
 	} else {
-		p := printer{w: out, tty: isTerminal(os.Stdout), snap: snap, json: *asJSON, context: q.Before > 0 || q.After > 0 || q.Grouped}
+		p := printer{w: out, tty: isTerminal(os.Stdout), labelsOf: snap.Labels, json: *asJSON, context: q.Before > 0 || q.After > 0 || q.Grouped}
 		// As grep names the file of each line when it searches several:
 		// a store of many ingested files or pushed streams otherwise
 		// leaves no way to tell which one a line came from.
@@ -650,10 +670,10 @@ type printer struct {
 	context  bool // print "--" between context groups, as grep
 	prefix   bool // print each entry's stream first, as grep -H
 	printed  bool
-	last     uint32 // stream of the last entry printed
-	snap     *store.Snapshot
-	labels   map[uint32][]byte // stream -> JSON object of its labels
-	prefixes map[uint32][]byte // stream -> its name for the prefix
+	last     uint32              // stream of the last entry printed
+	labelsOf func(uint32) string // a stream's canonical labels
+	labels   map[uint32][]byte   // stream -> JSON object of its labels
+	prefixes map[uint32][]byte   // stream -> its name for the prefix
 	buf      []byte
 
 	color bool         // --color: SGR sequences around matches and the prefix
@@ -684,7 +704,7 @@ func (p *printer) streamName(id uint32) []byte {
 	if p.prefixes == nil {
 		p.prefixes = map[uint32][]byte{}
 	}
-	text := p.snap.Labels(id)
+	text := p.labelsOf(id)
 	name := []byte(text)
 	if ls, err := ingest.ParseLabels(text); err == nil && len(ls) == 1 && ls[0].Name == "source" {
 		name = []byte(ls[0].Value)
@@ -827,7 +847,7 @@ func (p *printer) printJSON(m *search.Match) error {
 	lj, ok := p.labels[m.Stream]
 	if !ok {
 		obj := map[string]string{}
-		if ls, err := ingest.ParseLabels(p.snap.Labels(m.Stream)); err == nil {
+		if ls, err := ingest.ParseLabels(p.labelsOf(m.Stream)); err == nil {
 			for _, l := range ls {
 				obj[l.Name] = l.Value
 			}

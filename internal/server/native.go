@@ -15,6 +15,7 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/search"
+	"haystack/internal/store"
 	"haystack/needle"
 )
 
@@ -46,12 +47,18 @@ func nativeEntry(t int64, labels string, line []byte) nativeLine {
 	return e
 }
 
-// nativeSelection reads q, fold, start and end (both inclusive; absent
-// start is the beginning of the store, absent end is now).
+// nativeSelection reads q, fold, text, start and end (both inclusive;
+// absent start is the beginning of the store, absent end is now). With
+// text=1, q is plain text even when it starts with "{": a client that
+// searches for a literal (hay search --server) can then find JSON lines'
+// beginnings, which would otherwise read as LogQL.
 func (s *Server) nativeSelection(r *http.Request) (*selection, error) {
 	p := r.URL.Query()
-	sel, err := parseSelection(p.Get("q"), p.Get("fold") == "1")
-	if err != nil {
+	var sel *selection
+	var err error
+	if p.Get("text") == "1" {
+		sel = &selection{start: math.MinInt64, end: math.MaxInt64, pat: []byte(p.Get("q")), fold: p.Get("fold") == "1"}
+	} else if sel, err = parseSelection(p.Get("q"), p.Get("fold") == "1"); err != nil {
 		return nil, err
 	}
 	if sel.start, err = parseTime("start", p.Get("start"), math.MinInt64); err != nil {
@@ -102,6 +109,16 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 	if backward {
 		boundary = sel.end
 	}
+	// labels=stream: each entry's stream labels alone, without those a
+	// pipeline extracted (hay search --server prints the stream, as a
+	// local search does; a logfmt query would otherwise name every field).
+	var view *store.View
+	if p.Get("labels") == "stream" && ts != nil { // nil: a tenant with no store yet
+		if view, err = ts.w.View(); err != nil {
+			s.queryErr(w, err)
+			return
+		}
+	}
 	// Lines are written as soon as their place in the answer is final
 	// (collectStream), flushed after each block's worth; the status and
 	// headers go out with the first line, so an error before it is still
@@ -129,7 +146,13 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 		skip = 0
 		start()
 		count++
-		return enc.Encode(nativeEntry(h.Time, h.Labels, h.Line))
+		labels := h.Labels
+		if view != nil {
+			if l := view.Labels(h.Stream); l != "" {
+				labels = l
+			}
+		}
+		return enc.Encode(nativeEntry(h.Time, labels, h.Line))
 	})
 	if err != nil {
 		if enc == nil {

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"haystack/internal/ingest"
+	"haystack/internal/search"
+)
+
+// remoteSearch is hay search --server: the same search run by a hay
+// serve, through the API its web UI uses (internal/server/web/API.md):
+// /api/v1/search for the entries, read page by page, and /api/v1/hits for
+// -c. An engineer on a laptop can then grep the central store as if it
+// were local.
+type remoteSearch struct {
+	base   string // the server's URL
+	tenant string // X-Scope-OrgID; "" for the server's default
+	token  string // a bearer token; "" for none (or the URL's user:password)
+	src    string // --query; "" for a PATTERN in q
+	q      search.Query
+
+	client *http.Client
+}
+
+// remotePage is how many entries one request asks for. The server caps
+// a request's limit (--max-query-limit, 5000 by default); a smaller page
+// only costs more requests.
+const remotePage = 5000
+
+// maxRemoteSkip is the API's bound on skip: more entries than that at one
+// timestamp cannot be paged past.
+const maxRemoteSkip = 100_000
+
+// remoteLine is one line of /api/v1/search's NDJSON answer: an entry, or
+// the trailer (done, or error).
+type remoteLine struct {
+	Ts         string            `json:"ts"`
+	Labels     map[string]string `json:"labels"`
+	Line       string            `json:"line"`
+	LineBase64 []byte            `json:"line_base64"`
+	Done       bool              `json:"done"`
+	Limited    bool              `json:"limited"`
+	Error      string            `json:"error"`
+}
+
+// run searches and prints as a local search does; the flags are those
+// searchCommand accepts with --server.
+func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string, quiet bool) error {
+	u, err := url.Parse(rs.base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: --server wants a URL such as http://host:3100, not %q", errUsage, rs.base)
+	}
+	if rs.client == nil {
+		rs.client = &http.Client{}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	params := url.Values{}
+	if rs.src != "" {
+		params.Set("q", rs.src)
+	} else {
+		// text=1: a literal that starts with "{" (a JSON line) is still
+		// a literal, as hay search PATTERN is.
+		params.Set("q", string(rs.q.Pattern))
+		params.Set("text", "1")
+		if rs.q.Fold {
+			params.Set("fold", "1")
+		}
+	}
+	// The API's bounds are inclusive and its end defaults to now; a local
+	// search has no end unless --until, which is exclusive.
+	start, end := int64(math.MinInt64), int64(math.MaxInt64)
+	if rs.q.SinceSet {
+		start = rs.q.Since
+	}
+	if rs.q.UntilSet {
+		end = rs.q.Until - 1
+	}
+	if start > end {
+		if rs.q.Count {
+			fmt.Println(0)
+		}
+		return errNoMatch
+	}
+	if rs.q.SinceSet {
+		params.Set("start", strconv.FormatInt(start, 10))
+	}
+	params.Set("end", strconv.FormatInt(end, 10))
+
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	var n int64
+	if rs.q.Count {
+		n, err = rs.count(ctx, u, params)
+		if err == nil {
+			fmt.Fprintln(out, n)
+		}
+	} else {
+		names := []string{}
+		p := printer{w: out, tty: isTerminal(os.Stdout), json: asJSON, quiet: quiet,
+			labelsOf: func(id uint32) string { return names[id] }}
+		// A server holds many streams: on a terminal, name them.
+		p.prefix = !asJSON && !noStream && (withStream || p.tty)
+		if !asJSON && !quiet && useColor(colorMode, p.tty) {
+			p.color = true
+			p.hl = newHighlighter(rs.q.Pattern, rs.q.Fold, rs.q.Plan)
+		}
+		n, err = rs.entries(ctx, u, params, &p, &names, quiet)
+	}
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{code: 130, err: errors.New("interrupted")}
+	case err != nil:
+		return err
+	case n == 0:
+		return errNoMatch
+	}
+	return nil
+}
+
+// get sends GET base+path?params and returns the response when its status
+// is 200, else an error with the server's message.
+func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, params url.Values) (*http.Response, error) {
+	u := *base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = params.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if rs.tenant != "" {
+		req.Header.Set("X-Scope-OrgID", rs.tenant)
+	}
+	if rs.token != "" {
+		req.Header.Set("Authorization", "Bearer "+rs.token)
+	}
+	resp, err := rs.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Message string `json:"message"`
+		Error   string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &e) == nil && (e.Message != "" || e.Error != "") {
+		msg = cmpOr(e.Message, e.Error)
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		msg += " (set HAY_TOKEN, or put user:password in the URL)"
+	case http.StatusNotFound:
+		msg += " (is " + base.Redacted() + " a hay serve?)"
+	}
+	return nil, fmt.Errorf("%s: %s: %s", base.Redacted(), resp.Status, msg)
+}
+
+// cmpOr returns the first of a and b that is not empty.
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// count asks /api/v1/hits for the number of matching entries.
+func (rs *remoteSearch) count(ctx context.Context, base *url.URL, params url.Values) (int64, error) {
+	resp, err := rs.get(ctx, base, "/api/v1/hits", params)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Total *int64 `json:"total"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Total == nil {
+		return 0, fmt.Errorf("%s: the hits answer has no total (%v)", base.Redacted(), err)
+	}
+	return *h.Total, nil
+}
+
+// entries pages through /api/v1/search and prints every entry, until the
+// server has no more or the limit is reached. A page after the first
+// starts at the last time shown and skips the entries already shown at
+// that time (the API's skip), so entries that share a timestamp are
+// neither lost nor repeated.
+func (rs *remoteSearch) entries(ctx context.Context, base *url.URL, params url.Values, p *printer, names *[]string, quiet bool) (int64, error) {
+	direction := "forward"
+	if rs.q.Order == search.Newest {
+		direction = "backward"
+	}
+	params.Set("direction", direction)
+	params.Set("labels", "stream") // as a local search names them
+	ids := map[string]uint32{}
+	var n int64
+	var last int64 // the time of the last entry shown
+	var atLast int // how many entries shown at that time
+	for {
+		page := remotePage
+		if rs.q.Limit > 0 {
+			page = int(min(int64(page), rs.q.Limit-n))
+		}
+		params.Set("limit", strconv.Itoa(page))
+		if n > 0 {
+			if atLast > maxRemoteSkip {
+				return n, fmt.Errorf("more than %d entries share the time %s: the server's API cannot page past them", maxRemoteSkip, time.Unix(0, last).UTC().Format(time.RFC3339Nano))
+			}
+			bound := strconv.FormatInt(last, 10)
+			if direction == "forward" {
+				params.Set("start", bound)
+			} else {
+				params.Set("end", bound)
+			}
+			params.Set("skip", strconv.Itoa(atLast))
+		}
+		resp, err := rs.get(ctx, base, "/api/v1/search", params)
+		if err != nil {
+			return n, err
+		}
+		got, limited, err := rs.readPage(resp, p, names, ids, &last, &atLast)
+		resp.Body.Close()
+		n += got
+		switch {
+		case err != nil:
+			return n, err
+		case !limited || got == 0:
+			return n, nil
+		case rs.q.Limit > 0 && n >= rs.q.Limit:
+			return n, nil
+		case quiet:
+			return n, nil // one match answers -q
+		}
+	}
+}
+
+// readPage prints one page's entries and returns how many there were and
+// whether the server stopped at the page's limit.
+func (rs *remoteSearch) readPage(resp *http.Response, p *printer, names *[]string, ids map[string]uint32, last *int64, atLast *int) (int64, bool, error) {
+	br := bufio.NewReaderSize(resp.Body, 256<<10)
+	var n int64
+	for {
+		raw, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) == 0 {
+			if err != nil {
+				// The trailer is the last line; a body without it was cut.
+				return n, false, errors.New("the server's answer ended before its trailer (connection lost?)")
+			}
+			continue
+		}
+		var l remoteLine
+		if jerr := json.Unmarshal(raw, &l); jerr != nil {
+			return n, false, fmt.Errorf("a line of the server's answer is not JSON: %v", jerr)
+		}
+		switch {
+		case l.Error != "":
+			return n, false, fmt.Errorf("the server: %s", l.Error)
+		case l.Done:
+			return n, l.Limited, nil
+		}
+		ts, perr := strconv.ParseInt(l.Ts, 10, 64)
+		if perr != nil {
+			return n, false, fmt.Errorf("an entry of the server's answer has a bad ts %q", l.Ts)
+		}
+		if *atLast > 0 && ts == *last {
+			*atLast++
+		} else {
+			*last, *atLast = ts, 1
+		}
+		line := []byte(l.Line)
+		if l.LineBase64 != nil {
+			line = l.LineBase64 // the exact bytes of a line that is not UTF-8
+		}
+		m := search.Match{Time: ts, Stream: remoteStream(l.Labels, names, ids), Line: line}
+		if perr := p.print(&m); perr != nil {
+			return n, false, perr
+		}
+		n++
+	}
+}
+
+// remoteStream returns the id standing for a label set in this search,
+// adding it to names (id -> canonical labels) the first time.
+func remoteStream(labels map[string]string, names *[]string, ids map[string]uint32) uint32 {
+	ls := make(ingest.Labels, 0, len(labels))
+	for k, v := range labels {
+		ls = append(ls, ingest.Label{Name: k, Value: v})
+	}
+	slices.SortFunc(ls, func(a, b ingest.Label) int { return strings.Compare(a.Name, b.Name) })
+	key := ls.String()
+	id, ok := ids[key]
+	if !ok {
+		id = uint32(len(*names))
+		ids[key] = id
+		*names = append(*names, key)
+	}
+	return id
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"haystack/internal/server"
+)
+
+// remoteServer starts an in-process hay serve on dir and pushes entries:
+// three streams, 12,000 entries, 6,000 of them at one timestamp (more
+// than a page of 5,000, so paging must skip within one time), lines that
+// start with "{" and one that is not UTF-8.
+func remoteServer(t *testing.T, dir string) (*httptest.Server, int64) {
+	t.Helper()
+	s, err := server.New(server.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	base := time.Now().Add(-time.Hour).UnixNano()
+	type stream struct {
+		Stream map[string]string `json:"stream"`
+		Values [][2]string       `json:"values"`
+	}
+	var streams []stream
+	for si, app := range []string{"api", "web", "db"} {
+		st := stream{Stream: map[string]string{"app": app}}
+		for i := range 4000 {
+			ts := base + int64(i)*1000 + int64(si) // streams never tie, but:
+			if i >= 1000 && i < 3000 {
+				ts = base + 999_000 // 2,000 a stream, 6,000 in all, at one time
+			}
+			line := fmt.Sprintf("%s entry %d level=%s", app, i, []string{"info", "error", "warn"}[(i+si)%3])
+			if i%500 == 7 {
+				line = `{"level":"error","app":"` + app + `"}`
+			}
+			st.Values = append(st.Values, [2]string{fmt.Sprint(ts), line})
+		}
+		streams = append(streams, st)
+	}
+	body, _ := json.Marshal(map[string]any{"streams": streams})
+	resp, err := http.Post(hs.URL+"/loki/api/v1/push", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("push: %s", resp.Status)
+	}
+	return hs, base
+}
+
+// TestSearchServer checks hay search --server against hay search --data
+// on the same store (the server's tenant directory): the same entries in
+// the same order, page after page, in both orders, with limits that cut
+// inside the 6,000 entries of one timestamp, -i, -c, --since/--until,
+// --query and a PATTERN that starts with "{".
+func TestSearchServer(t *testing.T) {
+	dir := t.TempDir()
+	hs, base := remoteServer(t, dir)
+	tenantDir := filepath.Join(dir, "fake")
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		out, code := hayInProcess(t, append([]string{"search"}, args...)...)
+		return string(out), code
+	}
+	ts := func(off int64) string { return time.Unix(0, base+off).UTC().Format(time.RFC3339Nano) }
+	cases := [][]string{
+		{"entry"},
+		{"--order", "oldest", "entry"},
+		{"--order", "newest", "--json", "entry"},
+		{"--order", "newest", "--json", "--limit", "2000", "entry"}, // stops before the 5,988 entries of one time: their order differs (see below)
+		{"--order", "oldest", "--limit", "7001", "level=error"},
+		{"-i", "LEVEL=ERROR"},
+		{"-c", "level=warn"},
+		{"-c", "-i", "LEVEL=WARN"},
+		{`{"level":"error"`},
+		{"--query", `{app="web"} |= "error"`},
+		{"--query", `{app=~"api|db"} | logfmt | level="warn"`, "--order", "newest", "--json"},
+		{"--since", ts(999_000), "--until", ts(1_500_000), "--order", "oldest", "entry"},
+		{"--until", ts(999_000), "-c", "entry"},
+		{"absent-needle"},
+		{"--json", "--limit", "3", "entry 7"},
+	}
+	for _, c := range cases {
+		local := append([]string{"--data", tenantDir}, c...)
+		if !slices.Contains(c, "--order") && !slices.Contains(c, "-c") {
+			// The server pages by time: compare with the local time order.
+			local = append(local, "--order", "oldest")
+		}
+		want, wcode := run(local...)
+		got, gcode := run(append([]string{"--server", hs.URL}, c...)...)
+		if slices.Contains(c, "newest") {
+			// Entries of one time come in the server's order (by
+			// stream, then position: API.md), not reversed as
+			// --order newest reverses them locally: compare the
+			// entries and check that time never goes up.
+			got, want = sortedLines(t, got, true), sortedLines(t, want, false)
+		}
+		if got != want || gcode != wcode {
+			t.Errorf("hay search --server %q: exit %d, %d lines; --data: exit %d, %d lines; first diff at line %d",
+				c, gcode, strings.Count(got, "\n"), wcode, strings.Count(want, "\n"), firstDiffLine([]byte(got), []byte(want)))
+		}
+	}
+	// 8 lines a stream are JSON, without "entry".
+	if out, _ := run("--server", hs.URL, "-c", "entry"); out != "11976\n" {
+		t.Errorf("-c entry: %q, want 11976", out)
+	}
+	// -q: exit status only.
+	if out, code := run("--server", hs.URL, "-q", "entry"); out != "" || code != 0 {
+		t.Errorf("-q entry: exit %d, %q", code, out)
+	}
+	// -H names each entry's stream by its labels.
+	out, _ := run("--server", hs.URL, "-H", "--query", `{app="db"} |= "entry 3999"`)
+	if want := `{app="db", service_name="db"}:db entry 3999 level=warn` + "\n"; out != want {
+		t.Errorf("-H: %q, want %q", out, want)
+	}
+	// Errors: a bad URL and flags a server cannot honour are usage
+	// errors; a missing tenant answers nothing; a dead server is exit 2.
+	for _, bad := range [][]string{{"--server", "ftp://x", "a"}, {"--server", hs.URL, "-C", "1", "a"}, {"--server", hs.URL, "-e", "a"}, {"--server", hs.URL, "--data", dir, "a"}} {
+		if _, code := run(append([]string{}, bad...)...); code != 2 {
+			t.Errorf("search %q: exit %d, want 2", bad, code)
+		}
+	}
+	if _, code := run("--server", hs.URL, "--tenant", "nobody", "entry"); code != 1 {
+		t.Errorf("--tenant nobody: exit %d, want 1 (no entries)", code)
+	}
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	if _, code := run("--server", dead.URL, "entry"); code != 2 {
+		t.Errorf("a server that is gone: exit %d, want 2", code)
+	}
+}
+
+// sortedLines returns the --json lines of out sorted; with descending it
+// first checks that their times never go up.
+func sortedLines(t *testing.T, out string, descending bool) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	prev := ""
+	for i, l := range lines {
+		var e struct {
+			Time time.Time `json:"time"`
+		}
+		if l == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("line %d is not JSON: %q", i+1, l)
+		}
+		ts := e.Time.UTC().Format("2006-01-02T15:04:05.000000000")
+		if descending && prev != "" && ts > prev {
+			t.Fatalf("line %d: time %s after %s, want newest first", i+1, ts, prev)
+		}
+		prev = ts
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
