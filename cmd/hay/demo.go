@@ -198,6 +198,8 @@ func printBanner(w io.Writer, o demoOptions, info demoInfo, base string, reused 
 	for _, e := range demoExamples() {
 		fmt.Fprintf(w, "    %s/?%s%s\n        %s\n", base, e.query, rng, e.what)
 	}
+	fmt.Fprintf(w, "\n  Or from a terminal, as grep (hay is go run ./cmd/hay if not installed):\n\n")
+	fmt.Fprintf(w, "    hay search --server %s -i 'connection refused'\n", base)
 	fmt.Fprint(w, "\n  Press Ctrl-C to stop.\n\n")
 }
 

@@ -447,6 +447,7 @@ func TestDemoBannerOldData(t *testing.T) {
 		"Open http://h:1/?" + rng[1:] + " ",
 		"http://h:1/?q=OutOfMemoryError" + rng + "\n",
 		"http://h:1/?q=connection+refused&case=1" + rng + "\n",
+		"hay search --server http://h:1 -i 'connection refused'\n",
 		"reused",
 	} {
 		if !strings.Contains(b.String(), want) {
