@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"haystack/internal/browsertest"
+	"haystack/internal/testseed"
 
 	"github.com/chromedp/chromedp"
 )
@@ -55,19 +56,12 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// envSeed is a random seed for a randomized test, or the one the
-// environment variable name gives, to replay a failure.
+// envSeed is a randomized test's seed (testseed.Seed): the one the
+// environment variable name gives, to replay a failure, else one derived
+// from HAY_TEST_SEED (CI), else a new one.
 func envSeed(t *testing.T, name string) uint64 {
 	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return uint64(time.Now().UnixNano())
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		t.Fatalf("%s=%q: want an unsigned integer", name, v)
-	}
-	return n
+	return testseed.Seed(t, name)
 }
 
 // pageRequest returns the URL (relative to the server) of the page's

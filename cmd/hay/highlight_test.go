@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"haystack/internal/query"
+	"haystack/internal/testseed"
 )
 
 // TestHighlighterSpans compares the spans --color marks with a byte-by-byte
@@ -14,8 +15,8 @@ import (
 // occurrences (ASCII-folded with -i), each regex's matches, the union of
 // the bytes they cover.
 func TestHighlighterSpans(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "HAY_HIGHLIGHT_SEED")
+	t.Logf("seed %d (HAY_HIGHLIGHT_SEED=%d replays it)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	alphabet := "abAB-x"
 	randWord := func(n int) string {

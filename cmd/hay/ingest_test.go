@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"haystack/internal/store"
+	"haystack/internal/testseed"
 )
 
 // TestHelperHay is not a test: run as a child process (HAY_TEST_HELPER=1)
@@ -79,7 +80,7 @@ func genInput(t *testing.T, size int) (path string, want []byte) {
 func TestIngestKill(t *testing.T) {
 	input, want := genInput(t, 12<<20)
 	dir := filepath.Join(t.TempDir(), "data")
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	r := rand.New(rand.NewPCG(testseed.Seed(t, "HAY_INGEST_KILL_SEED"), 1))
 	var last int
 	kills, fresh := 0, 0
 	for i := 0; kills < 6 && i < 40; i++ {

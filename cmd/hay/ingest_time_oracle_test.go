@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"haystack/internal/store"
+	"haystack/internal/testseed"
 )
 
 // The time oracle test of `hay ingest` as seen through `hay search`: what
@@ -786,7 +787,7 @@ func TestIngestTimeOracle(t *testing.T) {
 		}
 		seeds = []uint64{n}
 	} else {
-		seeds = append(seeds, uint64(time.Now().UnixNano()))
+		seeds = append(seeds, testseed.Seed(t, "HAY_TIME_ORACLE_SEED"))
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { torRun(t, seed, 1500, 12, []string{"auto", "plain", "jsonl"}) })

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"haystack/internal/testseed"
 )
 
 // TestSearchOrderOutOfOrder: files whose timestamps go backwards (clock
@@ -19,10 +21,7 @@ import (
 // first), then by line number; newest is the exact reverse. -c is the
 // count of matches whatever the order.
 func TestSearchOrderOutOfOrder(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("HAY_ORDER_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
+	seed := testseed.Seed(t, "HAY_ORDER_SEED")
 	t.Logf("seed %d (rerun with HAY_ORDER_SEED=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 3))
 	dir := t.TempDir()

@@ -57,6 +57,7 @@ import (
 
 	"haystack/internal/segment"
 	"haystack/internal/store"
+	"haystack/internal/testseed"
 )
 
 type msStream struct {
@@ -772,7 +773,7 @@ func msSeeds(t *testing.T, n uint64) []uint64 {
 		return []uint64{s}
 	}
 	seeds := make([]uint64, n)
-	s0 := uint64(time.Now().UnixNano())
+	s0 := testseed.Seed(t, "HAY_METRICSEM_SEED")
 	for i := range seeds {
 		seeds[i] = s0 + uint64(i)
 	}

@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+
+	"haystack/internal/testseed"
 )
 
 // base is the fixed "now" of the tests: 2023-11-14T22:13:20Z.
@@ -249,17 +249,10 @@ func wantStatus(t *testing.T, what string, code int, body string, want int) {
 	}
 }
 
-// envSeed is a random seed for a randomized test, or the one the
-// environment variable name gives, to replay a failure.
+// envSeed is a randomized test's seed (testseed.Seed): the one the
+// environment variable name gives, to replay a failure, else one derived
+// from HAY_TEST_SEED (CI), else a new one.
 func envSeed(t *testing.T, name string) uint64 {
 	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return uint64(time.Now().UnixNano())
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		t.Fatalf("%s=%q: want an unsigned integer", name, v)
-	}
-	return n
+	return testseed.Seed(t, name)
 }
