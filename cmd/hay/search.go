@@ -333,6 +333,12 @@ func searchCommand(args []string) error {
 		// the bare lines it always was.
 		p.prefix = !*asJSON && !*count && !*noStream && (*withStream || p.tty && coversStreams(snap, q.Plan) > 1)
 		p.list, p.quiet = *listStreams, *quiet
+		if p.list {
+			// Once every stream the search covers is listed, nothing is
+			// left to find (grep -l stops reading a file at its first
+			// match).
+			p.listAll = coversStreams(snap, q.Plan)
+		}
 		if !*asJSON && !*count && !*quiet && useColor(*colorMode, p.tty) {
 			p.color = true
 			p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
@@ -341,6 +347,10 @@ func searchCommand(args []string) error {
 			}
 		}
 		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
+		if errors.Is(err, errAllListed) {
+			// Run's count stops short on an emit error; -l found these.
+			err, n = nil, max(n, int64(len(p.listed)))
+		}
 		if err == nil && *count {
 			fmt.Fprintln(out, n)
 		}
@@ -680,9 +690,10 @@ type printer struct {
 	hl    *highlighter // what to colour in a line; nil: nothing
 	spans [][2]int     // scratch for hl
 
-	list   bool            // -l: each stream's name once, no entries
-	listed map[uint32]bool // streams -l has printed
-	quiet  bool            // -q: nothing at all
+	list    bool            // -l: each stream's name once, no entries
+	listed  map[uint32]bool // streams -l has printed
+	listAll int             // streams the search covers: -l stops when all are listed
+	quiet   bool            // -q: nothing at all
 }
 
 // coversStreams returns how many of snap's streams the search can read:
@@ -835,10 +846,18 @@ func (p *printer) printList(m *search.Match) error {
 		return err
 	}
 	if p.tty {
-		return p.w.Flush()
+		if err := p.w.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.listed) == p.listAll {
+		return errAllListed
 	}
 	return nil
 }
+
+// errAllListed stops a -l search once every stream it covers is listed.
+var errAllListed = errors.New("every stream listed")
 
 func (p *printer) printJSON(m *search.Match) error {
 	if p.labels == nil {

@@ -265,3 +265,36 @@ func TestSearchColorTerminal(t *testing.T) {
 		t.Errorf("TERM=dumb on a terminal: %q, want %q", got, want)
 	}
 }
+
+// TestSearchListStops checks that -l stops once every stream the search
+// covers is listed, as grep -l stops reading a file at its first match:
+// over one stream it decodes a few blocks where -c decodes them all.
+// (Over streams whose times do not overlap, the merge by time still
+// reads the first stream's blocks before the second's.)
+func TestSearchListStops(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if _, code := hayInProcess(t, "ingest", "--data", data, stripCR(t, filepath.Join("../../testdata/loghub", "HDFS_2k.log"))); code != 0 {
+		t.Fatal("ingest failed")
+	}
+	if _, code := hayInProcess(t, "compact", "--data", data, "--block-size", "8192"); code != 0 {
+		t.Fatal("compact failed")
+	}
+	decoded := func(stderr string) int {
+		t.Helper()
+		i := strings.Index(stderr, "decoded ")
+		if i < 0 {
+			t.Fatalf("no block counts in %q", stderr)
+		}
+		n, _ := strconv.Atoi(strings.Fields(stderr[i+len("decoded "):])[0])
+		return n
+	}
+	out, code, stderr := hayInProcessStderr(t, "search", "--data", data, "-l", "--stats", "e")
+	if code != 0 || string(out) != "HDFS_2k.log\n" {
+		t.Fatalf("-l e: exit %d, %q", code, out)
+	}
+	listed := decoded(stderr)
+	_, _, stderr = hayInProcessStderr(t, "search", "--data", data, "-c", "--stats", "e")
+	if all := decoded(stderr); all < 20 || listed > all/4 {
+		t.Errorf("-l decoded %d blocks, -c %d: -l should stop after the first match", listed, all)
+	}
+}
