@@ -613,7 +613,7 @@ func crashCheckRecovery(t *testing.T, round int, tdir string) {
 }
 
 // crashCheckFiles checks that a store directory holds the manifest's
-// segments and nothing else besides LOCK, MANIFEST and WAL files from
+// segments and nothing else besides LOCK, MANIFEST, STREAMS and WAL files from
 // WALStart on. A stale MANIFEST.tmp from a crash is not allowed either:
 // Open deletes it.
 func crashCheckFiles(t *testing.T, when, dir string) {
@@ -646,7 +646,7 @@ func crashCheckFiles(t *testing.T, when, dir string) {
 	}
 	for _, e := range ents {
 		switch e.Name() {
-		case "LOCK", "MANIFEST", "wal", "segments":
+		case "LOCK", "MANIFEST", "STREAMS", "wal", "segments":
 		default:
 			t.Errorf("%s: unexpected file %s", when, e.Name())
 		}

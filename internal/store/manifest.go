@@ -17,8 +17,14 @@ import (
 //
 // On disk it is one header line and a JSON body:
 //
-//	HAYSTACK-MANIFEST 1 <crc32c of body, 8 hex digits> <body length>\n
-//	{"segments":[...],"streams":[...],...}
+//	HAYSTACK-MANIFEST 2 <crc32c of body, 8 hex digits> <body length>\n
+//	{"segments":[...],"streams":null,"sources":[...],"streams_bytes":N,"streams_count":C,...}
+//
+// Version 2 keeps the stream table in the append-only file STREAMS (see
+// streamfile.go), of which the manifest names the prefix it covers;
+// version 1, which older stores have and which has no STREAMS, carries
+// the table in "streams". Readers take both; writers move a version 1
+// table into STREAMS at their first manifest write.
 //
 // It is replaced only whole (write MANIFEST.tmp, fsync, rename, fsync the
 // directory), so a reader sees the old or the new one, never a mix.
@@ -29,8 +35,14 @@ type Manifest struct {
 	// may be deleted; files from it on are replayed on open.
 	WALStart uint64        `json:"wal_start"`
 	Segments []SegmentMeta `json:"segments"`
-	Streams  []StreamDef   `json:"streams"`
-	Sources  []Source      `json:"sources"`
+	// Streams is the whole stream table once read (readManifest loads it
+	// from STREAMS); on disk it is in the manifest only in version 1.
+	Streams []StreamDef `json:"streams"`
+	Sources []Source    `json:"sources"`
+	// StreamsBytes and StreamsCount are the length of STREAMS that this
+	// manifest covers and the streams in it; zero in version 1.
+	StreamsBytes int64 `json:"streams_bytes,omitempty"`
+	StreamsCount int   `json:"streams_count,omitempty"`
 }
 
 // SegmentMeta describes one live segment file.
@@ -46,15 +58,28 @@ type SegmentMeta struct {
 	Compacted bool `json:"compacted,omitempty"`
 }
 
-const manifestMagic = "HAYSTACK-MANIFEST 1"
+// The header's magic: version 1 carries the stream table in its body,
+// version 2 in STREAMS.
+const (
+	manifestMagic  = "HAYSTACK-MANIFEST 1"
+	manifestMagic2 = "HAYSTACK-MANIFEST 2"
+)
 
 func encodeManifest(m *Manifest) ([]byte, error) {
+	magic := manifestMagic
+	if m.StreamsBytes > 0 {
+		// The table is in STREAMS: version 2, which older binaries
+		// refuse rather than read as a store without streams.
+		c := *m
+		c.Streams = nil
+		m, magic = &c, manifestMagic2
+	}
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
 	body = append(body, '\n')
-	head := fmt.Sprintf("%s %08x %d\n", manifestMagic, crc32.Checksum(body, castagnoli), len(body))
+	head := fmt.Sprintf("%s %08x %d\n", magic, crc32.Checksum(body, castagnoli), len(body))
 	return append([]byte(head), body...), nil
 }
 
@@ -64,7 +89,11 @@ func decodeManifest(data []byte) (*Manifest, error) {
 		return nil, errors.New("manifest: no header line")
 	}
 	f := bytes.Fields(data[:nl])
-	if len(f) != 4 || string(f[0])+" "+string(f[1]) != manifestMagic {
+	magic := ""
+	if len(f) == 4 {
+		magic = string(f[0]) + " " + string(f[1])
+	}
+	if magic != manifestMagic && magic != manifestMagic2 {
 		return nil, errors.New("manifest: bad header")
 	}
 	crc, err1 := strconv.ParseUint(string(f[2]), 16, 32)
@@ -78,21 +107,40 @@ func decodeManifest(data []byte) (*Manifest, error) {
 	}
 	// The header is outside the checksum: hold it to the one form
 	// encodeManifest writes, so that no byte of the file goes unchecked.
-	if string(data[:nl+1]) != fmt.Sprintf("%s %08x %d\n", manifestMagic, crc, n) {
+	if string(data[:nl+1]) != fmt.Sprintf("%s %08x %d\n", magic, crc, n) {
 		return nil, errors.New("manifest: bad header")
 	}
-	if m, ok := parseManifestJSON(body); ok {
-		return m, nil
+	m, ok := parseManifestJSON(body)
+	if !ok {
+		m = new(Manifest)
+		if err := json.Unmarshal(body, m); err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
 	}
-	m := new(Manifest)
-	if err := json.Unmarshal(body, m); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+	// The version and where the table is must agree.
+	if (magic == manifestMagic2) != (m.StreamsBytes > 0) || m.StreamsBytes > 0 && len(m.Streams) > 0 {
+		return nil, errors.New("manifest: stream table fields do not match the version")
 	}
 	return m, nil
 }
 
-// readManifest reads dir/MANIFEST; a missing file is an empty store.
+// readManifest reads dir/MANIFEST and the stream table it names; a
+// missing file is an empty store. Damage in STREAMS is a *streamsError.
 func readManifest(dir string) (*Manifest, error) {
+	m, err := readManifestOnly(dir)
+	if err != nil || m.StreamsBytes == 0 {
+		return m, err
+	}
+	if m.Streams, err = readStreams(dir, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readManifestOnly reads dir/MANIFEST without the stream table of a
+// version 2 manifest (Streams stays empty): for a check of its other
+// fields.
+func readManifestOnly(dir string) (*Manifest, error) {
 	data, err := os.ReadFile(filepath.Join(dir, manifestName))
 	if errors.Is(err, os.ErrNotExist) {
 		return &Manifest{NextSeq: 1, WALStart: 1}, nil
@@ -117,15 +165,26 @@ func (e *manifestKeptError) Unwrap() error { return e.err }
 // writeManifest atomically replaces dir/MANIFEST with m. A failure before
 // the rename (a full disk) is a *manifestKeptError; after it (the
 // directory fsync) whether the new manifest stands is unknown.
+//
+// The streams of m.Streams that STREAMS does not hold yet are appended to
+// it first, and m's StreamsBytes and StreamsCount updated: m is the
+// manifest as written.
 func writeManifest(dir string, m *Manifest) error {
-	data, err := encodeManifest(m)
-	if err != nil {
-		return err
-	}
 	tmp := filepath.Join(dir, manifestName+".tmp")
 	kept := func(err error) error {
 		os.Remove(tmp)
 		return &manifestKeptError{err}
+	}
+	// A failure here leaves bytes past what the old manifest references:
+	// the next append cuts them off. So the old manifest stands.
+	prevBytes, prevCount := m.StreamsBytes, m.StreamsCount
+	if err := appendStreams(dir, m); err != nil {
+		m.StreamsBytes, m.StreamsCount = prevBytes, prevCount
+		return &manifestKeptError{err}
+	}
+	data, err := encodeManifest(m)
+	if err != nil {
+		return err
 	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

@@ -38,6 +38,12 @@ func parseManifestJSON(body []byte) (*Manifest, bool) {
 		case "sources":
 			bit = 16
 			m.Sources = list(&p, func(s *Source) bool { return p.source(s) })
+		case "streams_bytes":
+			bit = 32
+			m.StreamsBytes = p.int()
+		case "streams_count":
+			bit = 64
+			m.StreamsCount = int(p.int())
 		default:
 			return false
 		}

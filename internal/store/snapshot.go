@@ -237,7 +237,7 @@ replay:
 	// neither the segments we opened nor the head. Every flush moves
 	// WALStart and writes the manifest before deleting a WAL file, so a
 	// manifest read again now shows whether one ran: then start over.
-	if m2, err := readManifest(dir); err != nil || m2.WALStart != m.WALStart {
+	if m2, err := readManifestOnly(dir); err != nil || m2.WALStart != m.WALStart {
 		s.Close()
 		if err != nil {
 			return nil, err

@@ -139,8 +139,13 @@ func (s *Store) recover() error {
 	}
 
 	// A manifest replacement that died before its rename left a partial
-	// copy; the manifest read above is the one that stands.
+	// copy; the manifest read above is the one that stands. So does its
+	// stream table: what a flush appended to STREAMS before it died is
+	// cut off (those streams are defined again by the WAL).
 	if err := os.Remove(filepath.Join(s.dir, manifestName+".tmp")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := trimStreams(s.dir, m); err != nil {
 		return err
 	}
 
@@ -630,7 +635,7 @@ func (s *Store) rotate() (*flushJob, error) {
 		base:     s.man,
 		dirInfo:  s.dirInfo,
 		walStart: s.wal.seq,
-		streams:  slices.Clone(s.streamDef),
+		streams:  s.streamDef[:len(s.streamDef):len(s.streamDef)], // never written below its length
 		done:     make(chan struct{}),
 	}
 	for _, src := range s.sources {

@@ -47,7 +47,7 @@ func Verify(dir string) ([]Problem, error) {
 	var ps []Problem
 	m, err := readManifest(dir)
 	if err != nil {
-		ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
+		ps = append(ps, manifestProblem(err))
 		return ps, nil
 	}
 	// A writer may change the store while we check. Compaction (hay
@@ -78,7 +78,7 @@ func Verify(dir string) ([]Problem, error) {
 				break
 			}
 			if m, err = readManifest(dir); err != nil {
-				ps = append(ps, Problem{File: manifestName, Block: -1, Err: err, Damage: true})
+				ps = append(ps, manifestProblem(err))
 				return ps, nil
 			}
 		}
@@ -86,12 +86,20 @@ func Verify(dir string) ([]Problem, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m2, err := readManifest(dir); err == nil && m2.WALStart != m.WALStart && round < 5 {
+		if m2, err := readManifestOnly(dir); err == nil && m2.WALStart != m.WALStart && round < 5 {
+			if m2, err = readManifest(dir); err != nil {
+				ps = append(ps, manifestProblem(err))
+				return ps, nil
+			}
 			m = m2
 			continue
 		}
 		ps = append(ps, wps...)
 		break
+	}
+	if fi, err := os.Stat(filepath.Join(dir, streamsName)); err == nil && fi.Size() > m.StreamsBytes {
+		ps = append(ps, Problem{File: streamsName, Block: -1,
+			Err: fmt.Errorf("%d bytes past the %d the manifest covers (left by a crash; removed on next ingest)", fi.Size()-m.StreamsBytes, m.StreamsBytes)})
 	}
 	live := map[string]bool{}
 	for _, sm := range m.Segments {
@@ -206,4 +214,15 @@ func corruptProblem(name string, err error) Problem {
 		p.Block, p.Err = ce.Block, errors.New(ce.Reason)
 	}
 	return p
+}
+
+// manifestProblem reports a manifest that cannot be read, naming STREAMS
+// when the damage is in the stream table.
+func manifestProblem(err error) Problem {
+	file := manifestName
+	var se *streamsError
+	if errors.As(err, &se) {
+		file = streamsName
+	}
+	return Problem{File: file, Block: -1, Err: err, Damage: true}
 }
