@@ -59,8 +59,9 @@ type remoteLine struct {
 }
 
 // run searches and prints as a local search does; the flags are those
-// searchCommand accepts with --server.
-func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string, quiet bool) error {
+// searchCommand accepts with --server. With follow it prints the entries
+// that arrive from now on instead, until Ctrl-C (or --limit).
+func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string, quiet, follow bool) error {
 	u, err := url.Parse(rs.base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%w: --server wants a URL such as http://host:3100, not %q", errUsage, rs.base)
@@ -105,7 +106,19 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	var n int64
-	if rs.q.Count {
+	if follow {
+		names := []string{}
+		p := printer{w: out, tty: isTerminal(os.Stdout), json: asJSON,
+			labelsOf: func(id uint32) string { return names[id] }}
+		p.prefix = !asJSON && !noStream && (withStream || p.tty)
+		if !asJSON && useColor(colorMode, p.tty) {
+			p.color = true
+			p.hl = newHighlighter(rs.q.Pattern, rs.q.Fold, rs.q.Plan)
+		}
+		params.Del("start")
+		params.Del("end")
+		n, err = rs.follow(ctx, u, params, &p, &names)
+	} else if rs.q.Count {
 		n, err = rs.count(ctx, u, params)
 		if err == nil {
 			fmt.Fprintln(out, n)
@@ -128,6 +141,8 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 	switch {
 	case ctx.Err() != nil:
 		return &exitError{code: 130, err: errors.New("interrupted")}
+	case errors.Is(err, errFollowLimit):
+		return nil
 	case err != nil:
 		return err
 	case n == 0:
@@ -317,4 +332,60 @@ func remoteStream(labels map[string]string, names *[]string, ids map[string]uint
 		*names = append(*names, key)
 	}
 	return id
+}
+
+// errFollowLimit ends a --follow that has printed --limit entries.
+var errFollowLimit = errors.New("limit reached")
+
+// follow reads the server's live tail (/api/v1/tail, server-sent events)
+// and prints each entry as it arrives.
+func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer, names *[]string) (int64, error) {
+	params.Set("labels", "stream")
+	resp, err := rs.get(ctx, base, "/api/v1/tail", params)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	ids := map[string]uint32{}
+	br := bufio.NewReaderSize(resp.Body, 256<<10)
+	var n int64
+	for {
+		raw, err := br.ReadBytes('\n')
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, nil
+			}
+			return n, errors.New("the server ended the live tail (connection lost?)")
+		}
+		data, ok := bytes.CutPrefix(bytes.TrimRight(raw, "\r\n"), []byte("data: "))
+		if !ok {
+			continue // a comment (": ping"), or the blank line ending an event
+		}
+		var l remoteLine
+		if jerr := json.Unmarshal(data, &l); jerr != nil {
+			return n, fmt.Errorf("an event of the server's tail is not JSON: %v", jerr)
+		}
+		if l.Error != "" {
+			return n, fmt.Errorf("the server: %s", l.Error)
+		}
+		ts, perr := strconv.ParseInt(l.Ts, 10, 64)
+		if perr != nil {
+			return n, fmt.Errorf("an entry of the server's tail has a bad ts %q", l.Ts)
+		}
+		line := []byte(l.Line)
+		if l.LineBase64 != nil {
+			line = l.LineBase64
+		}
+		m := search.Match{Time: ts, Stream: remoteStream(l.Labels, names, ids), Line: line}
+		if err := p.print(&m); err != nil {
+			return n, err
+		}
+		if err := p.w.Flush(); err != nil {
+			return n, err
+		}
+		n++
+		if rs.q.Limit > 0 && n >= rs.q.Limit {
+			return n, errFollowLimit
+		}
+	}
 }

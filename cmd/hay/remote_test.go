@@ -167,3 +167,61 @@ func sortedLines(t *testing.T, out string, descending bool) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
+
+// TestSearchServerFollow checks --server -f: the entries pushed after it
+// starts, as they arrive, named by their stream (-H), a PATTERN that
+// starts with "{" read as a literal, and --limit ending it.
+func TestSearchServerFollow(t *testing.T) {
+	dir := t.TempDir()
+	hs, _ := remoteServer(t, dir)
+	type result struct {
+		out  string
+		code int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, code := hayInProcess(t, "search", "--server", hs.URL, "-f", "-H", "--limit", "3", `{"follow":`)
+		done <- result{string(out), code}
+	}()
+	var got result
+	deadline := time.After(20 * time.Second)
+	for i := 0; ; i++ {
+		select {
+		case got = <-done:
+		case <-deadline:
+			t.Fatal("hay search -f did not end after --limit 3 entries")
+		case <-time.After(50 * time.Millisecond):
+			// Lines that do not match, then one that does.
+			body := fmt.Sprintf(`{"streams":[{"stream":{"app":"f"},"values":[["%d","follow %d"],["%d","{\"follow\":%d}"]]}]}`,
+				time.Now().UnixNano(), i, time.Now().UnixNano()+1, i)
+			resp, err := http.Post(hs.URL+"/loki/api/v1/push", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			continue
+		}
+		break
+	}
+	lines := strings.Split(strings.TrimSuffix(got.out, "\n"), "\n")
+	if got.code != 0 || len(lines) != 3 {
+		t.Fatalf("-f --limit 3: exit %d, %q", got.code, got.out)
+	}
+	var first int
+	for k, l := range lines {
+		var n int
+		if _, err := fmt.Sscanf(l, `{app="f", service_name="f"}:{"follow":%d}`, &n); err != nil {
+			t.Fatalf("line %d: %q: %v", k+1, l, err)
+		}
+		if k == 0 {
+			first = n
+		} else if n != first+k {
+			t.Errorf("line %d: entry %d after %d: entries missed or repeated: %q", k+1, n, first+k-1, got.out)
+		}
+	}
+	for _, bad := range [][]string{{"-f", "x"}, {"--server", hs.URL, "-f", "-c", "x"}, {"--server", hs.URL, "-f", "--since", "1h", "x"}} {
+		if _, code := hayInProcess(t, append([]string{"search"}, bad...)...); code != 2 {
+			t.Errorf("search %q: exit %d, want 2", bad, code)
+		}
+	}
+}

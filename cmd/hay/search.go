@@ -85,6 +85,8 @@ with a match instead, and -q prints nothing: the exit status says.
 --server URL searches a running hay serve instead of a data directory,
 through the API its web UI uses: every matching entry, page by page, by
 time (entries of one time in the server's order, also for --order newest).
+With -f it follows the server's live tail instead: each matching entry as
+it arrives, until Ctrl-C or --limit.
 
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
@@ -144,6 +146,7 @@ func searchCommand(args []string) error {
 	word := fs.Bool("w", false, "match whole words only, as grep -w: a match may be neither preceded nor followed by a letter, digit or '_' (applies to PATTERN, -e, -E and -v)")
 	wholeLine := fs.Bool("x", false, "match whole entries only, as grep -x (applies to PATTERN, -e, -E and -v)")
 	server := fs.String("server", "", "search a running hay serve at `URL` (http://host:3100) through its HTTP API instead of a data directory; a bearer token comes from $HAY_TOKEN, a user and password from the URL (http://user:pass@host:3100)")
+	follow := fs.Bool("f", false, "with --server, print the matching entries as they arrive (the server's live tail), as tail -f | grep does, until Ctrl-C or --limit")
 	tenant := fs.String("tenant", "", "with --server, the `tenant` (X-Scope-OrgID); empty: the server's default")
 	colorMode := fs.String("color", "auto", "colour the matches, and the stream before them, as grep --color: `when` is auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
 	listStreams := fs.Bool("l", false, "print only the streams that have a matching entry, one per line, as grep -l prints file names (an ingested file's name, else its labels)")
@@ -270,6 +273,9 @@ func searchCommand(args []string) error {
 		return fmt.Errorf("%w: want a PATTERN, --query, or -e/-E/-v", errUsage)
 	}
 
+	if *follow && *server == "" {
+		return fmt.Errorf("%w: -f follows a running hay serve: give --server URL", errUsage)
+	}
 	if *server != "" {
 		for _, f := range []string{"data", "A", "B", "C", "hist", "l", "no-index", "stats", "e", "E", "v", "w", "x"} {
 			if set[f] {
@@ -279,8 +285,15 @@ func searchCommand(args []string) error {
 		if multiLine {
 			return fmt.Errorf("%w: a PATTERN of several lines is not available with --server", errUsage)
 		}
+		if *follow {
+			for _, f := range []string{"c", "q", "since", "until", "order"} {
+				if set[f] {
+					return fmt.Errorf("%w: --follow prints the entries that arrive from now on; -%s does not apply", errUsage, f)
+				}
+			}
+		}
 		rs := remoteSearch{base: *server, tenant: *tenant, token: os.Getenv("HAY_TOKEN"), src: *qsrc, q: q}
-		return rs.run(*asJSON, *withStream, *noStream, *colorMode, *quiet)
+		return rs.run(*asJSON, *withStream, *noStream, *colorMode, *quiet, *follow)
 	}
 
 	// Segments wholly outside --since/--until are not even opened.
@@ -296,6 +309,11 @@ func searchCommand(args []string) error {
 		defer snap.Close()
 	}
 	q.Labels = snap.Labels
+	if q.Plan != nil && len(q.Plan.Streams) > 0 {
+		// The selector from the stream index's postings, as hay serve
+		// does; the -H and -l checks share the same index.
+		q.Index = snap.Index()
+	}
 	damaged := 0
 	for _, err := range snap.Damaged {
 		fmt.Fprintf(os.Stderr, "hay search: %v (skipped)\n", err)
@@ -699,7 +717,7 @@ type printer struct {
 // coversStreams returns how many of snap's streams the search can read:
 // those plan's selector picks, or all of them for a plain PATTERN.
 func coversStreams(snap *store.Snapshot, plan *query.Plan) int {
-	if plan == nil {
+	if plan == nil || len(plan.Streams) == 0 {
 		return snap.NumStreams()
 	}
 	return len(search.SelectStreams(snap.Index(), plan))

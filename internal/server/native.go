@@ -47,6 +47,15 @@ func nativeEntry(t int64, labels string, line []byte) nativeLine {
 	return e
 }
 
+// parseSelectionText is parseSelection, except that with text q is a
+// literal even when it starts with "{".
+func parseSelectionText(q string, fold, text bool) (*selection, error) {
+	if text {
+		return &selection{start: math.MinInt64, end: math.MaxInt64, pat: []byte(q), fold: fold}, nil
+	}
+	return parseSelection(q, fold)
+}
+
 // nativeSelection reads q, fold, text, start and end (both inclusive;
 // absent start is the beginning of the store, absent end is now). With
 // text=1, q is plain text even when it starts with "{": a client that
@@ -54,11 +63,8 @@ func nativeEntry(t int64, labels string, line []byte) nativeLine {
 // beginnings, which would otherwise read as LogQL.
 func (s *Server) nativeSelection(r *http.Request) (*selection, error) {
 	p := r.URL.Query()
-	var sel *selection
-	var err error
-	if p.Get("text") == "1" {
-		sel = &selection{start: math.MinInt64, end: math.MaxInt64, pat: []byte(p.Get("q")), fold: p.Get("fold") == "1"}
-	} else if sel, err = parseSelection(p.Get("q"), p.Get("fold") == "1"); err != nil {
+	sel, err := parseSelectionText(p.Get("q"), p.Get("fold") == "1", p.Get("text") == "1")
+	if err != nil {
 		return nil, err
 	}
 	if sel.start, err = parseTime("start", p.Get("start"), math.MinInt64); err != nil {

@@ -135,12 +135,12 @@ func (f *tailFilter) match(e *store.LabeledEntry) (string, bool) {
 
 // tailSetup resolves the tenant and subscribes; the caller unsubscribes
 // and calls s.tails.Done.
-func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fold bool) (*tenantStore, *sub, *tailFilter, bool) {
+func (s *Server) tailSetup(w http.ResponseWriter, r *http.Request, q string, fold, text bool) (*tenantStore, *sub, *tailFilter, bool) {
 	tenant, ok := s.tenant(w, r)
 	if !ok {
 		return nil, nil, nil, false
 	}
-	sel, err := parseSelection(q, fold)
+	sel, err := parseSelectionText(q, fold, text)
 	if err != nil {
 		s.queryErr(w, err)
 		return nil, nil, nil, false
@@ -375,7 +375,7 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 		s.queryErr(w, err)
 		return
 	}
-	ts, sb, f, ok := s.tailSetup(w, r, p.Get("query"), false)
+	ts, sb, f, ok := s.tailSetup(w, r, p.Get("query"), false, false)
 	if !ok {
 		return
 	}
@@ -543,7 +543,10 @@ func closeReason(s string) string {
 // nativeTail serves /api/v1/tail as server-sent events (API.md).
 func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query()
-	if _, err := parseSelection(p.Get("q"), false); err != nil {
+	// text=1 and labels=stream as for /api/v1/search (hay search
+	// --server --follow sends them).
+	text, streamLabels := p.Get("text") == "1", p.Get("labels") == "stream"
+	if _, err := parseSelectionText(p.Get("q"), false, text); err != nil {
 		// EventSource cannot read a 400's body and would retry forever:
 		// send the error as an event, which the UI shows before closing.
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -552,7 +555,7 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		return
 	}
-	ts, sb, f, ok := s.tailSetup(w, r, p.Get("q"), p.Get("fold") == "1")
+	ts, sb, f, ok := s.tailSetup(w, r, p.Get("q"), p.Get("fold") == "1", text)
 	if !ok {
 		return
 	}
@@ -593,6 +596,9 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 				labels, ok := f.match(&es[i])
 				if !ok {
 					continue
+				}
+				if streamLabels {
+					labels = es[i].Labels
 				}
 				b, _ := json.Marshal(nativeEntry(es[i].Time, labels, es[i].Line))
 				if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
