@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -142,7 +143,7 @@ func searchCommand(args []string) error {
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
 	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
-	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream")
+	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream. With -c, a count per stream with a match; --json has the labels anyway")
 	word := fs.Bool("w", false, "match whole words only, as grep -w: a match may be neither preceded nor followed by a letter, digit or '_' (applies to PATTERN, -e, -E and -v)")
 	wholeLine := fs.Bool("x", false, "match whole entries only, as grep -x (applies to PATTERN, -e, -E and -v)")
 	server := fs.String("server", "", "search a running hay serve at `URL` (http://host:3100) through its HTTP API instead of a data directory; a bearer token comes from $HAY_TOKEN, a user and password from the URL (http://user:pass@host:3100)")
@@ -364,12 +365,17 @@ func searchCommand(args []string) error {
 				p.hl = newGrepHighlighter(inc, res, *fold, *word, *wholeLine)
 			}
 		}
-		n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
+		if *count && *withStream {
+			// -c -H: a count per stream, as grep -c names each file's.
+			n, err = countByStream(ctx, out, snap, q, &p, onErr)
+		} else {
+			n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
+		}
 		if errors.Is(err, errAllListed) {
 			// Run's count stops short on an emit error; -l found these.
 			err, n = nil, max(n, int64(len(p.listed)))
 		}
-		if err == nil && *count {
+		if err == nil && *count && !*withStream {
 			fmt.Fprintln(out, n)
 		}
 	}
@@ -712,6 +718,34 @@ type printer struct {
 	listed  map[uint32]bool // streams -l has printed
 	listAll int             // streams the search covers: -l stops when all are listed
 	quiet   bool            // -q: nothing at all
+}
+
+// countByStream prints, for each stream with a match, its name (as -H
+// prints it), ':' and its number of matching entries, in the order of the
+// streams' names; it returns the total.
+func countByStream(ctx context.Context, out *bufio.Writer, snap *store.Snapshot, q search.Query, p *printer, onErr func(error)) (int64, error) {
+	counts := map[uint32]int64{}
+	q.Count = false // each match is needed for its stream
+	n, err := search.Run(ctx, snap.Parts, q, func(m *search.Match) error {
+		counts[m.Stream]++
+		return nil
+	}, onErr)
+	if err != nil {
+		return n, err
+	}
+	ids := make([]uint32, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b uint32) int { return bytes.Compare(p.streamName(a), p.streamName(b)) })
+	for _, id := range ids {
+		name := p.streamName(id)
+		if p.tty {
+			name = appendEscaped(nil, name)
+		}
+		fmt.Fprintf(out, "%s:%d\n", name, counts[id])
+	}
+	return n, nil
 }
 
 // coversStreams returns how many of snap's streams the search can read:

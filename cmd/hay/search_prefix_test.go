@@ -81,9 +81,15 @@ func TestSearchStreamPrefix(t *testing.T) {
 	if got := run("-H", "--query", `{app="web"} |= "error"`); got != want {
 		t.Errorf("-H --query: %q, want %q", got, want)
 	}
-	// Not with -c or --json.
-	if got := run("-H", "-c", "error"); got != "4\n" {
-		t.Errorf("-H -c: %q, want 4", got)
+	// -c -H: a count per stream with a match, by name (grep -c -H).
+	if got, want := run("-H", "-c", "error"), "api.log:2\nevil\x1b[31m.log:1\n"+labels+":1\n"; got != want {
+		t.Errorf("-H -c: %q, want %q", got, want)
+	}
+	if got, want := run("-H", "-c", "--query", `{app="web"} |= "error"`), labels+":1\n"; got != want {
+		t.Errorf("-H -c --query: %q, want %q", got, want)
+	}
+	if got := run("-c", "error"); got != "4\n" {
+		t.Errorf("-c: %q, want 4", got)
 	}
 	if got := run("-H", "--json", "--query", `{app="web"}`); !strings.HasPrefix(got, `{"time":`) {
 		t.Errorf("-H --json: %q, want JSON", got)
