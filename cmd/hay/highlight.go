@@ -36,18 +36,8 @@ type hlLiteral struct {
 // highlighted (an empty PATTERN, only negative filters).
 func newHighlighter(pattern []byte, fold bool, plan *query.Plan) *highlighter {
 	h := &highlighter{}
-	add := func(text string, f bool) {
-		if text == "" {
-			return
-		}
-		b := []byte(text)
-		if f {
-			b = lowerASCII(nil, b)
-		}
-		h.lits = append(h.lits, hlLiteral{text: b, fold: f})
-	}
 	if plan == nil {
-		add(string(pattern), fold)
+		h.addLiteral(string(pattern), fold)
 	} else {
 		for _, f := range plan.Filters {
 			if f.Negate {
@@ -57,7 +47,7 @@ func newHighlighter(pattern []byte, fold bool, plan *query.Plan) *highlighter {
 				if a.Regexp != nil {
 					h.res = append(h.res, a.Regexp)
 				} else {
-					add(a.Needle.Text, a.Needle.Fold)
+					h.addLiteral(a.Needle.Text, a.Needle.Fold)
 				}
 			}
 		}
@@ -68,19 +58,25 @@ func newHighlighter(pattern []byte, fold bool, plan *query.Plan) *highlighter {
 	return h
 }
 
+// addLiteral adds a literal to mark (an empty one marks nothing), lowered
+// when it folds.
+func (h *highlighter) addLiteral(text string, fold bool) {
+	if text == "" {
+		return
+	}
+	b := []byte(text)
+	if fold {
+		b = lowerASCII(nil, b)
+	}
+	h.lits = append(h.lits, hlLiteral{text: b, fold: fold})
+}
+
 // newGrepHighlighter returns the highlighter of grep-style patterns
 // (-e literals, -E regexes) with -w or -x; nil when there are none.
 func newGrepHighlighter(lits, res []string, fold, word, line bool) *highlighter {
 	h := &highlighter{word: word, line: line}
 	for _, l := range lits {
-		if l == "" {
-			continue
-		}
-		b := []byte(l)
-		if fold {
-			b = lowerASCII(nil, b)
-		}
-		h.lits = append(h.lits, hlLiteral{text: b, fold: fold})
+		h.addLiteral(l, fold)
 	}
 	for _, r := range res {
 		if fold {

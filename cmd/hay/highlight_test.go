@@ -105,15 +105,6 @@ func TestNewHighlighter(t *testing.T) {
 		}
 		return p
 	}
-	mark := func(h *highlighter, line string) string {
-		var b strings.Builder
-		at := 0
-		for _, s := range h.spans([]byte(line), nil) {
-			b.WriteString(line[at:s[0]] + "[" + line[s[0]:s[1]] + "]")
-			at = s[1]
-		}
-		return b.String() + line[at:]
-	}
 	cases := []struct {
 		h          *highlighter
 		line, want string
@@ -125,7 +116,7 @@ func TestNewHighlighter(t *testing.T) {
 		{newHighlighter(nil, false, plan(`{a="b"} |= "x" or "yy"`)), "x yy y", "[x] [yy] y"},
 	}
 	for i, c := range cases {
-		if got := mark(c.h, c.line); got != c.want {
+		if got := markSpans(c.h, c.line); got != c.want {
 			t.Errorf("case %d: %q marked %q, want %q", i, c.line, got, c.want)
 		}
 	}
@@ -137,19 +128,21 @@ func TestNewHighlighter(t *testing.T) {
 	}
 }
 
+// markSpans writes line with each span h marks in brackets.
+func markSpans(h *highlighter, line string) string {
+	var b strings.Builder
+	at := 0
+	for _, s := range h.spans([]byte(line), nil) {
+		b.WriteString(line[at:s[0]] + "[" + line[s[0]:s[1]] + "]")
+		at = s[1]
+	}
+	return b.String() + line[at:]
+}
+
 // TestGrepHighlighterWord checks -w and -x highlighting: only whole-word
 // occurrences (an occurrence inside a word is skipped and the search
 // goes on, as grep -w), the whole entry with -x.
 func TestGrepHighlighterWord(t *testing.T) {
-	mark := func(h *highlighter, line string) string {
-		var b strings.Builder
-		at := 0
-		for _, s := range h.spans([]byte(line), nil) {
-			b.WriteString(line[at:s[0]] + "[" + line[s[0]:s[1]] + "]")
-			at = s[1]
-		}
-		return b.String() + line[at:]
-	}
 	cases := []struct {
 		h          *highlighter
 		line, want string
@@ -160,7 +153,7 @@ func TestGrepHighlighterWord(t *testing.T) {
 		{newGrepHighlighter([]string{"a b"}, nil, false, false, true), "a b", "[a b]"},
 	}
 	for i, c := range cases {
-		if got := mark(c.h, c.line); got != c.want {
+		if got := markSpans(c.h, c.line); got != c.want {
 			t.Errorf("case %d: %q marked %q, want %q", i, c.line, got, c.want)
 		}
 	}
