@@ -54,7 +54,8 @@ func SelectStreams(ix *store.StreamIndex, plan *query.Plan) []uint32 {
 	have := false
 	for _, l := range lookups {
 		if !have {
-			cand, have = l.ids, true
+			// A copy: the postings are the index's own.
+			cand, have = slices.Clone(l.ids), true
 		} else {
 			cand = intersect(cand, l.ids)
 		}
