@@ -184,7 +184,9 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		s.queryErr(w, badRequest("bad_query", "%v", err))
 		return
 	}
-	out, err := evalMetric(r.Context(), ts, e, start, end, int64(step))
+	// The limit also stops a binary operator or topk building more
+	// series than it allows (withSeriesLimit).
+	out, err := evalMetric(withSeriesLimit(r.Context(), e, s.cfg.MaxQuerySeries), ts, e, start, end, int64(step))
 	if err != nil {
 		s.queryErr(w, err)
 		return
@@ -381,8 +383,8 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		}
 	}
 	var out []*series
-	if n := len(groups) * len(steps); n > maxRangePoints {
-		return nil, badRequest("too_many_points", "%s over %d series and %d steps is %d points, more than the limit of %d: narrow the selector, or use a larger step", e.fn, len(groups), len(steps), n, maxRangePoints)
+	if err := checkRangePoints(ctx, e.fn, len(groups), len(steps)); err != nil {
+		return nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(groups)) {
 		if err := ctx.Err(); err != nil {

@@ -625,53 +625,235 @@ func evalMore(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step i
 		if err != nil {
 			return nil, err
 		}
-		return topkSeries(e, in)
+		limit := 0
+		if st := stateOf(ctx); st.limitNode == e {
+			limit = st.maxSeries
+		}
+		return topkSeries(ctx, e, in, start, end, step, limit)
 	case "unwrap":
 		return evalUnwrap(ctx, ts, e, start, end, step)
 	}
 	return nil, fmt.Errorf("unsupported expression %q", e.kind)
 }
 
-// vecPoint is one sample of an instant vector.
-type vecPoint struct {
-	ls ingest.Labels
-	v  float64
+// A binary operator or topk at the root of a query may answer many
+// series from operands the store expands into millions of points, and
+// --max-query-series refuses most such answers; so they are evaluated
+// step by step over their operands' series (all on the query's step
+// grid), with an index of which series have a point at each step (4 bytes
+// a point) instead of a map of instant vectors (32 bytes a point, plus
+// the map, a copy of each side), the output series found once per source
+// series instead of by a label string per point, and two limits applied
+// while they run rather than on the answer: evalState.
+//
+// Review 8 (F2): over 20,000 streams and 241 steps,
+// `count_over_time(...) and count_over_time(...)` peaked at 757 MiB (the
+// plain range vector at 107 MiB) before the same 400; docs/BENCHMARKS.md
+// has the numbers after.
+
+// evalState is what a metric query's evaluation carries down its tree in
+// the context (evalMetric's signature is shared with loki.go).
+type evalState struct {
+	// held is the points the evaluation holds already: the operands of
+	// enclosing binary operators evaluated before this one. A range
+	// leaf's points plus these must stay within maxRangePoints, so that
+	// `x and x` cannot hold twice what one range vector may.
+	held int
+	// limitNode is the expression whose series all reach the answer (the
+	// root, and the operands whose series a binary operator's answer
+	// keeps: both sides of or without on/ignoring, the left of it with
+	// them, the vector of arithmetic or bool comparison with a scalar);
+	// more than maxSeries of them is --max-query-series's 400, answered
+	// as soon as that many are built.
+	limitNode *mexpr
+	maxSeries int
 }
 
-// instants regroups series by time: the instant vector at each time one
-// of them has a point.
-func instants(ss []*series) map[int64][]vecPoint {
-	m := map[int64][]vecPoint{}
+type evalStateKey struct{}
+
+func stateOf(ctx context.Context) evalState {
+	st, _ := ctx.Value(evalStateKey{}).(evalState)
+	return st
+}
+
+// withSeriesLimit starts the evaluation of the query e whose answer may
+// have at most maxSeries series (0: no limit).
+func withSeriesLimit(ctx context.Context, e *mexpr, maxSeries int) context.Context {
+	return context.WithValue(ctx, evalStateKey{}, evalState{limitNode: e, maxSeries: maxSeries})
+}
+
+// checkRangePoints refuses a range leaf of fn over n series and the given
+// steps when its points (series × steps, an upper bound) and those the
+// query holds already pass maxRangePoints.
+func checkRangePoints(ctx context.Context, fn string, n, steps int) error {
+	pts := n * steps
+	held := stateOf(ctx).held
+	if pts+held <= maxRangePoints {
+		return nil
+	}
+	if held == 0 {
+		return badRequest("too_many_points", "%s over %d series and %d steps is %d points, more than the limit of %d: narrow the selector, or use a larger step", fn, n, steps, pts, maxRangePoints)
+	}
+	return badRequest("too_many_points", "%s over %d series and %d steps is %d points, which with the %d points of the other operands the query holds is more than the limit of %d: narrow the selectors, aggregate the operands (sum by ...), or use a larger step", fn, n, steps, pts, held, maxRangePoints)
+}
+
+// tooManySeries is --max-query-series refusing an answer that is still
+// being built.
+func tooManySeries(max int) error {
+	return badRequest("too_many_series", "maximum number of series (%d) reached for a single query; the answer has more than %d: narrow the selector or aggregate (sum by ...)", max, max)
+}
+
+// countPoints is the points of ss.
+func countPoints(ss []*series) int {
+	n := 0
 	for _, se := range ss {
-		for i, t := range se.ts {
-			m[t] = append(m[t], vecPoint{se.labels, se.vs[i]})
+		n += len(se.ts)
+	}
+	return n
+}
+
+// stepGrid numbers the times of series: start, start+step, ... as
+// evalMetric makes them, or, should a point be off that grid, the sorted
+// distinct times of the points.
+type stepGrid struct {
+	start, step int64
+	times       []int64
+	onGrid      bool
+}
+
+func newStepGrid(start, end, step int64, sides ...[]*series) *stepGrid {
+	g := &stepGrid{start: start, step: step, onGrid: step > 0}
+	if g.onGrid {
+		for t := start; t <= end; t += step {
+			g.times = append(g.times, t)
+			if t > math.MaxInt64-step || len(g.times) > 11000 {
+				break // as evalMetric
+			}
 		}
 	}
-	return m
+check:
+	for _, ss := range sides {
+		for _, se := range ss {
+			for _, t := range se.ts {
+				if !g.onGrid {
+					break check
+				}
+				if k := g.index(t); k < 0 {
+					g.onGrid = false
+				}
+			}
+		}
+	}
+	if !g.onGrid {
+		g.times = g.times[:0]
+		for _, ss := range sides {
+			for _, se := range ss {
+				g.times = append(g.times, se.ts...)
+			}
+		}
+		slices.Sort(g.times)
+		g.times = slices.Compact(g.times)
+	}
+	return g
 }
 
-// seriesBuilder assembles series from instant vectors added in time
-// order.
-type seriesBuilder struct {
-	idx map[string]*series
+// index is the number of time t, or -1 if t is off the grid.
+func (g *stepGrid) index(t int64) int {
+	if !g.onGrid {
+		k, _ := slices.BinarySearch(g.times, t)
+		return k
+	}
+	if t < g.start {
+		return -1
+	}
+	d := uint64(t) - uint64(g.start)
+	k := d / uint64(g.step)
+	if k >= uint64(len(g.times)) || k*uint64(g.step) != d {
+		return -1
+	}
+	return int(k)
+}
+
+// stepSide is one operand of a step-by-step evaluation: its series, which
+// of them have a point at each step (in the series' order, as an instant
+// vector lists them), the next point of each, and the output series each
+// one's samples went to.
+type stepSide struct {
+	ss  []*series
+	off []int   // step k's series are at[off[k]:off[k+1]]
+	at  []int32 // series indexes
+	cur []int32 // per series: its next point (a series' times ascend)
 	out []*series
 }
 
-// add appends a point; a second point for the same labels at the same
-// time is Prometheus's "vector cannot contain metrics with the same
-// labelset" (e.g. on (...) dropped the labels that told two apart).
-func (b *seriesBuilder) add(t int64, ls ingest.Labels, v float64) error {
-	if b.idx == nil {
-		b.idx = map[string]*series{}
+func newStepSide(ss []*series, g *stepGrid) *stepSide {
+	s := &stepSide{ss: ss, off: make([]int, len(g.times)+1), cur: make([]int32, len(ss)), out: make([]*series, len(ss))}
+	for _, se := range ss {
+		for _, t := range se.ts {
+			s.off[g.index(t)+1]++
+		}
 	}
-	k := ls.String()
-	se := b.idx[k]
+	for k := range len(g.times) {
+		s.off[k+1] += s.off[k]
+	}
+	s.at = make([]int32, s.off[len(g.times)])
+	fill := slices.Clone(s.off[:len(g.times)])
+	for i, se := range ss {
+		for _, t := range se.ts {
+			k := g.index(t)
+			s.at[fill[k]] = int32(i)
+			fill[k]++
+		}
+	}
+	return s
+}
+
+// step is the indexes of the series with a point at step k.
+func (s *stepSide) step(k int) []int32 { return s.at[s.off[k]:s.off[k+1]] }
+
+// next is series i's value at the step being visited.
+func (s *stepSide) next(i int32) float64 {
+	v := s.ss[i].vs[s.cur[i]]
+	s.cur[i]++
+	return v
+}
+
+// seriesBuilder assembles series from instant vectors added in time
+// order; with limit > 0, more series than that is too_many_series.
+type seriesBuilder struct {
+	idx   map[string]*series
+	out   []*series
+	limit int
+}
+
+// add appends a point of source series src (of side s; ls and key, its
+// output labels and their text, are computed only for its first point);
+// a second point for the same labels at the same time is Prometheus's
+// "vector cannot contain metrics with the same labelset" (e.g. on (...)
+// dropped the labels that told two apart).
+func (b *seriesBuilder) add(s *stepSide, src int32, t int64, v float64, labels func(*series) ingest.Labels) error {
+	se := s.out[src]
 	if se == nil {
-		se = &series{labels: ls}
-		b.idx[k] = se
-		b.out = append(b.out, se)
-	} else if se.ts[len(se.ts)-1] == t {
-		return badRequest("bad_query", "multiple matches for labels %s: vector cannot contain metrics with the same labelset", k)
+		ls := s.ss[src].labels
+		if labels != nil {
+			ls = labels(s.ss[src])
+		}
+		k := ls.String()
+		if se = b.idx[k]; se == nil {
+			if b.idx == nil {
+				b.idx = map[string]*series{}
+			}
+			if b.limit > 0 && len(b.out) >= b.limit {
+				return tooManySeries(b.limit)
+			}
+			se = &series{labels: ls}
+			b.idx[k] = se
+			b.out = append(b.out, se)
+		}
+		s.out[src] = se
+	}
+	if n := len(se.ts); n > 0 && se.ts[n-1] == t {
+		return badRequest("bad_query", "multiple matches for labels %s: vector cannot contain metrics with the same labelset", se.labels)
 	}
 	se.ts = append(se.ts, t)
 	se.vs = append(se.vs, v)
@@ -698,16 +880,19 @@ func (e *mexpr) signature(ls ingest.Labels) string {
 	return project(ls, e.match, e.on).String()
 }
 
-// sortedTimes is the keys of the instant maps, ascending.
-func sortedTimes(ms ...map[int64][]vecPoint) []int64 {
-	var ts []int64
-	for _, m := range ms {
-		for t := range m {
-			ts = append(ts, t)
-		}
+// keepsSeries tells whether every series of operand x (e.l or e.r) with
+// a point has one with its labels in e's answer: arithmetic and bool
+// comparisons with a scalar keep each sample; or keeps all the left
+// samples, and, matching on all labels, a sample of the right side's
+// labels at each of its steps.
+func keepsSeries(e, x *mexpr) bool {
+	switch {
+	case e.l.scalar() || e.r.scalar():
+		return !isComparison(e.fn) || e.boolMod
+	case e.fn == "or":
+		return x == e.l || !e.matching
 	}
-	slices.Sort(ts)
-	return slices.Compact(ts)
+	return false
 }
 
 // evalBinop evaluates a binary operator at each step, as Loki and
@@ -725,44 +910,63 @@ func sortedTimes(ms ...map[int64][]vecPoint) []int64 {
 //     that have none; or: all left samples, and the right ones whose
 //     signature no left sample has (so `or vector(0)` fills the steps a
 //     label-less left side has no point at).
+//
+// The right side is evaluated holding the left one's points (evalState).
 func evalBinop(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
-	side := func(x *mexpr) (map[int64][]vecPoint, error) {
+	st := stateOf(ctx)
+	limit := 0
+	if st.limitNode == e {
+		limit = st.maxSeries
+	}
+	operand := func(x *mexpr, held int) ([]*series, error) {
 		if x.scalar() {
 			return nil, nil
 		}
-		ss, err := evalMetric(ctx, ts, x, start, end, step)
-		if err != nil {
-			return nil, err
+		xs := evalState{held: held, maxSeries: st.maxSeries}
+		if limit > 0 && keepsSeries(e, x) {
+			xs.limitNode = x
 		}
-		return instants(ss), nil
+		return evalMetric(context.WithValue(ctx, evalStateKey{}, xs), ts, x, start, end, step)
 	}
-	lm, err := side(e.l)
+	lss, err := operand(e.l, st.held)
 	if err != nil {
 		return nil, err
 	}
-	rm, err := side(e.r)
+	rss, err := operand(e.r, st.held+countPoints(lss))
 	if err != nil {
 		return nil, err
 	}
-	var b seriesBuilder
+	return binopSeries(ctx, e, lss, rss, start, end, step, limit)
+}
+
+// binopSeries is e over its operands' series (nil for a scalar side), at
+// most limit series of answer (0: any).
+func binopSeries(ctx context.Context, e *mexpr, lss, rss []*series, start, end, step int64, limit int) ([]*series, error) {
+	g := newStepGrid(start, end, step, lss, rss)
+	b := seriesBuilder{limit: limit}
 	// A scalar side: one sample value against each sample of the other.
 	if e.l.scalar() || e.r.scalar() {
-		m, s, swap := lm, e.r.val, false
+		ss, s, swap := lss, e.r.val, false
 		if e.l.scalar() {
-			m, s, swap = rm, e.l.val, true
+			ss, s, swap = rss, e.l.val, true
 		}
-		for _, t := range sortedTimes(m) {
-			for _, p := range m[t] {
-				a, c := p.v, s
+		side := newStepSide(ss, g)
+		for k, t := range g.times {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			for _, i := range side.step(k) {
+				pv := side.next(i)
+				a, c := pv, s
 				if swap {
-					a, c = s, p.v
+					a, c = s, pv
 				}
 				v, keep := binopValue(e, a, c)
 				if isComparison(e.fn) && !e.boolMod {
-					v = p.v // the vector's sample, whichever side it is on
+					v = pv // the vector's sample, whichever side it is on
 				}
 				if keep {
-					if err := b.add(t, p.ls, v); err != nil {
+					if err := b.add(side, i, t, v, nil); err != nil {
 						return nil, err
 					}
 				}
@@ -770,36 +974,66 @@ func evalBinop(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step 
 		}
 		return b.out, nil
 	}
-	for _, t := range sortedTimes(lm, rm) {
+	left, right := newStepSide(lss, g), newStepSide(rss, g)
+	// Each series' signature once, as a number shared by both sides.
+	sigIDs := map[string]int32{}
+	var sigs []string
+	sigOf := func(ss []*series) []int32 {
+		ids := make([]int32, len(ss))
+		for i, se := range ss {
+			k := e.signature(se.labels)
+			id, ok := sigIDs[k]
+			if !ok {
+				id = int32(len(sigs))
+				sigIDs[k] = id
+				sigs = append(sigs, k)
+			}
+			ids[i] = id
+		}
+		return ids
+	}
+	lsig, rsig := sigOf(lss), sigOf(rss)
+	sigIDs = nil
+	// Per signature, the step (k+1) it was last seen at on each side, by
+	// which series, and the right value.
+	rStamp, lStamp := make([]int32, len(sigs)), make([]int32, len(sigs))
+	rWho, lWho := make([]int32, len(sigs)), make([]int32, len(sigs))
+	rVal := make([]float64, len(sigs))
+	var projected func(*series) ingest.Labels
+	if e.matching {
+		projected = func(se *series) ingest.Labels { return project(se.labels, e.match, e.on) }
+	}
+	for k, t := range g.times {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		left, right := lm[t], rm[t]
+		stamp := int32(k + 1)
 		if isSetOp(e.fn) {
-			sigs := map[string]bool{}
-			for _, p := range right {
-				sigs[e.signature(p.ls)] = true
-			}
 			if e.fn == "or" {
-				lsigs := map[string]bool{}
-				for _, p := range left {
-					lsigs[e.signature(p.ls)] = true
-					if err := b.add(t, p.ls, p.v); err != nil {
+				for _, i := range left.step(k) {
+					lStamp[lsig[i]] = stamp
+					if err := b.add(left, i, t, left.next(i), nil); err != nil {
 						return nil, err
 					}
 				}
-				for _, p := range right {
-					if !lsigs[e.signature(p.ls)] {
-						if err := b.add(t, p.ls, p.v); err != nil {
+				for _, i := range right.step(k) {
+					v := right.next(i)
+					if lStamp[rsig[i]] != stamp {
+						if err := b.add(right, i, t, v, nil); err != nil {
 							return nil, err
 						}
 					}
 				}
 				continue
 			}
-			for _, p := range left {
-				if sigs[e.signature(p.ls)] == (e.fn == "and") {
-					if err := b.add(t, p.ls, p.v); err != nil {
+			for _, i := range right.step(k) {
+				right.next(i)
+				rStamp[rsig[i]] = stamp
+			}
+			for _, i := range left.step(k) {
+				v := left.next(i)
+				if (rStamp[lsig[i]] == stamp) == (e.fn == "and") {
+					if err := b.add(left, i, t, v, nil); err != nil {
 						return nil, err
 					}
 				}
@@ -807,34 +1041,28 @@ func evalBinop(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step 
 			continue
 		}
 		// One-to-one: each signature at most once on each side.
-		rs := map[string]vecPoint{}
-		for _, p := range right {
-			k := e.signature(p.ls)
-			if o, dup := rs[k]; dup {
-				return nil, badRequest("bad_query", "found duplicate series for the match group %s on the right hand-side of the operation: [%s, %s]; many-to-many matching not allowed: matching labels must be unique on one side", k, o.ls, p.ls)
+		for _, i := range right.step(k) {
+			id := rsig[i]
+			if rStamp[id] == stamp {
+				return nil, badRequest("bad_query", "found duplicate series for the match group %s on the right hand-side of the operation: [%s, %s]; many-to-many matching not allowed: matching labels must be unique on one side", sigs[id], rss[rWho[id]].labels, rss[i].labels)
 			}
-			rs[k] = p
+			rStamp[id], rWho[id], rVal[id] = stamp, i, right.next(i)
 		}
-		seen := map[string]ingest.Labels{}
-		for _, p := range left {
-			k := e.signature(p.ls)
-			r, ok := rs[k]
-			if !ok {
+		for _, i := range left.step(k) {
+			id := lsig[i]
+			v := left.next(i)
+			if rStamp[id] != stamp {
 				continue
 			}
-			if o, dup := seen[k]; dup {
-				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right), which is not supported", k, o, p.ls)
+			if lStamp[id] == stamp {
+				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right), which is not supported", sigs[id], lss[lWho[id]].labels, lss[i].labels)
 			}
-			seen[k] = p.ls
-			v, keep := binopValue(e, p.v, r.v)
+			lStamp[id], lWho[id] = stamp, i
+			v, keep := binopValue(e, v, rVal[id])
 			if !keep {
 				continue
 			}
-			ls := p.ls
-			if e.matching {
-				ls = project(ls, e.match, e.on)
-			}
-			if err := b.add(t, ls, v); err != nil {
+			if err := b.add(left, i, t, v, projected); err != nil {
 				return nil, err
 			}
 		}
@@ -864,23 +1092,49 @@ func binopValue(e *mexpr, a, b float64) (float64, bool) {
 // values, with their own labels; a series appears at the steps where it
 // is among them. NaN ranks last in both. Ties go to the series whose
 // labels sort first (Loki leaves the choice among equal values open).
-func topkSeries(e *mexpr, in []*series) ([]*series, error) {
+// Step by step, as evalBinop; limit > 0 refuses more series than that.
+func topkSeries(ctx context.Context, e *mexpr, in []*series, start, end, step int64, limit int) ([]*series, error) {
 	slices.SortFunc(in, func(a, b *series) int { return a.labels.Compare(b.labels) })
-	m := instants(in) // each time's samples in label order
-	var b seriesBuilder
-	for _, t := range sortedTimes(m) {
-		groups := map[string][]vecPoint{}
-		var order []string
-		for _, p := range m[t] {
-			k := project(p.ls, e.by, !e.without).String()
-			if groups[k] == nil {
-				order = append(order, k)
-			}
-			groups[k] = append(groups[k], p)
+	g := newStepGrid(start, end, step, in)
+	side := newStepSide(in, g) // each step's samples in label order
+	// Each series' group once, as a number.
+	gids := make([]int32, len(in))
+	ids := map[string]int32{}
+	for i, se := range in {
+		k := project(se.labels, e.by, !e.without).String()
+		id, ok := ids[k]
+		if !ok {
+			id = int32(len(ids))
+			ids[k] = id
 		}
-		for _, k := range order {
-			g := groups[k]
-			slices.SortStableFunc(g, func(x, y vecPoint) int {
+		gids[i] = id
+	}
+	type sample struct {
+		i int32
+		v float64
+	}
+	groups := make([][]sample, len(ids))
+	stamps := make([]int32, len(ids))
+	ids = nil
+	var order []int32
+	b := seriesBuilder{limit: limit}
+	for k, t := range g.times {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		order = order[:0]
+		for _, i := range side.step(k) {
+			id := gids[i]
+			if stamps[id] != int32(k+1) {
+				stamps[id] = int32(k + 1)
+				order = append(order, id)
+				groups[id] = groups[id][:0]
+			}
+			groups[id] = append(groups[id], sample{i, side.next(i)})
+		}
+		for _, id := range order {
+			gs := groups[id]
+			slices.SortStableFunc(gs, func(x, y sample) int {
 				xn, yn := math.IsNaN(x.v), math.IsNaN(y.v)
 				switch {
 				case xn || yn:
@@ -890,8 +1144,8 @@ func topkSeries(e *mexpr, in []*series) ([]*series, error) {
 				}
 				return cmpFloat(x.v, y.v)
 			})
-			for _, p := range g[:min(e.k, len(g))] {
-				if err := b.add(t, p.ls, p.v); err != nil {
+			for _, p := range gs[:min(e.k, len(gs))] {
+				if err := b.add(side, p.i, t, p.v, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -1146,8 +1400,8 @@ func evalUnwrap(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 			break
 		}
 	}
-	if n := len(groups) * len(steps); n > maxRangePoints {
-		return nil, badRequest("too_many_points", "%s over %d series and %d steps is %d points, more than the limit of %d: narrow the selector, or use a larger step", e.fn, len(groups), len(steps), n, maxRangePoints)
+	if err := checkRangePoints(ctx, e.fn, len(groups), len(steps)); err != nil {
+		return nil, err
 	}
 	var out []*series
 	for _, k := range slices.Sorted(maps.Keys(groups)) {
