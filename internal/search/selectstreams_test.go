@@ -5,18 +5,17 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/segment"
 	"haystack/internal/store"
+	"haystack/internal/testseed"
 )
 
 // Label pools of the selection oracle: few names and values, so that
@@ -115,14 +114,7 @@ func parseAll(defs []string) []ingest.Labels {
 }
 
 func selSeed(t *testing.T, name string) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(name); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = v
-	}
+	seed := testseed.Seed(t, name)
 	t.Logf("seed %d (set %s=%d to repeat)", seed, name, seed)
 	return seed
 }

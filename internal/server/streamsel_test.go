@@ -7,17 +7,16 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/search"
 	"haystack/internal/store"
+	"haystack/internal/testseed"
 )
 
 // naiveStreamsIn is the reference for streamsIn: every stream of every
@@ -53,14 +52,7 @@ func naiveStreamsIn(v *store.View, plan *query.Plan, start, end int64) []ingest.
 // streamSelSeed returns the seed of the selection oracles, from
 // HAY_STREAMSEL_SEED or the clock, and logs it.
 func streamSelSeed(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("HAY_STREAMSEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = v
-	}
+	seed := testseed.Seed(t, "HAY_STREAMSEL_SEED")
 	t.Logf("seed %d (HAY_STREAMSEL_SEED=%d repeats it)", seed, seed)
 	return seed
 }

@@ -117,9 +117,14 @@ func decodeManifest(data []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("manifest: %w", err)
 		}
 	}
-	// The version and where the table is must agree.
-	if (magic == manifestMagic2) != (m.StreamsBytes > 0) || m.StreamsBytes > 0 && len(m.Streams) > 0 {
-		return nil, errors.New("manifest: stream table fields do not match the version")
+	// The version and where the table is must agree: version 2 names
+	// a STREAMS prefix of at least one stream, version 1 none. (A count
+	// that STREAMS does not hold is readStreams' to report; it never
+	// sizes an allocation past the file.)
+	v2ok := m.StreamsBytes >= int64(len(streamsMagic)) && m.StreamsCount > 0 && len(m.Streams) == 0
+	v1ok := m.StreamsBytes == 0 && m.StreamsCount == 0
+	if magic == manifestMagic2 && !v2ok || magic == manifestMagic && !v1ok {
+		return nil, fmt.Errorf("manifest: stream table fields (%d bytes, %d streams) do not fit version %s", m.StreamsBytes, m.StreamsCount, magic[len(magic)-1:])
 	}
 	return m, nil
 }

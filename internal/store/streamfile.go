@@ -53,6 +53,13 @@ func readStreams(dir string, m *Manifest) ([]StreamDef, error) {
 		return nil, &streamsError{err}
 	}
 	defer f.Close()
+	// The file's size bounds what is allocated, not the manifest's
+	// numbers (decodeManifest holds the count to the length).
+	if fi, err := f.Stat(); err != nil {
+		return nil, &streamsError{err}
+	} else if fi.Size() < m.StreamsBytes {
+		return nil, bad("%d bytes, shorter than the %d bytes the manifest names", fi.Size(), m.StreamsBytes)
+	}
 	data := make([]byte, m.StreamsBytes)
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, bad("shorter than the %d bytes the manifest names: %w", m.StreamsBytes, err)
@@ -60,7 +67,7 @@ func readStreams(dir string, m *Manifest) ([]StreamDef, error) {
 	if string(data[:len(streamsMagic)]) != streamsMagic {
 		return nil, bad("bad magic")
 	}
-	defs := make([]StreamDef, 0, m.StreamsCount)
+	defs := make([]StreamDef, 0, min(int64(m.StreamsCount), m.StreamsBytes))
 	for off := len(streamsMagic); off < len(data); {
 		if len(data)-off < 8 {
 			return nil, bad("record header cut at byte %d", off)

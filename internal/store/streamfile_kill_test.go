@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"haystack/internal/testseed"
 )
 
 // killWriterEnv, when set, makes TestStreamsFileKill the child: a Writer
@@ -64,12 +66,14 @@ func TestStreamsFileKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "HAY_STORE_KILL_SEED")
+	t.Logf("seed %d (HAY_STORE_KILL_SEED=%d repeats the kill times, not the scheduling)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	acked, tails := 0, 0
-	defer func() { t.Logf("%d streams acknowledged; %d kills left bytes past the manifest in STREAMS", acked, tails) }()
+	defer func() {
+		t.Logf("%d streams acknowledged; %d kills left bytes past the manifest in STREAMS", acked, tails)
+	}()
 	for round := range 12 {
 		cmd := exec.Command(exe, "-test.run=^TestStreamsFileKill$")
 		cmd.Env = append(os.Environ(), killWriterEnv+"="+dir)

@@ -2,8 +2,10 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -396,5 +398,59 @@ func TestStreamRecordRandom(t *testing.T) {
 		if !slices.Equal(got, m.Streams) && len(m.Streams) > 0 {
 			t.Fatalf("%d streams read back differently", len(m.Streams))
 		}
+	}
+}
+
+// TestStreamsManifestNumbers gives checksummed manifests whose stream
+// table numbers are wrong (found by review): an error, never a panic or
+// an allocation the numbers size; a version 1 manifest with a count, or
+// a version 2 one without streams, is refused at once.
+func TestStreamsManifestNumbers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(m *Manifest)
+		file string // the file the error names
+	}{
+		{"bytes past the file", func(m *Manifest) { m.StreamsBytes += 1 }, streamsName},
+		{"bytes 1<<62", func(m *Manifest) { m.StreamsBytes = 1 << 62 }, streamsName},
+		{"count 1<<40", func(m *Manifest) { m.StreamsCount = 1 << 40 }, streamsName},
+		{"count one more", func(m *Manifest) { m.StreamsCount++ }, streamsName},
+		{"version 1 with a count", func(m *Manifest) { m.StreamsBytes, m.StreamsCount = 0, 5 }, manifestName},
+		{"version 2 without streams", func(m *Manifest) { m.StreamsCount = 0 }, manifestName},
+		{"negative bytes", func(m *Manifest) { m.StreamsBytes = -5 }, manifestName},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			addStreams(t, st, "a", 10)
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			m, err := readManifestOnly(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(m)
+			// Encoded by hand: encodeManifest picks the version from
+			// the fields.
+			body, _ := json.Marshal(m)
+			body = append(body, '\n')
+			magic := manifestMagic2
+			if m.StreamsBytes == 0 {
+				magic = manifestMagic
+			}
+			data := fmt.Appendf(nil, "%s %08x %d\n%s", magic, crc32.Checksum(body, castagnoli), len(body), body)
+			os.WriteFile(filepath.Join(dir, manifestName), data, 0o644)
+			_, err = OpenSnapshot(dir)
+			if err == nil || !strings.Contains(err.Error(), c.file) {
+				t.Fatalf("OpenSnapshot: %v, want an error naming %s", err, c.file)
+			}
+			if _, err := Open(dir, Options{}); err == nil {
+				t.Fatal("Open accepted it")
+			}
+		})
 	}
 }
