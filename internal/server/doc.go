@@ -110,8 +110,10 @@
 // --max-label-value-bytes (2 KiB), as Loki (400), a query over
 // --query-timeout (504), a metric query answering more than
 // --max-query-series series (default 500, Loki's max_query_series; 400) or whose range
-// vectors would hold more than 5,000,000 points before aggregation (400,
-// before the memory is spent). At most
+// vectors would hold more than 5,000,000 points before aggregation, the
+// operands of a binary operator together (400, before the memory is
+// spent; a binary operator or topk answering more series than the limit
+// stops at the first one over). At most
 // --max-concurrent-queries queries run at once; more wait for a slot, as
 // Loki queues them, up to --query-queue-wait (then 429 with Retry-After:
 // 1), and beyond --max-queued-queries waiting they get 429 at once. A
