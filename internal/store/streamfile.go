@@ -165,6 +165,9 @@ func appendStreams(dir string, m *Manifest) error {
 	}
 	defer f.Close()
 	fresh := m.StreamsBytes == 0
+	if fresh {
+		m.StreamsCount = 0 // a new file holds every stream, from id 0
+	}
 	rec := encodeStreamRecord(m.StreamsCount, m.Streams[m.StreamsCount:])
 	if fresh {
 		rec = append([]byte(streamsMagic), rec...)
