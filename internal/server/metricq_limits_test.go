@@ -52,7 +52,7 @@ func queryMemory(fn func()) (peak, alloc uint64) {
 // side's points when the other's would pass maxRangePoints, while a ratio
 // of aggregations of the same operands is still answered. Memory is compared with the plain
 // query's in the same process (peak live heap and bytes allocated, each
-// within 1.5 times plus 16 MiB), so a loaded machine moves both.
+// within 1.5 times plus 24 MiB), so a loaded machine moves both.
 func TestBinopSeriesLimitMemory(t *testing.T) {
 	env := newEnv(t, func(c *Config) { c.MaxStreamsPerTenant = 1 << 20 })
 	const streams, steps = 1000, 3001
@@ -70,11 +70,17 @@ func TestBinopSeriesLimitMemory(t *testing.T) {
 		return code, body, peak, alloc
 	}
 	const tooMany = "maximum number of series (500) reached for a single query"
-	code, body, plainPeak, plainAlloc := run(x)
-	if code != 400 || !strings.Contains(body, tooMany) {
-		t.Fatalf("%s: %d %.300s", x, code, body)
+	// The plain query twice: a sample that missed its peak must not make
+	// the bound tight.
+	var plainPeak, plainAlloc uint64
+	for range 2 {
+		code, body, peak, alloc := run(x)
+		if code != 400 || !strings.Contains(body, tooMany) {
+			t.Fatalf("%s: %d %.300s", x, code, body)
+		}
+		plainPeak, plainAlloc = max(plainPeak, peak), max(plainAlloc, alloc)
 	}
-	const slack = 16 << 20
+	const slack = 24 << 20
 	for _, c := range []struct{ q, msg string }{
 		{x + ` > 0`, tooMany},
 		{`0 < bool ` + x, tooMany},
@@ -86,10 +92,10 @@ func TestBinopSeriesLimitMemory(t *testing.T) {
 			t.Errorf("%s: %d %.300s; want 400 with %q", c.q, code, body, c.msg)
 		}
 		if peak > plainPeak*3/2+slack {
-			t.Errorf("%s: peak live heap %d MiB, more than 1.5 times the plain range vector's %d MiB (+16 MiB)", c.q, peak>>20, plainPeak>>20)
+			t.Errorf("%s: peak live heap %d MiB, more than 1.5 times the plain range vector's %d MiB (+24 MiB)", c.q, peak>>20, plainPeak>>20)
 		}
 		if alloc > plainAlloc*3/2+slack {
-			t.Errorf("%s: allocated %d MiB, more than 1.5 times the plain range vector's %d MiB (+16 MiB)", c.q, alloc>>20, plainAlloc>>20)
+			t.Errorf("%s: allocated %d MiB, more than 1.5 times the plain range vector's %d MiB (+24 MiB)", c.q, alloc>>20, plainAlloc>>20)
 		}
 	}
 	for _, c := range []struct{ q, want string }{
