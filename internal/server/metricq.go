@@ -89,11 +89,25 @@ type mexpr struct {
 func (e *mexpr) scalar() bool { return e.kind == "const" && !e.vec }
 
 type mparser struct {
-	s   string
-	pos int
+	s     string
+	pos   int
+	depth int // expressions open (parentheses, arguments, ^ chains)
 }
 
+// maxMetricQueryBytes bounds a metric query's text, as query.Parse bounds
+// a log query's; maxMetricDepth bounds its nesting. The parser recurses
+// through seven precedence levels per parenthesis (~2.3 KB of stack): a
+// 900 KB query of 450,000 '(' passed Go's 1 GB stack limit and aborted
+// the whole server (review 8, F4).
+const (
+	maxMetricQueryBytes = 64 << 10
+	maxMetricDepth      = 256
+)
+
 func parseMetric(s string) (*mexpr, error) {
+	if len(s) > maxMetricQueryBytes {
+		return nil, fmt.Errorf("query of %d bytes is longer than the limit of %d", len(s), maxMetricQueryBytes)
+	}
 	p := &mparser{s: s}
 	e, err := p.expr()
 	if err != nil {
@@ -170,7 +184,25 @@ var mlevels = [][]string{
 }
 
 // expr reads an expression with the binary operators of LogQL.
-func (p *mparser) expr() (*mexpr, error) { return p.level(0) }
+func (p *mparser) expr() (*mexpr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	return p.level(0)
+}
+
+// enter counts one more open expression, refusing past maxMetricDepth;
+// leave closes it.
+func (p *mparser) enter() error {
+	p.depth++
+	if p.depth > maxMetricDepth {
+		return fmt.Errorf("query nested deeper than %d levels at column %d", maxMetricDepth, p.pos+1)
+	}
+	return nil
+}
+
+func (p *mparser) leave() { p.depth-- }
 
 // level reads operand (op operand)* for the operators of mlevels[i], its
 // operands at the next level; ^ is right-associative, the others left.
@@ -193,9 +225,15 @@ func (p *mparser) level(i int) (*mexpr, error) {
 		}
 		next := i + 1
 		if op == "^" {
-			next = i
+			next = i // right-associative: a chain of ^ recurses
+			if err := p.enter(); err != nil {
+				return nil, err
+			}
 		}
 		r, err := p.level(next)
+		if op == "^" {
+			p.leave()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -1298,10 +1336,11 @@ func unwrapLabels(e *mexpr, text string) (unwrapSample, ingest.Labels) {
 		return unwrapSample{skip: true}, nil
 	}
 	v, err := convertUnwrapped(e.conv, raw)
-	ls = ls.With(e.unwrap, "")
 	if err != nil {
 		ls = ls.With("__error__", "SampleExtractionErr").With("__error_details__", err.Error())
 	}
+	// The filters after unwrap still see the unwrapped label (as Loki's:
+	// `| unwrap lat | lat > 5`); the series then leaves it out.
 	if e.post != nil {
 		in := make([]query.Label, len(ls))
 		for i, l := range ls {
@@ -1316,6 +1355,7 @@ func unwrapLabels(e *mexpr, text string) (unwrapSample, ingest.Labels) {
 			ls[i] = ingest.Label{Name: l.Name, Value: l.Value}
 		}
 	}
+	ls = ls.With(e.unwrap, "")
 	if e.by != nil && ls.Get("__error__") == "" {
 		ls = project(ls, e.by, !e.without)
 	}
