@@ -398,6 +398,21 @@ func compare(op string, a, b float64) bool {
 func (p *mparser) number() (float64, error) {
 	p.ws()
 	st := p.pos
+	if p.pos < len(p.s) && (p.s[p.pos] == '-' || p.s[p.pos] == '+') {
+		// A sign in an operand's place is unary, and may stand apart
+		// from its number (x * - 1), as in PromQL.
+		neg := p.s[p.pos] == '-'
+		p.pos++
+		p.ws()
+		if p.pos < len(p.s) && p.s[p.pos] != '-' && p.s[p.pos] != '+' {
+			v, err := p.number()
+			if neg {
+				v = -v
+			}
+			return v, err
+		}
+		p.pos = st
+	}
 	for p.pos < len(p.s) && strings.ContainsRune("0123456789.eE+-", rune(p.s[p.pos])) {
 		if p.pos > st && (p.s[p.pos] == '+' || p.s[p.pos] == '-') && p.s[p.pos-1] != 'e' && p.s[p.pos-1] != 'E' {
 			break

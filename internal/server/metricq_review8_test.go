@@ -66,3 +66,25 @@ func TestMetricQueryDepth(t *testing.T) {
 		t.Error("450,000 levels parsed")
 	}
 }
+
+// TestMetricUnarySign: a sign in an operand's place may stand apart
+// from its number, as in PromQL (review 8, L3: `x * - 1` was a 400).
+func TestMetricUnarySign(t *testing.T) {
+	env := newEnv(t, nil)
+	for _, c := range []struct{ q, want string }{
+		{`vector(2) * - 1`, `"-2"`},
+		{`vector(2) * -1`, `"-2"`},
+		{`vector(2) - - 3`, `"5"`},
+		{`vector(2) - 1e-1`, `"1.9"`},
+	} {
+		code, body := env.get("/loki/api/v1/query?time=1700000000&query=" + url.QueryEscape(c.q))
+		if code != 200 || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want %s", c.q, code, body, c.want)
+		}
+	}
+	for _, q := range []string{`vector(2) * - - 1`, `vector(2) * -`} {
+		if code, body := env.get("/loki/api/v1/query?time=1700000000&query=" + url.QueryEscape(q)); code != 400 {
+			t.Errorf("%s: %d %s, want 400", q, code, body)
+		}
+	}
+}
