@@ -137,6 +137,7 @@ func searchCommand(args []string) error {
 	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")
 	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
+	fs.Int64Var(limit, "m", 0, "`N`: --limit, as grep -m (over all streams together, not per stream)")
 	order := fs.String("order", "stored", "`order`: stored (each stream in ingestion order, as grep, streams merged by time), oldest (by time, ties by stream then ingestion order) or newest (the exact reverse of oldest); they differ only where a stream's times go backwards. With -A/-B/-C each stream keeps its ingestion order, newest backwards")
 	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
 	until := fs.String("until", "", "only entries before `T` (as --since)")
@@ -482,8 +483,8 @@ func bundledFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 				break
 			}
 			if !isBoolFlag(f) {
-				if _, err := strconv.Atoi(a[2:]); err == nil && strings.ContainsRune("ABC", rune(a[1])) {
-					split = nil // grep's -A3: grepNumArgs reads it
+				if _, err := strconv.Atoi(a[2:]); err == nil && strings.ContainsRune("ABCm", rune(a[1])) {
+					split = nil // grep's -A3 (and -m1): grepNumArgs reads it
 					break
 				}
 				return nil, fmt.Errorf("%s: only switches (%s) can be bundled; -%c takes a value: write them apart, e.g. -c -v P", a, boolLetters(fs), c)
@@ -521,7 +522,7 @@ func grepNumArgs(fs *flag.FlagSet, args []string) []string {
 		if a == "--" || len(a) < 2 || a[0] != '-' {
 			break
 		}
-		if len(a) > 2 && strings.IndexByte("ABC", a[1]) >= 0 {
+		if len(a) > 2 && strings.IndexByte("ABCm", a[1]) >= 0 {
 			if _, err := strconv.Atoi(a[2:]); err == nil {
 				out[i] = a[:2] + "=" + a[2:]
 				continue

@@ -6,13 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // TestGrepWordLine checks -w and -x against grep -w -F and grep -x -F on
 // Loghub samples: random substrings (mostly cut mid-word), whole words
-// and whole lines, with -i, -c and -v, byte for byte and exit status.
+// and whole lines, with -i, -c and -v, byte for byte and exit status;
+// and -m N (-mN), which on one file is grep's.
 func TestGrepWordLine(t *testing.T) {
 	if _, err := exec.LookPath("grep"); err != nil {
 		t.Skip("no grep binary")
@@ -56,6 +58,11 @@ func TestGrepWordLine(t *testing.T) {
 			for _, nd := range nds {
 				check(nd, "-w")
 				check(nd, "-w", "-i", "-c")
+			}
+			// -m, as grep's on one file: the first N matching lines.
+			for k, nd := range nds[:8] {
+				check(nd, "-m", strconv.Itoa(k+1))
+				check(nd, "-m"+strconv.Itoa(k+1), "-i")
 			}
 			for _, nd := range append(whole, nds[:5]...) {
 				check(nd, "-x")
