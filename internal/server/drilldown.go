@@ -378,42 +378,47 @@ func (s *Server) lokiDetectedLabels(w http.ResponseWriter, r *http.Request, ts *
 		s.queryErr(w, err)
 		return
 	}
-	values := map[string]map[string]bool{}
+	type detected struct {
+		Label       string `json:"label"`
+		Cardinality int    `json:"cardinality"`
+	}
+	out := []detected{}
 	if ts != nil {
 		v, err := ts.w.View()
 		if err != nil {
 			s.queryErr(w, err)
 			return
 		}
-		seen := map[uint32]bool{}
+		// The streams with an entry in the range, as a bitset: a map
+		// of every stream of a big tenant cost more than the rest.
+		seen := newBitset(len(v.Streams))
 		bv := &blockVisitor{plan: plan, start: start, end: end}
 		bv.meta = func(m *segment.BlockMeta) {
 			for _, id := range m.Streams {
-				seen[id] = true
+				if int(id) < len(v.Streams) {
+					seen.add(id)
+				}
 			}
 		}
-		bv.entry = func(_ int64, id uint32, _ int) { seen[id] = true }
+		bv.entry = func(_ int64, id uint32, _ int) {
+			if int(id) < len(v.Streams) {
+				seen.add(id)
+			}
+		}
 		if err := bv.visit(r.Context(), v); err != nil {
 			s.queryErr(w, err)
 			return
 		}
-		for id := range seen {
-			ls, _ := ingest.ParseLabels(v.Labels(id))
-			for _, l := range ls {
-				if values[l.Name] == nil {
-					values[l.Name] = map[string]bool{}
-				}
-				values[l.Name][l.Value] = true
+		var ids []uint32
+		for id := range uint32(len(v.Streams)) {
+			if seen.has(id) {
+				ids = append(ids, id)
 			}
 		}
-	}
-	type detected struct {
-		Label       string `json:"label"`
-		Cardinality int    `json:"cardinality"`
-	}
-	out := []detected{}
-	for _, n := range slices.Sorted(maps.Keys(values)) {
-		out = append(out, detected{n, len(values[n])})
+		card := labelCardinalities(v, ids)
+		for _, n := range slices.Sorted(maps.Keys(card)) {
+			out = append(out, detected{n, card[n]})
+		}
 	}
 	writeJSON(w, map[string]any{"detectedLabels": out})
 }

@@ -76,6 +76,7 @@ func BenchmarkSelectStreams(b *testing.B) {
 			{"label_values_one", "/loki/api/v1/label/l01/values?query=" + q(`{app="s0_5"}`)},
 			{"labels", "/loki/api/v1/labels?x=1"},
 			{"label_values_app", "/loki/api/v1/label/app/values?x=1"},
+			{"detected_labels_all", "/loki/api/v1/detected_labels?query=" + q(`{app=~".+"}`)},
 		} {
 			b.Run(fmt.Sprintf("streams=%d/%s", n, c.name), func(b *testing.B) {
 				b.ReportAllocs()

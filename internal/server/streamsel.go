@@ -210,3 +210,45 @@ func idBits(n int, ids []uint32) bitset {
 	}
 	return b
 }
+
+// labelCardinalities returns, for each label name of streams ids
+// (ascending) of v, its number of distinct values among them, as
+// labelNames finds names: from the stream index when the streams are
+// many of the view's (Grafana's detected_labels asks for every service),
+// else by parsing their labels.
+func labelCardinalities(v *store.View, ids []uint32) map[string]int {
+	card := map[string]int{}
+	if len(ids)*8 < len(v.Streams) {
+		values := map[string]map[string]bool{}
+		for _, ls := range parsedLabels(v, ids) {
+			for _, l := range ls {
+				if values[l.Name] == nil {
+					values[l.Name] = map[string]bool{}
+				}
+				values[l.Name][l.Value] = true
+			}
+		}
+		for name, vals := range values {
+			card[name] = len(vals)
+		}
+		return card
+	}
+	in := idBits(len(v.Streams), ids)
+	ix := v.Index()
+	for _, name := range ix.Names() {
+		n := 0
+		ix.Values(name, func(_ string, vids []uint32) bool {
+			for _, id := range vids {
+				if in.has(id) {
+					n++
+					break
+				}
+			}
+			return true
+		})
+		if n > 0 {
+			card[name] = n
+		}
+	}
+	return card
+}

@@ -232,10 +232,41 @@ func TestStreamSelectionOracle(t *testing.T) {
 				t.Fatalf("%s: values of %s %q, want %q", c.src, name, vals.Data, w)
 			}
 		}
+		// detected_labels: the streams with an entry in the range (it
+		// decodes the blocks at the range's edges), their values counted.
+		wantHits := oracleScan(t, v, sel)
+		dvals := map[string]map[string]bool{}
+		for _, h := range wantHits {
+			ls, _ := ingest.ParseLabels(h.Labels)
+			for _, l := range ls {
+				if dvals[l.Name] == nil {
+					dvals[l.Name] = map[string]bool{}
+				}
+				dvals[l.Name][l.Value] = true
+			}
+		}
+		var det struct {
+			DetectedLabels []struct {
+				Label       string
+				Cardinality int
+			}
+		}
+		dq := ""
+		if c.src != "" {
+			dq = "&query=" + url.QueryEscape(c.src)
+		}
+		getJSON(e, "/loki/api/v1/detected_labels?x=1"+dq+rng, &det)
+		if len(det.DetectedLabels) != len(dvals) {
+			t.Fatalf("%s: detected_labels %v, want %d labels", c.src, det.DetectedLabels, len(dvals))
+		}
+		for _, d := range det.DetectedLabels {
+			if len(dvals[d.Label]) != d.Cardinality {
+				t.Fatalf("%s: detected label %s has cardinality %d, want %d", c.src, d.Label, d.Cardinality, len(dvals[d.Label]))
+			}
+		}
 		if !entries || c.src == "" {
 			return
 		}
-		wantHits := oracleScan(t, v, sel)
 		keys := func(hs []hit) []string {
 			var ks []string
 			for _, h := range hs {

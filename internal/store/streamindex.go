@@ -131,9 +131,15 @@ func below(ids []uint32, n int) []uint32 {
 // single id. Called with x.mu held.
 func (ix *StreamIndex) postings(ni *nameIndex, value string, one *[1]uint32) []uint32 {
 	v, ok := ni.vals[value]
-	switch {
-	case !ok:
+	if !ok {
 		return nil
+	}
+	return ix.entry(ni, v, one)
+}
+
+// entry returns the ids of a vals entry of ni (see postings).
+func (ix *StreamIndex) entry(ni *nameIndex, v uint32, one *[1]uint32) []uint32 {
+	switch {
 	case v&many == 0:
 		if int(v) >= len(ix.defs) {
 			return nil
@@ -176,8 +182,8 @@ func (ix *StreamIndex) Values(name string, fn func(value string, ids []uint32) b
 		return
 	}
 	var one [1]uint32
-	for v := range ni.vals {
-		if ids := ix.postings(ni, v, &one); len(ids) > 0 && !fn(v, ids) {
+	for v, e := range ni.vals {
+		if ids := ix.entry(ni, e, &one); len(ids) > 0 && !fn(v, ids) {
 			return
 		}
 	}
