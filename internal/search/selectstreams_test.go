@@ -413,3 +413,31 @@ func FuzzFiniteValues(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValueMatcher checks valueMatcher's shortcuts against the regexp
+// they replace, for every operator and pattern shape, on any value
+// (newlines, invalid UTF-8).
+func FuzzValueMatcher(f *testing.F) {
+	for _, v := range []string{"", "x", "a\nb", "\n", "\xff", "ü", "x\r"} {
+		f.Add(v)
+	}
+	pats := []string{".+", ".*", "(?s).+", "(?s).*", "(.+)", "(?:.*)", "(?s:.)+", ".", "x.+", ".+?", "(?U).*", "(?m).+", "(?i).+"}
+	var ms []*query.StreamMatcher
+	for _, op := range []string{"=~", "!~"} {
+		for _, p := range pats {
+			plan := mustPlan(f, `{a="b", x`+op+strconv.Quote(p)+`}`)
+			m := plan.Streams[1]
+			if m.Name != "x" {
+				f.Fatalf("matcher %s, want x's", m)
+			}
+			ms = append(ms, m)
+		}
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, m := range ms {
+			if got, want := valueMatcher(m)(v), m.Matches(v); got != want {
+				t.Fatalf("%s on %q: %v, regexp says %v", m, v, got, want)
+			}
+		}
+	})
+}
