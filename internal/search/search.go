@@ -87,14 +87,21 @@
 // block's bound is later, or equal and all the blocks left lie later in
 // the store. Otherwise it takes the next block first and merges the
 // blocks it holds (run.advanceByTime); past maxHeld decoded blocks the
-// hits left in one are copied out. Where a stream's times ascend every
-// entry of a block of that stream alone passes at once, so nothing is
-// held, copied or sorted, and a limit stops the scan after as few blocks
-// as in store order. Block time ranges are per block, not per stream: a
-// block shared with a stream whose times run ahead can make a run take
-// the next block before delivering (one more block read for a limit over
-// interleaved streams). Disorder costs only where it is, and the limit
-// stays exact.
+// hits left in one are copied out. With a limit, the hits the runs hold
+// beyond the limit's reach (more undelivered entries before them than
+// the merge may still deliver) are dropped as blocks are taken
+// (exec.trim), so that the copies are bounded by the limit, not by the
+// store, and a run takes no block that holds only entries past them.
+// Where a stream's times ascend every entry of a block of that stream
+// alone passes at once, so nothing is held, copied or sorted, and a
+// limit stops the scan after as few blocks as in store order. Block time
+// ranges are per block, not per stream: a block shared with a stream
+// whose times run ahead can make a run take the next block before
+// delivering (one more block read for a limit over interleaved streams;
+// but every block when another stream's clock lags far behind, Newest:
+// runs far ahead, as every block's bound is then that stream's: review
+// 8, F5, which needs per-stream bounds in the block index). Disorder
+// costs only where it is, and the limit stays exact.
 //
 // With context (Before, After, Grouped), runs keep their stream's
 // ingestion order whatever Order is, as grep's context does (a group is
@@ -233,6 +240,12 @@ type Stats struct {
 	PrunedIndex  int64 // ruled out by the skip index
 	Decoded      int64 // block reads: merging streams may read a block once per selected stream in it
 	Compacted    int64 // decoded blocks whose hits a merge of many streams copied out (see compactHits)
+	// PeakCopied is the most bytes (lines, plus 20 a hit for time,
+	// stream, offset and index) that time-ordered runs held at once in
+	// copies of the hits of blocks they could not deliver yet
+	// (cursor.detach, and compactHits' copies). With a limit it is
+	// bounded by the limit, not by the store.
+	PeakCopied int64
 }
 
 // Match is a delivered entry. Line is valid only during the emit call.
@@ -461,6 +474,23 @@ type exec struct {
 	// copy of just those entries (see compactHits and contextCopy).
 	compact bool
 
+	// Time order with a limit (see trim): emitted is the number of
+	// matches merged so far; tails holds the cursors of every run, live
+	// counts the hits they have left (not delivered yet). Only the
+	// merge's goroutine touches them.
+	emitted int64
+	tails   cursorHeap
+	live    int64
+	// cut is the first hit trim dropped, in delivery order (cutSet): it
+	// and every entry after it are past the limit.
+	cut    hitKey
+	cutSet bool
+	// The bytes held in copies of hits (cursor.detach, compactHits), and
+	// their peak (Stats.PeakCopied); with a limit, the bytes of the hits
+	// left in them (trim).
+	copyBytes, peakCopy int64
+	copyLive            int64
+
 	work chan *task
 }
 
@@ -470,6 +500,7 @@ func (e *exec) report() {
 		*e.q.Stats = e.stats
 		e.q.Stats.Decoded = e.decoded.Load()
 		e.q.Stats.Compacted = e.copied.Load()
+		e.q.Stats.PeakCopied = e.peakCopy
 	}
 }
 
@@ -1552,6 +1583,7 @@ type run struct {
 	taken       int
 	cs          cursorHeap // the blocks taken and not yet delivered
 	fast        bool       // every hit left in the top cursor is ready and first
+	cut         bool       // with a limit: its cursors are in exec.tails (trim)
 }
 
 // start begins dispatching tasks with at most window in flight (dispatched
@@ -1569,6 +1601,10 @@ func (e *exec) start(ctx context.Context, wg *sync.WaitGroup, tasks []task, wind
 	} else if !e.q.Count && e.q.Order != Stored {
 		r.byTime = true
 		r.bound, r.edge = e.timeOrder(tasks)
+		if e.q.Limit > 0 {
+			r.cut = true
+			e.tails.rev, e.tails.tail = e.rev, true
+		}
 	}
 	wg.Go(func() {
 		defer close(r.pending)
@@ -1652,6 +1688,7 @@ func (e *exec) merge(ctx context.Context, runs []*run, emit func(*Match) error, 
 		}
 		if !r.m.Context {
 			n++
+			e.emitted = n
 			if e.q.Limit > 0 && n >= e.q.Limit {
 				return n, r.trail(ctx, emit, onErr)
 			}
@@ -1788,20 +1825,28 @@ const maxHeld = 4
 // at once and holds one block, as in store order; one whose blocks hold
 // other streams too (their MinTime may be below its entries) holds two
 // where consecutive blocks overlap. Disorder costs only where it is, and
-// the limit stays exact.
+// the limit stays exact. With a limit, each block taken lets the runs
+// drop the hits they hold that can no longer be delivered (exec.trim),
+// so what they hold, copies included, is bounded by the limit.
 func (r *run) advanceByTime(ctx context.Context, onErr func(error)) (bool, error) {
+	e := r.e
 	if r.cur != nil {
 		// Step past the entry delivered last: the top cursor's.
 		c := r.cs.h[0]
-		if c.step(r.e.rev) {
+		if r.cut {
+			e.live--
+			if c.bytes > 0 {
+				e.copyLive -= c.hitBytes(c.k())
+			}
+		}
+		if c.step(e.rev) {
 			if r.fast {
 				r.deliver(c)
 				return true, nil
 			}
 			r.cs.down(0)
 		} else {
-			r.e.releaseBlock(c.t)
-			r.cs.pop()
+			r.drop(c)
 			r.fast = false
 		}
 		r.cur = nil
@@ -1816,7 +1861,7 @@ func (r *run) advanceByTime(ctx context.Context, onErr func(error)) (bool, error
 				// every hit it has left, and no block is taken before it
 				// ends: deliver them without asking again, as fast as
 				// store order.
-				tl, pl := c.last(r.e.rev)
+				tl, pl := c.last(e.rev)
 				r.fast = r.ready(tl, pl)
 				for i := 1; i <= 2 && i < len(r.cs.h) && r.fast; i++ {
 					tm, pos := r.cs.h[i].at()
@@ -1826,8 +1871,11 @@ func (r *run) advanceByTime(ctx context.Context, onErr func(error)) (bool, error
 				return true, nil
 			}
 		}
-		if r.taken >= len(r.bound) {
-			return false, nil // cannot happen: at the end every entry is ready
+		if r.taken >= len(r.bound) || r.pastCut() {
+			// The end: every entry at hand would be ready, so there is
+			// none (the last ones delivered, or dropped by trim); or
+			// the blocks left hold only entries past the limit.
+			return false, nil
 		}
 		// A block still to come may hold an entry before the first one at
 		// hand (or there is none): take it.
@@ -1838,11 +1886,125 @@ func (r *run) advanceByTime(ctx context.Context, onErr func(error)) (bool, error
 		if t == nil {
 			continue
 		}
-		if held := r.cs.held(); held >= maxHeld {
-			r.cs.detachOne(r.e)
+		c := newCursor(t, e.rev)
+		c.r = r
+		if t.res.own {
+			// compactHits' copy of the run's hits: held as detach's.
+			c.bytes = int64(len(t.res.blk.Data)) + 20*int64(t.res.blk.Len())
+			e.copyBytes += c.bytes
+			e.peakCopy = max(e.peakCopy, e.copyBytes)
+			if r.cut {
+				e.copyLive += c.bytes
+			}
 		}
-		r.cs.push(newCursor(t, r.e.rev))
+		r.cs.push(c)
+		if r.cut {
+			e.tails.push(c)
+			e.live += int64(c.left(e.rev))
+			e.trim()
+		}
+		if r.cs.held() > maxHeld {
+			r.cs.detachOne(e)
+		}
 	}
+}
+
+// trim drops the hits held by the runs of a limited time-ordered search
+// that it can no longer deliver. The merge delivers the runs' entries in
+// one order (time, stream, position; Newest reversed), at most
+// Limit-emitted more of them, so an entry that many undelivered entries
+// held by the runs come before is never delivered, whatever the blocks
+// not yet taken hold. While the runs' cursors hold more hits than that,
+// the last of them in delivery order goes: the last hit of tails' top
+// cursor (a cursor's hits are in delivery order). A cursor left empty
+// gives its block back. A run's current entry, which the merge holds
+// (run.m), stays: were it past the limit the merge would not deliver it,
+// but its line must not point into a block given back.
+//
+// Copies keep the bytes of the hits they lost (dropped, or delivered
+// from their front) until they are copied again. When that waste passes
+// the bytes of their live hits (and compactSlack), the copies with more
+// waste than live hits are copied again, smaller: copies then hold at
+// most about twice the bytes of the hits the limit can still deliver,
+// whatever the store (they held every hit of it where each block began
+// long before its other entries: review 8, F1). Copying again only
+// then, not each copy at half its hits, keeps a copy that loses all its
+// hits one by one (Newest over such a store) from being copied log n
+// times: a third less time there (BenchmarkRunOrderLimitCopies).
+func (e *exec) trim() {
+	budget := e.q.Limit - e.emitted
+	var kept []*cursor // current entries that would go, set aside
+	for e.live-int64(len(kept)) > budget && len(e.tails.h) > 0 {
+		c := e.tails.h[0]
+		n := c.left(e.rev)
+		if n == 1 && c.hi == 0 && c.r.cur != nil {
+			e.tails.remove(0)
+			kept = append(kept, c)
+			continue
+		}
+		if k := c.lastKey(); !e.cutSet || e.after(e.cut, k) {
+			e.cut, e.cutSet = k, true
+		}
+		if c.bytes > 0 {
+			e.copyLive -= c.hitBytes(c.lastHit(e.rev))
+		}
+		c.dropLast(e.rev)
+		e.live--
+		if n == 1 {
+			c.r.drop(c)
+			continue
+		}
+		e.tails.down(0)
+	}
+	for _, c := range kept {
+		e.tails.push(c)
+	}
+	if e.copyBytes > 2*e.copyLive+compactSlack {
+		for _, c := range e.tails.h {
+			if c.bytes > 0 && 2*c.liveBytes(e.rev) < c.bytes {
+				// The keys of its hits, and with them its places in
+				// both heaps, stay; a current entry's line stays valid
+				// too, as the old copy is on the heap, not pooled.
+				c.detach(e, e.rev)
+			}
+		}
+	}
+}
+
+// compactSlack is the waste in copies that trim lets be before copying
+// them again: it spares copying again and again for a few bytes.
+const compactSlack = 4 << 10
+
+// hitKey places an entry in the merge's delivery order: by time, then
+// stream (run.order), then position in the store; Newest reversed.
+type hitKey struct {
+	time  int64
+	order int
+	pos   int64
+}
+
+// after reports whether a is delivered after b.
+func (e *exec) after(a, b hitKey) bool {
+	if e.rev {
+		a, b = b, a
+	}
+	return a.time > b.time || a.time == b.time && (a.order > b.order || a.order == b.order && a.pos > b.pos)
+}
+
+// pastCut reports whether the blocks the run has still to take hold only
+// entries past the limit: none before e.cut (trim). Their entries come
+// no earlier than the next one's time bound and the edge of their
+// positions. Then the run need not take them: what it holds is ready,
+// and once it is delivered the run ends. Without this, a run whose hits
+// trim dropped would read on to find one it may deliver, to the end of
+// the store.
+func (r *run) pastCut() bool {
+	e := r.e
+	if !r.cut || !e.cutSet || r.taken >= len(r.bound) {
+		return false
+	}
+	first := hitKey{r.bound[r.taken], r.order, r.edge[r.taken]}
+	return !e.after(e.cut, first)
 }
 
 // deliver makes the cursor's next hit the run's current entry.
@@ -1852,10 +2014,21 @@ func (r *run) deliver(c *cursor) {
 	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
 }
 
+// drop removes cursor c, which has no hit left, from the run (and from
+// the search's tails) and gives its block back.
+func (r *run) drop(c *cursor) {
+	r.cs.remove(c.hi)
+	if c.ti >= 0 {
+		r.e.tails.remove(c.ti)
+	}
+	r.e.copyBytes -= c.bytes
+	r.e.releaseBlock(c.t)
+}
+
 // ready reports whether the entry at time tm and position pos comes
 // before any entry of the tasks not yet taken.
 func (r *run) ready(tm, pos int64) bool {
-	if r.taken >= len(r.bound) {
+	if r.taken >= len(r.bound) || r.cut && r.pastCut() {
 		return true
 	}
 	b, edge := r.bound[r.taken], r.edge[r.taken]
@@ -1894,10 +2067,14 @@ type cursor struct {
 	t    *task
 	hits []int32 // t.res.hits, or a copy sorted by (time, index) when they are not
 	i    int     // the next hit, counting from the end for Newest
+	r    *run    // the run holding it
+	// hi and ti are its places in r.cs and in exec.tails (-1: not in).
+	hi, ti int
+	bytes  int64 // the size of its copy (detach, compactHits), 0 for a decoded block
 }
 
 func newCursor(t *task, rev bool) *cursor {
-	c := &cursor{t: t, hits: t.res.hits}
+	c := &cursor{t: t, hits: t.res.hits, hi: -1, ti: -1}
 	times := t.res.blk.Times
 	for i := 1; i < len(c.hits); i++ {
 		if times[c.hits[i]] < times[c.hits[i-1]] {
@@ -1925,11 +2102,50 @@ func (c *cursor) at() (int64, int64) {
 // last is the time and store position of the cursor's last hit in
 // delivery order.
 func (c *cursor) last(rev bool) (int64, int64) {
-	k := c.hits[len(c.hits)-1]
-	if rev {
-		k = c.hits[0]
-	}
+	k := c.lastHit(rev)
 	return c.t.res.blk.Times[k], c.t.ord + int64(k)
+}
+
+// lastHit is the block entry of the cursor's last hit in delivery order.
+func (c *cursor) lastHit(rev bool) int32 {
+	if rev {
+		return c.hits[0]
+	}
+	return c.hits[len(c.hits)-1]
+}
+
+// hitBytes is what a copy spends on block entry k: its line, and 20
+// bytes for its time, stream, offset and hit index.
+func (c *cursor) hitBytes(k int32) int64 {
+	b := c.t.res.blk
+	return int64(b.Offsets[k+1]-b.Offsets[k]) + 20
+}
+
+// liveBytes is what a copy spends on the hits it has left.
+func (c *cursor) liveBytes(rev bool) int64 {
+	left := c.hits[c.i:]
+	if rev {
+		left = c.hits[:c.i+1]
+	}
+	var n int64
+	for _, k := range left {
+		n += c.hitBytes(k)
+	}
+	return n
+}
+
+// lastKey is the merge's key of the cursor's last hit.
+func (c *cursor) lastKey() hitKey {
+	tm, pos := c.last(c.r.e.rev)
+	return hitKey{tm, c.r.order, pos}
+}
+
+// left is the number of hits left, the next one included.
+func (c *cursor) left(rev bool) int {
+	if rev {
+		return c.i + 1
+	}
+	return len(c.hits) - c.i
 }
 
 // step moves to the next hit; false when there is none.
@@ -1940,6 +2156,17 @@ func (c *cursor) step(rev bool) bool {
 	}
 	c.i++
 	return c.i < len(c.hits)
+}
+
+// dropLast drops the last hit in delivery order (trim drops a cursor
+// left with none). It only reslices: the hits may be the cache's.
+func (c *cursor) dropLast(rev bool) {
+	if rev {
+		c.hits = c.hits[1:]
+		c.i--
+	} else {
+		c.hits = c.hits[:len(c.hits)-1]
+	}
 }
 
 // detach copies the hits left into a block of their own and gives the
@@ -1970,6 +2197,13 @@ func (c *cursor) detach(e *exec, rev bool) {
 		cp.Streams = append(cp.Streams, b.Streams[k])
 		hits[i] = int32(i)
 	}
+	size := int64(n) + 20*int64(len(left))
+	if c.bytes == 0 && c.r.cut {
+		e.copyLive += size // else they were live in the old copy
+	}
+	e.copyBytes += size - c.bytes
+	e.peakCopy = max(e.peakCopy, e.copyBytes)
+	c.bytes = size
 	ord := c.t.ord
 	e.releaseBlock(c.t)
 	c.t = &task{ord: ord, res: result{blk: cp, own: true, hits: hits}}
@@ -1979,10 +2213,14 @@ func (c *cursor) detach(e *exec, rev bool) {
 	}
 }
 
-// cursorHeap holds a run's cursors, the one to deliver first on top.
+// cursorHeap holds a run's cursors, the one to deliver first on top
+// (by next hit); or, as exec.tails, the cursors of all runs, the one
+// whose last hit is delivered last on top. Each cursor knows its place
+// in both (cursor.hi, cursor.ti), so that trim can take one out.
 type cursorHeap struct {
-	h   []*cursor
-	rev bool
+	h    []*cursor
+	rev  bool
+	tail bool // exec.tails
 }
 
 // held counts the cursors holding a decoded block (not a copy).
@@ -2001,10 +2239,7 @@ func (h *cursorHeap) held() int {
 func (h *cursorHeap) detachOne(e *exec) {
 	best, left := -1, 0
 	for i, c := range h.h {
-		n := c.i + 1
-		if !h.rev {
-			n = len(c.hits) - c.i
-		}
+		n := c.left(h.rev)
 		if !c.t.res.own && (best < 0 || n < left) {
 			best, left = i, n
 		}
@@ -2015,6 +2250,11 @@ func (h *cursorHeap) detachOne(e *exec) {
 }
 
 func (h *cursorHeap) less(i, j int) bool {
+	if h.tail {
+		// i's last hit is delivered after j's, across runs.
+		a, b := h.h[i], h.h[j]
+		return a.r.e.after(a.lastKey(), b.lastKey())
+	}
 	ti, pi := h.h[i].at()
 	tj, pj := h.h[j].at()
 	return h.before(ti, pi, tj, pj)
@@ -2029,24 +2269,50 @@ func (h *cursorHeap) before(ti, pi, tj, pj int64) bool {
 	return ti < tj || ti == tj && pi < pj
 }
 
+// place is where c records its index in h.
+func (h *cursorHeap) place(c *cursor) *int {
+	if h.tail {
+		return &c.ti
+	}
+	return &c.hi
+}
+
+func (h *cursorHeap) swap(i, j int) {
+	h.h[i], h.h[j] = h.h[j], h.h[i]
+	*h.place(h.h[i]) = i
+	*h.place(h.h[j]) = j
+}
+
 func (h *cursorHeap) push(c *cursor) {
 	h.h = append(h.h, c)
-	for i := len(h.h) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !h.less(i, up) {
-			break
-		}
-		h.h[i], h.h[up] = h.h[up], h.h[i]
-		i = up
+	*h.place(c) = len(h.h) - 1
+	h.up(len(h.h) - 1)
+}
+
+// remove takes out the cursor at index i.
+func (h *cursorHeap) remove(i int) {
+	c, n := h.h[i], len(h.h)-1
+	if i != n {
+		h.swap(i, n)
+	}
+	h.h[n] = nil
+	h.h = h.h[:n]
+	*h.place(c) = -1
+	if i < n {
+		h.down(i)
+		h.up(i)
 	}
 }
 
-func (h *cursorHeap) pop() {
-	n := len(h.h) - 1
-	h.h[0] = h.h[n]
-	h.h[n] = nil
-	h.h = h.h[:n]
-	h.down(0)
+func (h *cursorHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
 }
 
 func (h *cursorHeap) down(i int) {
@@ -2061,7 +2327,7 @@ func (h *cursorHeap) down(i int) {
 		if !h.less(c, i) {
 			return
 		}
-		h.h[i], h.h[c] = h.h[c], h.h[i]
+		h.swap(i, c)
 		i = c
 	}
 }
