@@ -319,7 +319,7 @@ func TestCLIF18TerminalStreaming(t *testing.T) {
 		t.Fatal(e)
 	}
 	exe, _ := os.Executable()
-	cmdline := "GOMAXPROCS=1 HAY_TEST_HELPER=1 " + exe + " -test.run='^TestHelperHay$' -- search --data d --no-index -E 'N(E|F)EDLE7'"
+	cmdline := "GOMAXPROCS=1 HAY_TEST_HELPER=1 " + exe + " -test.run='^TestHelperHay$' -- search --data d --no-index --color=never -E 'N(E|F)EDLE7'"
 	cmd := exec.Command(script, "-qc", cmdline, "/dev/null")
 	cmd.Dir = dir
 	stdout, err := cmd.StdoutPipe()

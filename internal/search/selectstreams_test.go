@@ -353,7 +353,7 @@ func TestSelectStreamsRunOracle(t *testing.T) {
 				ql[i] = query.Label(l)
 			}
 			if p.MatchStream(ql) && p.MatchEntry(ql, []byte(e.line)) {
-				want = append(want, m{e.time, e.labels, e.line})
+				want = append(want, m(e))
 			}
 		}
 		var got []m
