@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,7 +51,11 @@ func RepairWAL(dir string) (*RepairReport, error) {
 	defer lock.Close()
 	m, err := readManifest(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w (RepairWAL does not repair the manifest)", manifestName, err)
+		var se *streamsError
+		if errors.As(err, &se) { // it names STREAMS itself
+			return nil, fmt.Errorf("%w (the repair mends the write-ahead log only, not %s)", err, streamsName)
+		}
+		return nil, fmt.Errorf("%s: %w (the repair mends the write-ahead log only, not the manifest)", manifestName, err)
 	}
 	seqs, err := walSeqs(dir)
 	if err != nil {
