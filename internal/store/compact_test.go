@@ -952,8 +952,8 @@ func TestWriterBackgroundMergeBytes(t *testing.T) {
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		var segs []SegmentMeta
+		var left int
 		for {
-			var left int
 			segs, left = writerSegments(w)
 			if left == 0 && len(segs) <= c.atMost || time.Now().After(deadline) {
 				break
@@ -963,8 +963,8 @@ func TestWriterBackgroundMergeBytes(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if len(segs) > c.atMost || len(segs) < c.atLeast {
-			t.Errorf("merge bytes %d: %d segments after background compaction, want %d to %d", c.merge, len(segs), c.atLeast, c.atMost)
+		if len(segs) > c.atMost || len(segs) < c.atLeast || left != 0 {
+			t.Errorf("merge bytes %d: %d segments after background compaction (%d not compacted), want %d to %d, all compacted", c.merge, len(segs), left, c.atLeast, c.atMost)
 		}
 	}
 }
