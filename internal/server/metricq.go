@@ -467,64 +467,35 @@ func (p *mparser) term() (*mexpr, error) {
 		return &mexpr{kind: "const", val: v, vec: true}, nil
 	case "sum", "count", "min", "max", "avg":
 		e := &mexpr{kind: "agg", fn: name}
-		if err := p.grouping(e); err != nil {
+		if err := p.aggregation(e, nil); err != nil {
 			return nil, err
 		}
-		if !p.eat('(') {
-			return nil, fmt.Errorf("%s wants ( at column %d", name, p.pos+1)
+		if e.inner.scalar() {
+			return nil, fmt.Errorf("%s wants a vector, got the scalar %v (vector(%[2]v) is one)", name, e.inner.val)
 		}
-		in, err := p.expr()
-		if err != nil {
-			return nil, err
-		}
-		if !p.eat(')') {
-			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
-		}
-		if e.by == nil && !e.without {
-			if err := p.grouping(e); err != nil {
-				return nil, err
-			}
-		}
-		if in.scalar() {
-			return nil, fmt.Errorf("%s wants a vector, got the scalar %v (vector(%[2]v) is one)", name, in.val)
-		}
-		e.inner = in
 		return e, nil
 	case "topk", "bottomk":
 		e := &mexpr{kind: "topk", fn: name}
-		if err := p.grouping(e); err != nil {
-			return nil, err
-		}
-		if !p.eat('(') {
-			return nil, fmt.Errorf("%s wants ( at column %d", name, p.pos+1)
-		}
-		p.ws()
-		kpos := p.pos
-		k, err := p.number()
-		// k is a literal integer, as Loki's parser requires.
-		if err != nil || k != math.Trunc(k) || k < 1 || k > math.MaxInt32 {
-			return nil, fmt.Errorf("%s: invalid parameter %q at column %d: k must be an integer greater than 0, as in %s(5, ...)", name, strings.TrimSpace(p.s[kpos:p.pos]), kpos+1, name)
-		}
-		e.k = int(k)
-		if !p.eat(',') {
-			return nil, fmt.Errorf("%s wants , after k at column %d", name, p.pos+1)
-		}
-		in, err := p.expr()
-		if err != nil {
-			return nil, err
-		}
-		if !p.eat(')') {
-			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
-		}
-		if e.by == nil && !e.without {
-			if err := p.grouping(e); err != nil {
-				return nil, err
+		readK := func() error {
+			p.ws()
+			kpos := p.pos
+			k, err := p.number()
+			// k is a literal integer, as Loki's parser requires.
+			if err != nil || k != math.Trunc(k) || k < 1 || k > math.MaxInt32 {
+				return fmt.Errorf("%s: invalid parameter %q at column %d: k must be an integer greater than 0, as in %s(5, ...)", name, strings.TrimSpace(p.s[kpos:p.pos]), kpos+1, name)
 			}
+			e.k = int(k)
+			if !p.eat(',') {
+				return fmt.Errorf("%s wants , after k at column %d", name, p.pos+1)
+			}
+			return nil
 		}
-		if in.scalar() {
-			return nil, fmt.Errorf("%s wants a vector, got the scalar %v", name, in.val)
+		if err := p.aggregation(e, readK); err != nil {
+			return nil, err
 		}
-		e.inner = in
+		if e.inner.scalar() {
+			return nil, fmt.Errorf("%s wants a vector, got the scalar %v", name, e.inner.val)
+		}
 		return e, nil
 	case "count_over_time", "rate", "bytes_over_time", "bytes_rate",
 		"sum_over_time", "avg_over_time", "max_over_time", "min_over_time", "first_over_time", "last_over_time",
@@ -611,6 +582,37 @@ func (p *mparser) term() (*mexpr, error) {
 // input if it is not closed; from the '#' of a comment to the newline
 // that ends it, or to the end of the input; elsewhere it does nothing.
 // So a bracket or a quote inside a comment does not end a log query.
+// aggregation reads the rest of aggregation e after its name: a
+// grouping before or after the parenthesised operand, and, with readK, a
+// parameter before it (topk's k). The operand goes to e.inner.
+func (p *mparser) aggregation(e *mexpr, readK func() error) error {
+	if err := p.grouping(e); err != nil {
+		return err
+	}
+	if !p.eat('(') {
+		return fmt.Errorf("%s wants ( at column %d", e.fn, p.pos+1)
+	}
+	if readK != nil {
+		if err := readK(); err != nil {
+			return err
+		}
+	}
+	in, err := p.expr()
+	if err != nil {
+		return err
+	}
+	if !p.eat(')') {
+		return fmt.Errorf("%s: missing ) at column %d", e.fn, p.pos+1)
+	}
+	if e.by == nil && !e.without {
+		if err := p.grouping(e); err != nil {
+			return err
+		}
+	}
+	e.inner = in
+	return nil
+}
+
 func (p *mparser) skipString() {
 	if p.pos >= len(p.s) {
 		return
