@@ -56,6 +56,7 @@ type remoteLine struct {
 	Done       bool              `json:"done"`
 	Limited    bool              `json:"limited"`
 	Error      string            `json:"error"`
+	Dropped    int64             `json:"dropped"` // the tail's: entries it lost
 }
 
 // run searches and prints as a local search does; the flags are those
@@ -85,21 +86,16 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 		}
 	}
 	// The API's bounds are inclusive and its end defaults to now; a local
-	// search has no end unless --until, which is exclusive.
-	start, end := int64(math.MinInt64), int64(math.MaxInt64)
-	if rs.q.SinceSet {
-		start = rs.q.Since
-	}
-	if rs.q.UntilSet {
-		end = rs.q.Until - 1
-	}
+	// search has no end unless --until, which is exclusive. Bounds also
+	// handles an --until at the earliest time (no entry).
+	start, end := rs.q.Bounds()
 	if start > end {
 		if rs.q.Count {
 			fmt.Println(0)
 		}
 		return errNoMatch
 	}
-	if rs.q.SinceSet {
+	if start != math.MinInt64 {
 		params.Set("start", strconv.FormatInt(start, 10))
 	}
 	params.Set("end", strconv.FormatInt(end, 10))
@@ -120,6 +116,9 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 		n, err = rs.follow(ctx, u, params, &p, &names)
 	} else if rs.q.Count {
 		n, err = rs.count(ctx, u, params)
+		if rs.q.Limit > 0 {
+			n = min(n, rs.q.Limit) // as a local -c -m N
+		}
 		if err == nil {
 			fmt.Fprintln(out, n)
 		}
@@ -167,15 +166,31 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 	if rs.token != "" {
 		req.Header.Set("Authorization", "Bearer "+rs.token)
 	}
-	resp, err := rs.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode == http.StatusOK {
-		return resp, nil
+	var resp *http.Response
+	for try := 0; ; try++ {
+		resp, err = rs.client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusOK {
+			return resp, nil
+		}
+		// A busy server (its query slots, or a restart) asks to retry:
+		// a search half way through its pages waits rather than stop.
+		wait, werr := strconv.Atoi(resp.Header.Get("Retry-After"))
+		busy := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+		if !busy || werr != nil || wait < 0 || wait > 30 || try == 5 {
+			break
+		}
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(max(wait, 1)) * time.Second):
+		}
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	var e struct {
 		Message string `json:"message"`
 		Error   string `json:"error"`
@@ -184,6 +199,7 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 	if json.Unmarshal(body, &e) == nil && (e.Message != "" || e.Error != "") {
 		msg = cmpOr(e.Message, e.Error)
 	}
+	msg = string(appendEscaped(nil, []byte(msg))) // the server's text, for a terminal
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
 		msg += " (set HAY_TOKEN, or put user:password in the URL)"
@@ -291,7 +307,7 @@ func (rs *remoteSearch) readPage(resp *http.Response, p *printer, names *[]strin
 		}
 		switch {
 		case l.Error != "":
-			return n, false, fmt.Errorf("the server: %s", l.Error)
+			return n, false, fmt.Errorf("the server: %s", appendEscaped(nil, []byte(l.Error)))
 		case l.Done:
 			return n, l.Limited, nil
 		}
@@ -341,6 +357,7 @@ var errFollowLimit = errors.New("limit reached")
 // and prints each entry as it arrives.
 func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer, names *[]string) (int64, error) {
 	params.Set("labels", "stream")
+	params.Set("dropped", "1")
 	resp, err := rs.get(ctx, base, "/api/v1/tail", params)
 	if err != nil {
 		return 0, err
@@ -366,7 +383,16 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 			return n, fmt.Errorf("an event of the server's tail is not JSON: %v", jerr)
 		}
 		if l.Error != "" {
-			return n, fmt.Errorf("the server: %s", l.Error)
+			return n, fmt.Errorf("the server: %s", appendEscaped(nil, []byte(l.Error)))
+		}
+		if l.Dropped > 0 {
+			// The server's queue for this tail filled up: say so, as
+			// the lines are gone.
+			if err := p.w.Flush(); err != nil {
+				return n, err
+			}
+			fmt.Fprintf(os.Stderr, "hay search: the server dropped %d entries this tail did not read in time\n", l.Dropped)
+			continue
 		}
 		ts, perr := strconv.ParseInt(l.Ts, 10, 64)
 		if perr != nil {

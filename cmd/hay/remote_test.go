@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +94,11 @@ func TestSearchServer(t *testing.T) {
 		{"--until", ts(999_000), "-c", "entry"},
 		{"absent-needle"},
 		{"--json", "--limit", "3", "entry 7"},
+		// Review cli8: an --until before 1677 wrapped to no bound (F1);
+		// -c ignored -m (F2).
+		{"--until", "1600-01-01", "-c", "entry"},
+		{"--until", "99999999d", "entry"},
+		{"-c", "-m", "5", "entry"},
 	}
 	for _, c := range cases {
 		local := append([]string{"--data", tenantDir}, c...)
@@ -127,7 +135,7 @@ func TestSearchServer(t *testing.T) {
 	}
 	// Errors: a bad URL and flags a server cannot honour are usage
 	// errors; a missing tenant answers nothing; a dead server is exit 2.
-	for _, bad := range [][]string{{"--server", "ftp://x", "a"}, {"--server", hs.URL, "-C", "1", "a"}, {"--server", hs.URL, "-e", "a"}, {"--server", hs.URL, "--data", dir, "a"}} {
+	for _, bad := range [][]string{{"--server", "ftp://x", "a"}, {"--server", hs.URL, "-C", "1", "a"}, {"--server", hs.URL, "-e", "a"}, {"--server", hs.URL, "--data", dir, "a"}, {"--server", hs.URL, "-c", "-H", "a"}} {
 		if _, code := run(append([]string{}, bad...)...); code != 2 {
 			t.Errorf("search %q: exit %d, want 2", bad, code)
 		}
@@ -223,5 +231,37 @@ func TestSearchServerFollow(t *testing.T) {
 		if _, code := hayInProcess(t, append([]string{"search"}, bad...)...); code != 2 {
 			t.Errorf("search %q: exit %d, want 2", bad, code)
 		}
+	}
+}
+
+// TestSearchServerRetry: a 429 with Retry-After on a later page is waited
+// out, not the end of the search (review cli8, F11); a server's error
+// text reaches the terminal escaped (F10).
+func TestSearchServerRetry(t *testing.T) {
+	dir := t.TempDir()
+	hs, _ := remoteServer(t, dir)
+	var calls atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n := calls.Add(1); {
+		case n == 2: // the second page
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"error":"busy","message":"too many queries"}`, http.StatusTooManyRequests)
+			return
+		case r.URL.Query().Get("q") == "evil":
+			http.Error(w, "{\"message\":\"no \u001b[31mway\"}", http.StatusBadRequest)
+			return
+		}
+		u, _ := url.Parse(hs.URL)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	want, _ := hayInProcess(t, "search", "--data", filepath.Join(dir, "fake"), "--order", "oldest", "entry")
+	got, code := hayInProcess(t, "search", "--server", proxy.URL, "entry")
+	if code != 0 || !bytes.Equal(got, want) || calls.Load() < 4 {
+		t.Errorf("a 429 on the second page: exit %d, %d of %d lines, %d requests", code, bytes.Count(got, []byte("\n")), bytes.Count(want, []byte("\n")), calls.Load())
+	}
+	_, code, stderr := hayInProcessStderr(t, "search", "--server", proxy.URL, "evil")
+	if code != 2 || strings.Contains(stderr, "\x1b") || !strings.Contains(stderr, `no \x1b[31mway`) {
+		t.Errorf("an error with an escape code: exit %d, %q", code, stderr)
 	}
 }

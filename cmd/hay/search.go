@@ -111,6 +111,8 @@ func runSearch(args []string) error {
 	switch {
 	case err == nil || errors.Is(err, errUsage) || errors.Is(err, errNoMatch) || errors.Is(err, flag.ErrHelp):
 		return err
+	case errors.As(err, new(*exitError)):
+		return err // its own status (--server's 130 after Ctrl-C)
 	case errors.Is(err, context.Canceled):
 		// Ctrl-C: what was found is printed; the status is a shell's for
 		// a command SIGINT stopped, as grep's would be.
@@ -235,6 +237,14 @@ func searchCommand(args []string) error {
 		// The first match answers: stop there, as grep -q.
 		q.Limit = 1
 	}
+	if set["m"] && *limit == 0 {
+		// grep -m 0 reads nothing and finds nothing (where --limit 0 is
+		// no limit).
+		if *count {
+			fmt.Println(0)
+		}
+		return errNoMatch
+	}
 	inc, exc, res = splitLines(inc), splitLines(exc), splitLines(res)
 	// A PATTERN of several lines is several patterns, as -e's are.
 	multiLine := fs.NArg() == 1 && strings.Contains(fs.Arg(0), "\n")
@@ -279,6 +289,9 @@ func searchCommand(args []string) error {
 		return fmt.Errorf("%w: -f follows a running hay serve: give --server URL", errUsage)
 	}
 	if *server != "" {
+		if *count && *withStream {
+			return fmt.Errorf("%w: -c -H (a count per stream) is not available with --server", errUsage)
+		}
 		for _, f := range []string{"data", "A", "B", "C", "hist", "l", "no-index", "stats", "e", "E", "v", "w", "x"} {
 			if set[f] {
 				return fmt.Errorf("%w: -%s is not available with --server (it searches with PATTERN or --query, -i, -c, -q, --limit, --since, --until, --order, --json, -H and --color)", errUsage, f)
@@ -356,8 +369,10 @@ func searchCommand(args []string) error {
 		if p.list {
 			// Once every stream the search covers is listed, nothing is
 			// left to find (grep -l stops reading a file at its first
-			// match).
+			// match). -m, a total here, would cut the list short, where
+			// grep's -m counts each file's lines: -l ignores it.
 			p.listAll = coversStreams(snap, q.Plan)
+			q.Limit = 0
 		}
 		if !*asJSON && !*count && !*quiet && useColor(*colorMode, p.tty) {
 			p.color = true
@@ -406,6 +421,10 @@ func searchCommand(args []string) error {
 	switch {
 	case err != nil:
 		return err
+	case *quiet && n > 0:
+		// grep -q: a match is exit 0 even when an error was met (a
+		// damaged part is still named on stderr above).
+		return nil
 	case damaged > 0:
 		return fmt.Errorf("%d damaged part(s) skipped; run hay verify", damaged)
 	case n == 0:
@@ -727,10 +746,21 @@ type printer struct {
 func countByStream(ctx context.Context, out *bufio.Writer, snap *store.Snapshot, q search.Query, p *printer, onErr func(error)) (int64, error) {
 	counts := map[uint32]int64{}
 	q.Count = false // each match is needed for its stream
+	// -m caps each stream's count, as grep -c -m N caps each file's.
+	perStream := q.Limit
+	q.Limit = 0
+	q.Before, q.After, q.Grouped = 0, 0, false // context lines are not counted
 	n, err := search.Run(ctx, snap.Parts, q, func(m *search.Match) error {
 		counts[m.Stream]++
 		return nil
 	}, onErr)
+	if perStream > 0 {
+		n = 0
+		for id, c := range counts {
+			counts[id] = min(c, perStream)
+			n += counts[id]
+		}
+	}
 	if err != nil {
 		return n, err
 	}
@@ -947,9 +977,42 @@ func (p *printer) printJSON(m *search.Match) error {
 		b = append(b, `,"context":true`...)
 	}
 	b = append(b, "}\n"...)
+	if p.tty {
+		b = escapeJSONControls(b)
+	}
 	p.buf = b
 	_, err := p.w.Write(b)
 	return err
+}
+
+// escapeJSONControls writes DEL and the C1 controls (U+0080-U+009F) of a
+// JSON line as \u escapes, which encoding/json leaves raw: on a
+// terminal, U+009B is CSI, so a pushed line could drive it as an ESC
+// could (the plain output escapes the same characters).
+func escapeJSONControls(b []byte) []byte {
+	n := 0
+	for i := 0; i < len(b); i++ {
+		if b[i] == 0x7f || b[i] == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f {
+			n++
+		}
+	}
+	if n == 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+5*n)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == 0x7f:
+			out = append(out, `\u007f`...)
+		case b[i] == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			out = append(out, `\u00`...)
+			out = append(out, "0123456789abcdef"[b[i+1]>>4], "0123456789abcdef"[b[i+1]&15])
+			i++
+		default:
+			out = append(out, b[i])
+		}
+	}
+	return out
 }
 
 // appendEscaped appends line for display on a terminal: control

@@ -35,6 +35,13 @@ func prefixStore(t *testing.T) string {
 			t.Fatalf("ingest %q failed", name)
 		}
 	}
+	ctl := filepath.Join(dir, "ctl.log")
+	if err := os.WriteFile(ctl, []byte("2026-11-30T10:00:06Z \u009b31m \x7f ctl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := hayInProcess(t, "ingest", "--data", data, ctl); code != 0 {
+		t.Fatal("ingest ctl.log failed")
+	}
 	web := filepath.Join(dir, "web.log")
 	if err := os.WriteFile(web, []byte("2026-11-30T10:00:04Z d error 4\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -90,6 +97,28 @@ func TestSearchStreamPrefix(t *testing.T) {
 	}
 	if got := run("-c", "error"); got != "4\n" {
 		t.Errorf("-c: %q, want 4", got)
+	}
+	// Review cli8: -c -H counts matches, not context lines (F16), and
+	// -m caps each stream's count (F14), as grep -c -m does each file's.
+	if got, want := run("-H", "-c", "-C", "1", "error"), "api.log:2\nevil\x1b[31m.log:1\n"+labels+":1\n"; got != want {
+		t.Errorf("-H -c -C 1: %q, want %q", got, want)
+	}
+	if got, want := run("-H", "-c", "-m", "1", "error"), "api.log:1\nevil\x1b[31m.log:1\n"+labels+":1\n"; got != want {
+		t.Errorf("-H -c -m 1: %q, want %q", got, want)
+	}
+	// -l -m 1 lists every stream with a match (grep -l -m1 each file).
+	if got := run("-l", "-m", "1", "error"); strings.Count(got, "\n") != 3 {
+		t.Errorf("-l -m 1: %q, want the 3 streams", got)
+	}
+	// -m 0: nothing, exit 1, as grep -m 0.
+	for _, args := range [][]string{{"-m", "0", "error"}, {"-m0", "error"}} {
+		out, code := hayInProcess(t, append([]string{"search", "--data", data}, args...)...)
+		if code != 1 || len(out) != 0 {
+			t.Errorf("%q: exit %d, %q, want 1 and nothing", args, code, out)
+		}
+	}
+	if out, code := hayInProcess(t, "search", "--data", data, "-c", "-m", "0", "error"); code != 1 || string(out) != "0\n" {
+		t.Errorf("-c -m 0: exit %d, %q, want 1 and 0", code, out)
 	}
 	if got := run("-H", "--json", "--query", `{app="web"}`); !strings.HasPrefix(got, `{"time":`) {
 		t.Errorf("-H --json: %q, want JSON", got)
@@ -264,6 +293,11 @@ func TestSearchColorTerminal(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	if got, want := onTerminal(t, data, "error 2"), `evil\x1b[31m.log`+":2026-11-30T10:00:02Z c error 2\n"; got != want {
 		t.Errorf("NO_COLOR on a terminal: %q, want %q", got, want)
+	}
+	// --json on a terminal: DEL and C1 controls (U+009B is CSI) as \u
+	// escapes, as the plain output escapes them (review cli8, F9).
+	if got := onTerminal(t, data, "--json", "--query", `{source="ctl.log"}`); !strings.Contains(got, `\u009b31m \u007f`) || strings.Contains(got, "\u009b") || strings.Contains(got, "\x7f") {
+		t.Errorf("--json on a terminal: %q", got)
 	}
 	t.Setenv("NO_COLOR", "")
 	t.Setenv("TERM", "dumb")

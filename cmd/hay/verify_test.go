@@ -77,6 +77,24 @@ func TestVerifyAndSearchCorruptSegment(t *testing.T) {
 	if string(out) != "2000\n" || !strings.Contains(stderr.String(), filepath.Base(segs[0])) {
 		t.Fatalf("footer damage: count %q, stderr %s", out, stderr.String())
 	}
+	// -q, as grep -q: a match is exit 0 even with damage skipped (which
+	// is still named); no match with damage is 2 (review cli8, F5).
+	for _, c := range []struct {
+		pattern string
+		code    int
+	}{{"notice", 0}, {"absent-needle-q", 2}} {
+		cmd = hayCommand("search", "--data", dir, "-q", c.pattern)
+		stderr.Reset()
+		cmd.Stderr = &stderr
+		out, err = cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != c.code || len(out) != 0 || !strings.Contains(stderr.String(), filepath.Base(segs[0])) {
+			t.Errorf("-q %s over a damaged store: exit %d, %q, stderr %s; want %d", c.pattern, code, out, stderr.String(), c.code)
+		}
+	}
 }
 
 // TestVerifyRepairDamagedStreams: verify --repair cannot mend a damaged

@@ -546,6 +546,9 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 	// text=1 and labels=stream as for /api/v1/search (hay search
 	// --server --follow sends them).
 	text, streamLabels := p.Get("text") == "1", p.Get("labels") == "stream"
+	// dropped=1: say how many entries this tail lost by falling behind,
+	// as an event {"dropped":N} (the UI does not ask: it has no row for it).
+	reportDrops := p.Get("dropped") == "1"
 	if _, err := parseSelectionText(p.Get("q"), false, text); err != nil {
 		// EventSource cannot read a 400's body and would retry forever:
 		// send the error as an event, which the UI shows before closing.
@@ -602,6 +605,11 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 				}
 				b, _ := json.Marshal(nativeEntry(es[i].Time, labels, es[i].Line))
 				if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+					return
+				}
+			}
+			if n := sb.takeDropped(); n > 0 && reportDrops {
+				if _, err := fmt.Fprintf(w, "data: {\"dropped\":%d}\n\n", n); err != nil {
 					return
 				}
 			}
