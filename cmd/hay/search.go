@@ -271,6 +271,15 @@ func searchCommand(args []string) error {
 		if (*word || *wholeLine) && len(inc)+len(res) == 0 && len(exc) == 0 {
 			return fmt.Errorf("%w: -w and -x need a PATTERN, -e, -E or -v", errUsage)
 		}
+		if *word || *wholeLine {
+			// They become regexes, and Go's take UTF-8 only (a Latin-1
+			// pattern needs grep, or a PATTERN without -w/-x).
+			for _, p := range slices.Concat(inc, exc) {
+				if !utf8.ValidString(p) {
+					return fmt.Errorf("%w: -w and -x take patterns that are valid UTF-8; %q is not", errUsage, p)
+				}
+			}
+		}
 		gq, err := query.FromGrep(query.GrepOptions{Patterns: inc, Exclude: exc, Regex: res, Fold: *fold, Word: *word, Line: *wholeLine})
 		if err == nil {
 			q.Plan, err = query.Compile(gq)

@@ -81,4 +81,8 @@ func TestGrepWordLine(t *testing.T) {
 	if _, code := hayInProcess(t, "search", "--data", t.TempDir(), "-w"); code != 2 {
 		t.Errorf("-w without a pattern: exit %d, want 2", code)
 	}
+	// Not UTF-8: a clear refusal, not "invalid regular expression".
+	if _, code, stderr := hayInProcessStderr(t, "search", "--data", t.TempDir(), "-w", "caf\xe9"); code != 2 || !strings.Contains(stderr, "valid UTF-8") {
+		t.Errorf("-w with a Latin-1 pattern: exit %d, %q", code, stderr)
+	}
 }
