@@ -70,6 +70,11 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 	if rs.client == nil {
 		rs.client = &http.Client{}
 	}
+	if rs.token != "" && u.User != nil {
+		// The URL's user and password are the ones this command names.
+		fmt.Fprintln(os.Stderr, "hay search: the URL has a user and password: HAY_TOKEN is not sent")
+		rs.token = ""
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 

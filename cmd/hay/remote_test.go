@@ -265,3 +265,26 @@ func TestSearchServerRetry(t *testing.T) {
 		t.Errorf("an error with an escape code: exit %d, %q", code, stderr)
 	}
 }
+
+// TestSearchServerCredentials: HAY_TOKEN is sent as a bearer token; a
+// user and password in the URL win over it, and the user is told
+// (review cli8, F15).
+func TestSearchServerCredentials(t *testing.T) {
+	var auth atomic.Value
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintln(w, `{"done":true,"count":0,"limited":false}`)
+	}))
+	defer hs.Close()
+	t.Setenv("HAY_TOKEN", "tok")
+	if _, code := hayInProcess(t, "search", "--server", hs.URL, "x"); code != 1 || auth.Load() != "Bearer tok" {
+		t.Errorf("HAY_TOKEN: exit %d, Authorization %q", code, auth.Load())
+	}
+	u, _ := url.Parse(hs.URL)
+	u.User = url.UserPassword("ann", "pw")
+	_, code, stderr := hayInProcessStderr(t, "search", "--server", u.String(), "x")
+	if code != 1 || auth.Load() != "Basic YW5uOnB3" || !strings.Contains(stderr, "HAY_TOKEN is not sent") {
+		t.Errorf("user:pass and HAY_TOKEN: exit %d, Authorization %q, stderr %q", code, auth.Load(), stderr)
+	}
+}

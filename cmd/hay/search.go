@@ -383,7 +383,7 @@ func searchCommand(args []string) error {
 			p.listAll = coversStreams(snap, q.Plan)
 			q.Limit = 0
 		}
-		if !*asJSON && !*count && !*quiet && useColor(*colorMode, p.tty) {
+		if !*asJSON && (!*count || *withStream) && !*quiet && useColor(*colorMode, p.tty) {
 			p.color = true
 			p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
 			if *word || *wholeLine {
@@ -783,7 +783,11 @@ func countByStream(ctx context.Context, out *bufio.Writer, snap *store.Snapshot,
 		if p.tty {
 			name = appendEscaped(nil, name)
 		}
-		fmt.Fprintf(out, "%s:%d\n", name, counts[id])
+		if p.color {
+			fmt.Fprintf(out, "%s%s%s%s:%s%d\n", colorName, name, colorEnd, colorSep, colorEnd, counts[id])
+		} else {
+			fmt.Fprintf(out, "%s:%d\n", name, counts[id])
+		}
 	}
 	return n, nil
 }
@@ -825,7 +829,11 @@ func (p *printer) print(m *search.Match) error {
 	}
 	if p.context && !p.json {
 		if p.printed && (m.GroupStart || m.Stream != p.last) {
-			p.w.WriteString("--\n")
+			if p.color {
+				p.w.WriteString(colorSep + "--" + colorEnd + "\n") // as grep colours it
+			} else {
+				p.w.WriteString("--\n")
+			}
 		}
 		p.printed, p.last = true, m.Stream
 	}

@@ -239,6 +239,13 @@ func TestSearchColorListQuiet(t *testing.T) {
 	if got, _ := run("--color=always", "-B", "1", "ok"); got != want {
 		t.Errorf("--color=always -B 1 ok:\n got %q\nwant %q", got, want)
 	}
+	// The group separator and -c -H's names, coloured as grep's.
+	if got, _ := run("--color=always", "-C", "0", "error"); !strings.Contains(got, "\n"+se+"--"+end+"\n") {
+		t.Errorf("--color=always -C 0: %q, want a cyan --", got)
+	}
+	if got, _ := run("--color=always", "-c", "-H", "ok"); got != fn+"api.log"+end+se+":"+end+"1\n" {
+		t.Errorf("--color=always -c -H: %q", got)
+	}
 	if got, _ := run("--color=never", "ok"); got != "2026-11-30T10:00:03Z b ok\n" {
 		t.Errorf("--color=never: %q", got)
 	}
