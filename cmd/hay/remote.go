@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,8 @@ type remoteSearch struct {
 	src    string // --query; "" for a PATTERN in q
 	q      search.Query
 
-	client *http.Client
+	client  *http.Client
+	streams remoteStreams // the label sets seen, as stream ids for the printer
 }
 
 // remotePage is how many entries one request asks for. The server caps
@@ -106,20 +108,20 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 	params.Set("end", strconv.FormatInt(end, 10))
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	p := printer{w: out, tty: isTerminal(os.Stdout), json: asJSON, quiet: quiet, labelsOf: rs.streams.labels}
+	// A server holds many streams: on a terminal, name them.
+	p.prefix = !asJSON && !noStream && (withStream || p.tty)
+	if !asJSON && !quiet && useColor(colorMode, p.tty) {
+		p.color = true
+		p.hl = newHighlighter(rs.q.Pattern, rs.q.Fold, rs.q.Plan)
+	}
 	var n int64
-	if follow {
-		names := []string{}
-		p := printer{w: out, tty: isTerminal(os.Stdout), json: asJSON,
-			labelsOf: func(id uint32) string { return names[id] }}
-		p.prefix = !asJSON && !noStream && (withStream || p.tty)
-		if !asJSON && useColor(colorMode, p.tty) {
-			p.color = true
-			p.hl = newHighlighter(rs.q.Pattern, rs.q.Fold, rs.q.Plan)
-		}
+	switch {
+	case follow:
 		params.Del("start")
 		params.Del("end")
-		n, err = rs.follow(ctx, u, params, &p, &names)
-	} else if rs.q.Count {
+		n, err = rs.follow(ctx, u, params, &p)
+	case rs.q.Count:
 		n, err = rs.count(ctx, u, params)
 		if rs.q.Limit > 0 {
 			n = min(n, rs.q.Limit) // as a local -c -m N
@@ -127,17 +129,8 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 		if err == nil {
 			fmt.Fprintln(out, n)
 		}
-	} else {
-		names := []string{}
-		p := printer{w: out, tty: isTerminal(os.Stdout), json: asJSON, quiet: quiet,
-			labelsOf: func(id uint32) string { return names[id] }}
-		// A server holds many streams: on a terminal, name them.
-		p.prefix = !asJSON && !noStream && (withStream || p.tty)
-		if !asJSON && !quiet && useColor(colorMode, p.tty) {
-			p.color = true
-			p.hl = newHighlighter(rs.q.Pattern, rs.q.Fold, rs.q.Plan)
-		}
-		n, err = rs.entries(ctx, u, params, &p, &names, quiet)
+	default:
+		n, err = rs.entries(ctx, u, params, &p, quiet)
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
@@ -202,7 +195,7 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 	}
 	msg := strings.TrimSpace(string(body))
 	if json.Unmarshal(body, &e) == nil && (e.Message != "" || e.Error != "") {
-		msg = cmpOr(e.Message, e.Error)
+		msg = cmp.Or(e.Message, e.Error)
 	}
 	msg = string(appendEscaped(nil, []byte(msg))) // the server's text, for a terminal
 	switch resp.StatusCode {
@@ -212,14 +205,6 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 		msg += " (is " + base.Redacted() + " a hay serve?)"
 	}
 	return nil, fmt.Errorf("%s: %s: %s", base.Redacted(), resp.Status, msg)
-}
-
-// cmpOr returns the first of a and b that is not empty.
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // count asks /api/v1/hits for the number of matching entries.
@@ -243,14 +228,13 @@ func (rs *remoteSearch) count(ctx context.Context, base *url.URL, params url.Val
 // starts at the last time shown and skips the entries already shown at
 // that time (the API's skip), so entries that share a timestamp are
 // neither lost nor repeated.
-func (rs *remoteSearch) entries(ctx context.Context, base *url.URL, params url.Values, p *printer, names *[]string, quiet bool) (int64, error) {
+func (rs *remoteSearch) entries(ctx context.Context, base *url.URL, params url.Values, p *printer, quiet bool) (int64, error) {
 	direction := "forward"
 	if rs.q.Order == search.Newest {
 		direction = "backward"
 	}
 	params.Set("direction", direction)
 	params.Set("labels", "stream") // as a local search names them
-	ids := map[string]uint32{}
 	var n int64
 	var last int64 // the time of the last entry shown
 	var atLast int // how many entries shown at that time
@@ -276,7 +260,7 @@ func (rs *remoteSearch) entries(ctx context.Context, base *url.URL, params url.V
 		if err != nil {
 			return n, err
 		}
-		got, limited, err := rs.readPage(resp, p, names, ids, &last, &atLast)
+		got, limited, err := rs.readPage(resp, p, &last, &atLast)
 		resp.Body.Close()
 		n += got
 		switch {
@@ -294,7 +278,7 @@ func (rs *remoteSearch) entries(ctx context.Context, base *url.URL, params url.V
 
 // readPage prints one page's entries and returns how many there were and
 // whether the server stopped at the page's limit.
-func (rs *remoteSearch) readPage(resp *http.Response, p *printer, names *[]string, ids map[string]uint32, last *int64, atLast *int) (int64, bool, error) {
+func (rs *remoteSearch) readPage(resp *http.Response, p *printer, last *int64, atLast *int) (int64, bool, error) {
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
 	var n int64
 	for {
@@ -316,20 +300,15 @@ func (rs *remoteSearch) readPage(resp *http.Response, p *printer, names *[]strin
 		case l.Done:
 			return n, l.Limited, nil
 		}
-		ts, perr := strconv.ParseInt(l.Ts, 10, 64)
-		if perr != nil {
-			return n, false, fmt.Errorf("an entry of the server's answer has a bad ts %q", l.Ts)
+		m, merr := rs.match(&l)
+		if merr != nil {
+			return n, false, merr
 		}
-		if *atLast > 0 && ts == *last {
+		if *atLast > 0 && m.Time == *last {
 			*atLast++
 		} else {
-			*last, *atLast = ts, 1
+			*last, *atLast = m.Time, 1
 		}
-		line := []byte(l.Line)
-		if l.LineBase64 != nil {
-			line = l.LineBase64 // the exact bytes of a line that is not UTF-8
-		}
-		m := search.Match{Time: ts, Stream: remoteStream(l.Labels, names, ids), Line: line}
 		if perr := p.print(&m); perr != nil {
 			return n, false, perr
 		}
@@ -337,30 +316,56 @@ func (rs *remoteSearch) readPage(resp *http.Response, p *printer, names *[]strin
 	}
 }
 
-// remoteStream returns the id standing for a label set in this search,
-// adding it to names (id -> canonical labels) the first time.
-func remoteStream(labels map[string]string, names *[]string, ids map[string]uint32) uint32 {
+// match is the entry an answer's line (or a tail's event) holds, its
+// label set given a stream id for the printer.
+func (rs *remoteSearch) match(l *remoteLine) (search.Match, error) {
+	ts, err := strconv.ParseInt(l.Ts, 10, 64)
+	if err != nil {
+		return search.Match{}, fmt.Errorf("an entry from the server has a bad ts %q", l.Ts)
+	}
+	line := []byte(l.Line)
+	if l.LineBase64 != nil {
+		line = l.LineBase64 // the exact bytes of a line that is not UTF-8
+	}
+	return search.Match{Time: ts, Stream: rs.streams.id(l.Labels), Line: line}, nil
+}
+
+// remoteStreams numbers the label sets a remote search meets, so that the
+// printer can treat them as a local search's streams.
+type remoteStreams struct {
+	names []string          // id -> canonical labels
+	ids   map[string]uint32 // canonical labels -> id
+}
+
+// id returns the id standing for labels, numbering them the first time.
+func (s *remoteStreams) id(labels map[string]string) uint32 {
 	ls := make(ingest.Labels, 0, len(labels))
 	for k, v := range labels {
 		ls = append(ls, ingest.Label{Name: k, Value: v})
 	}
 	slices.SortFunc(ls, func(a, b ingest.Label) int { return strings.Compare(a.Name, b.Name) })
 	key := ls.String()
-	id, ok := ids[key]
+	id, ok := s.ids[key]
 	if !ok {
-		id = uint32(len(*names))
-		ids[key] = id
-		*names = append(*names, key)
+		if s.ids == nil {
+			s.ids = map[string]uint32{}
+		}
+		id = uint32(len(s.names))
+		s.ids[key] = id
+		s.names = append(s.names, key)
 	}
 	return id
 }
+
+// labels returns the canonical labels of id.
+func (s *remoteStreams) labels(id uint32) string { return s.names[id] }
 
 // errFollowLimit ends a --follow that has printed --limit entries.
 var errFollowLimit = errors.New("limit reached")
 
 // follow reads the server's live tail (/api/v1/tail, server-sent events)
 // and prints each entry as it arrives.
-func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer, names *[]string) (int64, error) {
+func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer) (int64, error) {
 	params.Set("labels", "stream")
 	params.Set("dropped", "1")
 	resp, err := rs.get(ctx, base, "/api/v1/tail", params)
@@ -368,7 +373,6 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 		return 0, err
 	}
 	defer resp.Body.Close()
-	ids := map[string]uint32{}
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
 	var n int64
 	for {
@@ -399,15 +403,10 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 			fmt.Fprintf(os.Stderr, "hay search: the server dropped %d entries this tail did not read in time\n", l.Dropped)
 			continue
 		}
-		ts, perr := strconv.ParseInt(l.Ts, 10, 64)
-		if perr != nil {
-			return n, fmt.Errorf("an entry of the server's tail has a bad ts %q", l.Ts)
+		m, err := rs.match(&l)
+		if err != nil {
+			return n, err
 		}
-		line := []byte(l.Line)
-		if l.LineBase64 != nil {
-			line = l.LineBase64
-		}
-		m := search.Match{Time: ts, Stream: remoteStream(l.Labels, names, ids), Line: line}
 		if err := p.print(&m); err != nil {
 			return n, err
 		}
