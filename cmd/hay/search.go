@@ -373,21 +373,31 @@ func searchCommand(args []string) error {
 		// leaves no way to tell which one a line came from.
 		// On a terminal only by default: output piped to a script stays
 		// the bare lines it always was.
-		p.prefix = !*asJSON && !*count && !*noStream && (*withStream || p.tty && coversStreams(snap, q.Plan) > 1)
+		covered := -1 // coversStreams, computed once if asked
+		covers := func() int {
+			if covered < 0 {
+				covered = coversStreams(snap, q.Plan)
+			}
+			return covered
+		}
+		p.prefix = !*asJSON && !*count && !*noStream && (*withStream || p.tty && covers() > 1)
 		p.list, p.quiet = *listStreams, *quiet
 		if p.list {
 			// Once every stream the search covers is listed, nothing is
 			// left to find (grep -l stops reading a file at its first
 			// match). -m, a total here, would cut the list short, where
 			// grep's -m counts each file's lines: -l ignores it.
-			p.listAll = coversStreams(snap, q.Plan)
+			p.listAll = covers()
 			q.Limit = 0
 		}
 		if !*asJSON && (!*count || *withStream) && !*quiet && useColor(*colorMode, p.tty) {
 			p.color = true
-			p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
 			if *word || *wholeLine {
+				// The plan's regexes for -w/-x take in the bytes around
+				// a word: mark from the patterns themselves.
 				p.hl = newGrepHighlighter(inc, res, *fold, *word, *wholeLine)
+			} else {
+				p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
 			}
 		}
 		if *count && *withStream {
