@@ -780,31 +780,40 @@ func msSeeds(t *testing.T, n uint64) []uint64 {
 	return seeds
 }
 
-func TestMetricSemantics(t *testing.T) {
-	var total, points, nonEmpty int
-	for _, seed := range msSeeds(t, 6) {
+// msEach runs body once for each seed of msSeeds(t, n), in a subtest
+// named by the seed, with a generator on stream and, on failure, the
+// command that reruns that seed.
+func msEach(t *testing.T, n, stream uint64, body func(t *testing.T, seed uint64, r *rand.Rand)) {
+	t.Helper()
+	for _, seed := range msSeeds(t, n) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("rerun: HAY_METRICSEM_SEED=%d go test -run TestMetricSemantics ./internal/server", seed)
+					t.Logf("rerun: HAY_METRICSEM_SEED=%d go test -run %s ./internal/server", seed, strings.Split(t.Name(), "/")[0])
 				}
 			}()
-			r := rand.New(rand.NewPCG(seed, 0x6d73))
-			env := newEnv(t, func(c *Config) {
-				c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
-			})
-			d := msGen(r)
-			msPush(t, env, r, d)
-			for range 150 {
-				np, ok := msCheck(t, env, r, d)
-				total++
-				points += np
-				if ok {
-					nonEmpty++
-				}
-			}
+			body(t, seed, rand.New(rand.NewPCG(seed, stream)))
 		})
 	}
+}
+
+func TestMetricSemantics(t *testing.T) {
+	var total, points, nonEmpty int
+	msEach(t, 6, 0x6d73, func(t *testing.T, seed uint64, r *rand.Rand) {
+		env := newEnv(t, func(c *Config) {
+			c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
+		})
+		d := msGen(r)
+		msPush(t, env, r, d)
+		for range 150 {
+			np, ok := msCheck(t, env, r, d)
+			total++
+			points += np
+			if ok {
+				nonEmpty++
+			}
+		}
+	})
 	t.Logf("%d metric queries compared, %d with series, %d points", total, nonEmpty, points)
 }
 

@@ -548,66 +548,58 @@ func boLabels(m map[string]string) ingest.Labels {
 
 func TestMetricBinopOracle(t *testing.T) {
 	var total, errs, points int
-	for _, seed := range msSeeds(t, 3) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			defer func() {
-				if t.Failed() {
-					t.Logf("rerun: HAY_METRICSEM_SEED=%d go test -run TestMetricBinopOracle ./internal/server", seed)
-				}
-			}()
-			r := rand.New(rand.NewPCG(seed, 0x626f))
-			env := newEnv(t, func(c *Config) {
-				c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
-			})
-			d := msGen(r)
-			msPush(t, env, r, d)
-			for range 150 {
-				x := boRand(r, 1+r.IntN(3))
-				p := url.Values{"query": {x.String()}}
-				path := "/loki/api/v1/query_range"
-				instant := r.IntN(4) == 0
-				var steps []int64
-				if instant {
-					at := d.es[r.IntN(len(d.es))].t + int64(r.IntN(3)-1)
-					path = "/loki/api/v1/query"
-					p.Set("time", strconv.FormatInt(at, 10))
-					steps = []int64{at}
-				} else {
-					start := d.origin + r.Int64N(600e9)
-					step := []int64{1e9, 5e9, 10e9, 60e9}[r.IntN(4)]
-					end := start + int64(r.IntN(60))*step
-					p.Set("start", strconv.FormatInt(start, 10))
-					p.Set("end", strconv.FormatInt(end, 10))
-					p.Set("step", time.Duration(step).String())
-					for s := start; s <= end; s += step {
-						steps = append(steps, s)
-					}
-				}
-				desc := "GET " + path + "?" + p.Encode() + "\n" + x.String()
-				err := x.staticErr()
-				var want boVal
-				if err == nil {
-					want, err = x.eval(d, steps)
-				}
-				got, code, body := boAnswer(t, env, path+"?"+p.Encode(), instant)
-				total++
-				if err != nil {
-					errs++
-					if code != 400 || !strings.Contains(body, err.Error()) {
-						t.Fatalf("%s: %d %.300s; want 400 naming %q", desc, code, body, err)
-					}
-					continue
-				}
-				if code != 200 {
-					t.Fatalf("%s: %d %.400s", desc, code, body)
-				}
-				boCompare(t, desc, got, want, steps)
-				for _, se := range got {
-					points += len(se.pts)
+	msEach(t, 3, 0x626f, func(t *testing.T, seed uint64, r *rand.Rand) {
+		env := newEnv(t, func(c *Config) {
+			c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
+		})
+		d := msGen(r)
+		msPush(t, env, r, d)
+		for range 150 {
+			x := boRand(r, 1+r.IntN(3))
+			p := url.Values{"query": {x.String()}}
+			path := "/loki/api/v1/query_range"
+			instant := r.IntN(4) == 0
+			var steps []int64
+			if instant {
+				at := d.es[r.IntN(len(d.es))].t + int64(r.IntN(3)-1)
+				path = "/loki/api/v1/query"
+				p.Set("time", strconv.FormatInt(at, 10))
+				steps = []int64{at}
+			} else {
+				start := d.origin + r.Int64N(600e9)
+				step := []int64{1e9, 5e9, 10e9, 60e9}[r.IntN(4)]
+				end := start + int64(r.IntN(60))*step
+				p.Set("start", strconv.FormatInt(start, 10))
+				p.Set("end", strconv.FormatInt(end, 10))
+				p.Set("step", time.Duration(step).String())
+				for s := start; s <= end; s += step {
+					steps = append(steps, s)
 				}
 			}
-		})
-	}
+			desc := "GET " + path + "?" + p.Encode() + "\n" + x.String()
+			err := x.staticErr()
+			var want boVal
+			if err == nil {
+				want, err = x.eval(d, steps)
+			}
+			got, code, body := boAnswer(t, env, path+"?"+p.Encode(), instant)
+			total++
+			if err != nil {
+				errs++
+				if code != 400 || !strings.Contains(body, err.Error()) {
+					t.Fatalf("%s: %d %.300s; want 400 naming %q", desc, code, body, err)
+				}
+				continue
+			}
+			if code != 200 {
+				t.Fatalf("%s: %d %.400s", desc, code, body)
+			}
+			boCompare(t, desc, got, want, steps)
+			for _, se := range got {
+				points += len(se.pts)
+			}
+		}
+	})
 	t.Logf("%d queries with binary operators compared (%d expected errors), %d points", total, errs, points)
 }
 

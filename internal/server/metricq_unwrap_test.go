@@ -373,84 +373,76 @@ func uwClose(a, b float64) bool {
 
 func TestMetricUnwrapOracle(t *testing.T) {
 	var total, fails, points int
-	for _, seed := range msSeeds(t, 3) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			defer func() {
-				if t.Failed() {
-					t.Logf("rerun: HAY_METRICSEM_SEED=%d go test -run TestMetricUnwrapOracle ./internal/server", seed)
+	msEach(t, 3, 0x7577, func(t *testing.T, seed uint64, r *rand.Rand) {
+		env := newEnv(t, nil)
+		d := uwGen(r)
+		uwPush(t, env, r, d)
+		for range 120 {
+			u := uwRand(r)
+			p := url.Values{"query": {u.String()}}
+			path := "/loki/api/v1/query_range"
+			instant := r.IntN(4) == 0
+			var steps []int64
+			if instant {
+				at := d.es[r.IntN(len(d.es))].t + int64(r.IntN(3)-1)
+				if r.IntN(2) == 0 { // on the grid of entries on a step: windows' edges on entries
+					at = base - 600e9 + r.Int64N(61)*10e9
 				}
-			}()
-			r := rand.New(rand.NewPCG(seed, 0x7577))
-			env := newEnv(t, nil)
-			d := uwGen(r)
-			uwPush(t, env, r, d)
-			for range 120 {
-				u := uwRand(r)
-				p := url.Values{"query": {u.String()}}
-				path := "/loki/api/v1/query_range"
-				instant := r.IntN(4) == 0
-				var steps []int64
-				if instant {
-					at := d.es[r.IntN(len(d.es))].t + int64(r.IntN(3)-1)
-					if r.IntN(2) == 0 { // on the grid of entries on a step: windows' edges on entries
-						at = base - 600e9 + r.Int64N(61)*10e9
-					}
-					path = "/loki/api/v1/query"
-					p.Set("time", strconv.FormatInt(at, 10))
-					steps = []int64{at}
-				} else {
-					start := base - 620e9 + r.Int64N(600e9)
-					if r.IntN(2) == 0 {
-						start = base - 600e9 + r.Int64N(60)*10e9
-					}
-					step := []int64{1e9, 5e9, 10e9, 60e9}[r.IntN(4)]
-					end := start + int64(r.IntN(60))*step
-					p.Set("start", strconv.FormatInt(start, 10))
-					p.Set("end", strconv.FormatInt(end, 10))
-					p.Set("step", time.Duration(step).String())
-					for s := start; s <= end; s += step {
-						steps = append(steps, s)
-					}
+				path = "/loki/api/v1/query"
+				p.Set("time", strconv.FormatInt(at, 10))
+				steps = []int64{at}
+			} else {
+				start := base - 620e9 + r.Int64N(600e9)
+				if r.IntN(2) == 0 {
+					start = base - 600e9 + r.Int64N(60)*10e9
 				}
-				desc := "GET " + path + "?" + p.Encode() + "\n" + u.String()
-				want, wlabels, fail := u.eval(d, steps)
-				got, code, body := boAnswer(t, env, path+"?"+p.Encode(), instant)
-				total++
-				if fail {
-					fails++
-					if code != 400 || !strings.Contains(body, "pipeline error: 'SampleExtractionErr'") {
-						t.Fatalf("%s: %d %.300s; want a 400 pipeline error", desc, code, body)
-					}
-					continue
-				}
-				if code != 200 {
-					t.Fatalf("%s: %d %.400s", desc, code, body)
-				}
-				if len(got) != len(want) {
-					t.Fatalf("%s: %d series, want %d: %v", desc, len(got), len(want), wlabels)
-				}
-				for i, se := range got {
-					k := msKey(se.labels)
-					w, ok := want[k]
-					if !ok {
-						t.Fatalf("%s: unexpected series %v; want %v", desc, se.labels, slices.Collect(maps.Keys(want)))
-					}
-					if i > 0 && boLabels(got[i-1].labels).Compare(boLabels(se.labels)) >= 0 {
-						t.Fatalf("%s: series not sorted by labels", desc)
-					}
-					if len(se.pts) != len(w) || !slices.IsSorted(se.order) {
-						t.Fatalf("%s: series %v: points %v, want %v", desc, se.labels, se.pts, w)
-					}
-					for ts, v := range w {
-						if g, ok := se.pts[ts]; !ok || !uwClose(g, v) {
-							t.Fatalf("%s: series %v at %d: %v (present %v), want %v", desc, se.labels, ts, g, ok, v)
-						}
-					}
-					points += len(w)
+				step := []int64{1e9, 5e9, 10e9, 60e9}[r.IntN(4)]
+				end := start + int64(r.IntN(60))*step
+				p.Set("start", strconv.FormatInt(start, 10))
+				p.Set("end", strconv.FormatInt(end, 10))
+				p.Set("step", time.Duration(step).String())
+				for s := start; s <= end; s += step {
+					steps = append(steps, s)
 				}
 			}
-		})
-	}
+			desc := "GET " + path + "?" + p.Encode() + "\n" + u.String()
+			want, wlabels, fail := u.eval(d, steps)
+			got, code, body := boAnswer(t, env, path+"?"+p.Encode(), instant)
+			total++
+			if fail {
+				fails++
+				if code != 400 || !strings.Contains(body, "pipeline error: 'SampleExtractionErr'") {
+					t.Fatalf("%s: %d %.300s; want a 400 pipeline error", desc, code, body)
+				}
+				continue
+			}
+			if code != 200 {
+				t.Fatalf("%s: %d %.400s", desc, code, body)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s: %d series, want %d: %v", desc, len(got), len(want), wlabels)
+			}
+			for i, se := range got {
+				k := msKey(se.labels)
+				w, ok := want[k]
+				if !ok {
+					t.Fatalf("%s: unexpected series %v; want %v", desc, se.labels, slices.Collect(maps.Keys(want)))
+				}
+				if i > 0 && boLabels(got[i-1].labels).Compare(boLabels(se.labels)) >= 0 {
+					t.Fatalf("%s: series not sorted by labels", desc)
+				}
+				if len(se.pts) != len(w) || !slices.IsSorted(se.order) {
+					t.Fatalf("%s: series %v: points %v, want %v", desc, se.labels, se.pts, w)
+				}
+				for ts, v := range w {
+					if g, ok := se.pts[ts]; !ok || !uwClose(g, v) {
+						t.Fatalf("%s: series %v at %d: %v (present %v), want %v", desc, se.labels, ts, g, ok, v)
+					}
+				}
+				points += len(w)
+			}
+		}
+	})
 	t.Logf("%d unwrap queries compared (%d pipeline errors), %d points", total, fails, points)
 }
 
