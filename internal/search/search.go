@@ -253,6 +253,9 @@ type Match struct {
 	Time   int64
 	Stream uint32
 	Line   []byte
+	// Attrs is the entry's structured metadata (package attrs'
+	// encoding, empty for none), valid like Line.
+	Attrs []byte
 	// Context is set on a context entry (Query.Before/After), which is
 	// not a match and not counted.
 	Context bool

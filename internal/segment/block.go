@@ -18,6 +18,11 @@ type Block struct {
 	Offsets []uint32
 	Times   []int64
 	Streams []uint32
+	// AttrData holds the entries' structured metadata concatenated and
+	// AttrOffsets its Len()+1 prefix offsets, like Data and Offsets. Both
+	// are empty when no entry of the block has metadata.
+	AttrData    []byte
+	AttrOffsets []uint32
 
 	meta  []byte   // decompressed meta section, reused
 	seen  []uint64 // scratch bitmap of the streams seen, reused
@@ -33,9 +38,18 @@ func (b *Block) Line(k int) []byte {
 	return b.Data[b.Offsets[k]:b.Offsets[k+1]:b.Offsets[k+1]]
 }
 
-// Entry returns entry k. Its Line aliases Data.
+// Attrs returns entry k's structured metadata (package attrs' encoding;
+// empty for none), a capacity-limited subslice of AttrData.
+func (b *Block) Attrs(k int) []byte {
+	if len(b.AttrOffsets) == 0 {
+		return nil
+	}
+	return b.AttrData[b.AttrOffsets[k]:b.AttrOffsets[k+1]:b.AttrOffsets[k+1]]
+}
+
+// Entry returns entry k. Its Line and Attrs alias the block.
 func (b *Block) Entry(k int) Entry {
-	return Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
+	return Entry{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k), Attrs: b.Attrs(k)}
 }
 
 var blockPool = sync.Pool{New: func() any { return newPooledBlock() }}

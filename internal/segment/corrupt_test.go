@@ -432,7 +432,7 @@ func TestForgedStructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := readAll(t, path)
-	equalEntries(t, got, []Entry{{10, 4, []byte("ab")}, {5, 4, nil}, {7, 6, []byte("cde")}})
+	equalEntries(t, got, []Entry{{Time: 10, Stream: 4, Line: []byte("ab")}, {Time: 5, Stream: 4}, {Time: 7, Stream: 6, Line: []byte("cde")}})
 
 	zframe := zstdDecoderTestFrame(bytes.Repeat([]byte("x"), 1<<20))
 	lz4garbage := []byte{0xf0, 0xff, 0xff, 0xff, 0x01, 'a', 'b'}

@@ -17,6 +17,7 @@ type Entry struct {
 	Time   int64  // unix nanoseconds
 	Stream uint32 // store-wide stream id
 	Line   []byte // entry bytes; may contain any byte including '\n'
+	Attrs  []byte // structured metadata (package attrs' encoding); empty for none
 }
 
 // Defaults and limits.

@@ -19,6 +19,9 @@ type LabeledEntry struct {
 	Labels string
 	Time   int64
 	Line   []byte
+	// Attrs is the entry's structured metadata (package attrs' encoding;
+	// empty for none). It is not part of the stream.
+	Attrs []byte
 }
 
 // WriterOptions tune a Writer.

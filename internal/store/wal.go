@@ -94,6 +94,7 @@ type Entry struct {
 	Time   int64
 	Stream uint32
 	Line   []byte
+	Attrs  []byte // structured metadata, package attrs' encoding; empty for none
 }
 
 // Batch is what one WAL record holds. Entries' Line slices may alias the
