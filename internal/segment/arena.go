@@ -123,22 +123,35 @@ func (b *Block) inArena() bool {
 	return p >= lo && p < lo+uintptr(len(b.arena.mem))
 }
 
-// fit points b's buffers into its arena, sized for a block of data and
-// meta bytes and n entries, when the whole block fits; otherwise the
-// buffers grow on the heap as usual. The buffers' contents are not kept.
-func (b *Block) fit(data, meta, n int) {
+// fit points b's buffers into its arena, sized for a block of data,
+// meta and attrs bytes and n entries, when the whole block fits; otherwise
+// the buffers grow on the heap as usual. The buffers' contents are not
+// kept.
+//
+// A layout places every buffer, the attrs ones too (none when attrs is
+// 0): a buffer left where an earlier layout put it could overlap this
+// layout's others, and a later block too large for the arena, which
+// decodes into whichever buffers are large enough, would then decode two
+// sections into the same bytes.
+func (b *Block) fit(data, meta, attrs, n int) {
 	if b.arena == nil {
 		return
 	}
 	up := func(x int) int { return (x + arenaAlign - 1) &^ (arenaAlign - 1) }
-	dataCap, metaCap := data+decodeSlack, meta+decodeSlack
+	dataCap, metaCap, attrsCap := data+decodeSlack, meta+decodeSlack, 0
+	attrOffs := 0
+	if attrs > 0 {
+		attrsCap, attrOffs = attrs+decodeSlack, n+1
+	}
 	offData := 0
 	offMeta := offData + up(dataCap)
 	offOffs := offMeta + up(metaCap)
 	offTimes := offOffs + up(4*(n+1))
 	offStreams := offTimes + up(8*n)
-	end := offStreams + 4*n
-	if data < 0 || meta < 0 || n < 0 || end > len(b.arena.mem) || end < 0 {
+	offAttrs := offStreams + up(4*n)
+	offAttrOffs := offAttrs + up(attrsCap)
+	end := offAttrOffs + 4*attrOffs
+	if data < 0 || meta < 0 || attrs < 0 || n < 0 || end > len(b.arena.mem) || end < 0 {
 		return
 	}
 	if end < smallBlockBytes && !b.inArena() {
@@ -152,8 +165,14 @@ func (b *Block) fit(data, meta, n int) {
 	b.Data = mem[offData:offData:dataCap]
 	b.meta = mem[offMeta : offMeta : offMeta+metaCap]
 	b.Offsets = unsafe.Slice((*uint32)(unsafe.Pointer(&mem[offOffs])), n+1)[:0]
+	b.Times, b.Streams = nil, nil
 	if n > 0 {
 		b.Times = unsafe.Slice((*int64)(unsafe.Pointer(&mem[offTimes])), n)[:0]
 		b.Streams = unsafe.Slice((*uint32)(unsafe.Pointer(&mem[offStreams])), n)[:0]
+	}
+	b.attrs, b.AttrData, b.AttrOffsets = nil, nil, nil
+	if attrs > 0 {
+		b.attrs = mem[offAttrs : offAttrs : offAttrs+attrsCap]
+		b.AttrOffsets = unsafe.Slice((*uint32)(unsafe.Pointer(&mem[offAttrOffs])), attrOffs)[:0]
 	}
 }

@@ -38,11 +38,11 @@ func TestArenaSmallAfterLarge(t *testing.T) {
 	if b.arena == nil {
 		t.Skip("no arenas on this platform (Linux only)")
 	}
-	b.fit(1<<20, 100, 1000)
+	b.fit(1<<20, 100, 0, 1000)
 	if !within(b.arena.mem, addr(b.Data), 1) {
 		t.Fatal("a 1 MiB block was not put in the arena")
 	}
-	b.fit(100, 3, 1)
+	b.fit(100, 3, 0, 1)
 	if !within(b.arena.mem, addr(b.Data), 1) || cap(b.Data) < 100+decodeSlack {
 		t.Fatal("a small block after a large one left the arena")
 	}
@@ -76,7 +76,7 @@ func TestArenaFit(t *testing.T) {
 		t.Run(fmt.Sprintf("%d/%d/%d", c.data, c.meta, c.n), func(t *testing.T) {
 			heap := []byte("heap")
 			b.Data, b.meta, b.Offsets, b.Times, b.Streams = heap, nil, nil, nil, nil
-			b.fit(c.data, c.meta, c.n)
+			b.fit(c.data, c.meta, 0, c.n)
 			if !c.fits {
 				if addr(b.Data) != addr(heap) || b.meta != nil || b.Offsets != nil {
 					t.Fatal("a block too large or too small for the arena was put in it")

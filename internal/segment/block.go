@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"slices"
 	"sync"
+
+	"haystack/internal/attrs"
 )
 
 // Block is a decoded block. Entry k is Data[Offsets[k]:Offsets[k+1]], with
@@ -25,6 +27,7 @@ type Block struct {
 	AttrOffsets []uint32
 
 	meta  []byte   // decompressed meta section, reused
+	attrs []byte   // decompressed attrs section (AttrData is its tail), reused
 	seen  []uint64 // scratch bitmap of the streams seen, reused
 	arena *arena   // pooled blocks: memory for the buffers above (see arena.go)
 }
@@ -68,55 +71,82 @@ func GetBlock() *Block { return blockPool.Get().(*Block) }
 // PutBlock returns b to the pool. b must not be used afterwards, nor any
 // slice taken from it.
 func PutBlock(b *Block) {
-	if b == nil || cap(b.Data) > maxPooledBytes || cap(b.meta) > maxPooledBytes {
+	if b == nil || cap(b.Data) > maxPooledBytes || cap(b.meta) > maxPooledBytes || cap(b.attrs) > maxPooledBytes {
 		return
 	}
 	b.Data, b.Offsets, b.Times, b.Streams, b.meta = b.Data[:0], b.Offsets[:0], b.Times[:0], b.Streams[:0], b.meta[:0]
+	b.AttrData, b.AttrOffsets, b.attrs = nil, b.AttrOffsets[:0], b.attrs[:0]
 	blockPool.Put(b)
 }
 
-// decodeBlock checks and decodes the stored block src described by m into
-// dst. Every length is checked before it is used.
-func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
-	if len(src) < minBlockLen {
+// decodeBlock checks and decodes the stored block src described by m,
+// from a file of format version, into dst. Every length is checked before
+// it is used.
+func decodeBlock(src []byte, m *BlockMeta, dst *Block, version uint32) error {
+	if len(src) < minBlockLen(version) {
 		return errors.New("block shorter than its header")
 	}
 	body := src[:len(src)-4]
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(src[len(src)-4:]) {
 		return errors.New("checksum mismatch")
 	}
-	dataCodec, metaCodec := Codec(body[0]), Codec(body[1])
+	dataCodec, metaCodec, attrsCodec := Codec(body[0]), Codec(body[1]), CodecNone
 	d := decoder{b: body[2:]}
+	if version >= formatVersion {
+		attrsCodec = Codec(body[2])
+		d.b = body[3:]
+	}
 	entries := d.uvarint()
 	dataRaw := d.uvarint()
 	dataStored := d.uvarint()
 	metaRaw := d.uvarint()
 	metaStored := d.uvarint()
+	var attrsRaw, attrsStored uint64
+	if version >= formatVersion {
+		attrsRaw = d.uvarint()
+		attrsStored = d.uvarint()
+	}
 	if d.err != nil {
 		return fmt.Errorf("header: %v", d.err)
 	}
 	switch {
-	case !validCodec(dataCodec) || !validCodec(metaCodec):
-		return fmt.Errorf("unknown codec %d/%d", uint8(dataCodec), uint8(metaCodec))
+	case !validCodec(dataCodec) || !validCodec(metaCodec) || !validCodec(attrsCodec):
+		return fmt.Errorf("unknown codec %d/%d/%d", uint8(dataCodec), uint8(metaCodec), uint8(attrsCodec))
 	case entries != uint64(m.Entries):
 		return fmt.Errorf("header has %d entries, index %d", entries, m.Entries)
 	case dataRaw != uint64(m.RawBytes):
 		return fmt.Errorf("header has %d raw bytes, index %d", dataRaw, m.RawBytes)
 	case metaRaw > maxMetaPerEntry*entries+1:
 		return fmt.Errorf("meta size %d too large for %d entries", metaRaw, entries)
-	case dataStored > uint64(len(d.b)) || metaStored != uint64(len(d.b))-dataStored:
-		return fmt.Errorf("section sizes %d+%d do not fill the %d bytes stored", dataStored, metaStored, len(d.b))
+	case attrsRaw > maxAttrsRaw(entries):
+		return fmt.Errorf("attrs size %d too large for %d entries", attrsRaw, entries)
+	case dataStored > uint64(len(d.b)) || metaStored > uint64(len(d.b))-dataStored ||
+		attrsStored != uint64(len(d.b))-dataStored-metaStored:
+		return fmt.Errorf("section sizes %d+%d+%d do not fill the %d bytes stored", dataStored, metaStored, attrsStored, len(d.b))
 	}
 	n := int(entries)
-	dst.fit(int(dataRaw), int(metaRaw), n)
+	dst.fit(int(dataRaw), int(metaRaw), int(attrsRaw), n)
 	var err error
 	dst.Data, err = decompress(dataCodec, dst.Data, d.b[:dataStored], int(dataRaw))
 	if err != nil {
 		return fmt.Errorf("data section: %w", err)
 	}
-	dst.meta, err = decompress(metaCodec, dst.meta, d.b[dataStored:], int(metaRaw))
+	metaEnd := dataStored + metaStored
+	dst.meta, err = decompress(metaCodec, dst.meta, d.b[dataStored:metaEnd], int(metaRaw))
 	if err != nil {
 		return fmt.Errorf("meta section: %w", err)
+	}
+	// Whatever follows fails or fills them: a block without metadata
+	// must not show the previous block's.
+	dst.AttrData, dst.AttrOffsets = nil, dst.AttrOffsets[:0]
+	if attrsRaw > 0 || attrsStored > 0 {
+		dst.attrs, err = decompress(attrsCodec, dst.attrs, d.b[metaEnd:], int(attrsRaw))
+		if err != nil {
+			return fmt.Errorf("attrs section: %w", err)
+		}
+		if err := dst.decodeAttrs(n); err != nil {
+			return fmt.Errorf("attrs section: %w", err)
+		}
 	}
 
 	// The meta loops run once per entry, so they read varints inline with
@@ -225,6 +255,52 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block) error {
 	if p != len(mb) {
 		return fmt.Errorf("meta section: %d trailing bytes", len(mb)-p)
 	}
+	return nil
+}
+
+// decodeAttrs decodes the attrs section in b.attrs for n entries into
+// AttrData (its tail, not copied) and AttrOffsets, checking each entry's
+// metadata with attrs.Validate: a reader must never hand out metadata
+// that the attrs package would misread.
+func (b *Block) decodeAttrs(n int) error {
+	ab := b.attrs
+	p := 0
+	offs := slices.Grow(b.AttrOffsets[:0], n+1)[:n+1]
+	var sum uint64
+	offs[0] = 0
+	for k := 1; k <= n; k++ {
+		var v uint64
+		if uint(p) < uint(len(ab)) && ab[p] < 0x80 {
+			v, p = uint64(ab[p]), p+1
+		} else {
+			v, p = uvarintSlow(ab, p)
+		}
+		if p < 0 || v > uint64(len(ab)) {
+			return errors.New("bad or truncated metadata length")
+		}
+		if sum += v; sum > uint64(len(ab)) { // no overflow: both <= len(ab)
+			return errors.New("metadata lengths exceed the section")
+		}
+		offs[k] = uint32(sum)
+	}
+	if sum != uint64(len(ab)-p) {
+		return fmt.Errorf("metadata lengths add up to %d bytes, %d follow them", sum, len(ab)-p)
+	}
+	if sum == 0 {
+		// The writer stores an empty section when no entry has metadata:
+		// one block content, one encoding.
+		return errors.New("present but no entry has metadata")
+	}
+	data := ab[p:len(ab):len(ab)]
+	for k := range n {
+		if offs[k] == offs[k+1] {
+			continue
+		}
+		if err := attrs.Validate(data[offs[k]:offs[k+1]]); err != nil {
+			return fmt.Errorf("entry %d: %w", k, err)
+		}
+	}
+	b.AttrData, b.AttrOffsets = data, offs
 	return nil
 }
 

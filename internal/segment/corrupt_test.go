@@ -554,10 +554,10 @@ func TestForgedStructure(t *testing.T) {
 		"gap before index": func() []byte {
 			return appendIndexAndFooter([]byte(magic+"\x01\x00\x00\x00\x00\x00\x00\x00\x00"), binary.AppendUvarint(nil, 0), 0)
 		},
-		"version 4": func() []byte {
+		"version 5": func() []byte {
 			f := forge(nil)
 			ft := f[len(f)-footerSize:]
-			binary.LittleEndian.PutUint32(ft[44:], 4)
+			binary.LittleEndian.PutUint32(ft[44:], formatVersion+1)
 			binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
 			return f
 		},

@@ -1,7 +1,8 @@
 // Package segment reads and writes Haystack's immutable segment files.
 //
-// A segment holds a sequence of log entries (time, stream id, bytes) cut
-// into blocks. Each block is compressed on its own, so a search decodes only
+// A segment holds a sequence of log entries (time, stream id, bytes and,
+// from version 4, structured metadata: package attrs' encoding of the
+// name=value pairs a shipper sent beside the line) cut into blocks. Each block is compressed on its own, so a search decodes only
 // the blocks it cannot skip, and a scan runs the substring kernel over one
 // decoded buffer per block (Block.Data) rather than line by line.
 //
@@ -19,10 +20,13 @@
 // wrong rows. All lengths are checked against the mapped size before
 // slicing, and a block's decoded sizes come from the checksummed index and
 // block header and are enforced while decompressing, so a corrupt length
-// cannot make the reader allocate more than MaxBlockRawBytes of data plus
-// per-entry arrays for at most MaxBlockSize entries.
+// cannot make the reader allocate more than MaxBlockRawBytes of data,
+// 2*MaxBlockSize of metadata, and per-entry arrays for at most
+// MaxBlockSize entries. Each entry's metadata is checked with
+// attrs.Validate, so a reader never hands out metadata the attrs package
+// would misread.
 //
-// # File format, version 3
+// # File format, version 4
 //
 // All fixed-width integers are little-endian. "uvarint" and "varint" are
 // encoding/binary's unsigned and zig-zag signed varints.
@@ -30,7 +34,7 @@
 //	+---------------------------------------------------------------+ 0
 //	| header (16 bytes)                                             |
 //	|   0  [8]  magic "HAYSTSEG"                                    |
-//	|   8  u32  format version (3; 1 and 2 are still read)          |
+//	|   8  u32  format version (4; 1, 2 and 3 are still read)       |
 //	|  12  u32  flags (0; a reader rejects unknown flags)           |
 //	+---------------------------------------------------------------+ 16
 //	| block 0 | block 1 | ... | block n-1   (contiguous, no gaps)   |
@@ -47,9 +51,9 @@
 //	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
-//	|                        (version 3: of its head only, below;   |
+//	|                        (versions 3, 4: of its head only;      |
 //	|                        all three are 0 in version 1)          |
-//	|  44  u32  format version (3, equals the header's)             |
+//	|  44  u32  format version (4, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
 //	|  60  u32  footerCRC    CRC-32C of footer bytes 0..59          |
@@ -75,19 +79,35 @@
 //
 //	u8       data codec      1 none, 2 LZ4 (one raw LZ4 block), 3 zstd (one frame)
 //	u8       meta codec      the same codes
+//	u8       attrs codec     the same codes
 //	uvarint  entries         equals the index's
 //	uvarint  dataRaw         equals the index's rawBytes
 //	uvarint  dataStored
-//	uvarint  metaRaw         <= 25 * entries
+//	uvarint  metaRaw         <= 20 * entries + 1
 //	uvarint  metaStored
-//	[dataStored] data section: the entries' bytes concatenated, compressed
-//	[metaStored] meta section: described below, compressed
+//	uvarint  attrsRaw        <= min(entries * (65536 + 3), 8 MiB)
+//	uvarint  attrsStored
+//	[dataStored]  data section: the entries' bytes concatenated, compressed
+//	[metaStored]  meta section: described below, compressed
+//	[attrsStored] attrs section: described below, compressed
 //	u32      CRC-32C of every preceding byte of the block
 //
 // The CRC thus covers the stored bytes and the decoded structure lengths.
 // An empty section is stored empty whatever the codec (raw 0 <=> stored 0).
 // The writer stores a section with codec 1 (none) when compression does not
 // shrink it (the meta section of entries with random times often does not).
+// The meta section follows the data section's codec (the writer's, zstd
+// for the default, when the data is stored raw); the attrs section gets
+// the writer's codec on its own (for the default, LZ4 or zstd chosen for
+// it as for a data section).
+//
+// The attrsRaw bound: an entry's metadata is at most attrs.MaxBytes
+// (64 KiB) and its length at most 3 uvarint bytes; a block of several
+// entries holds at most MaxBlockSize (4 MiB) counting each entry's line,
+// metadata and one byte, and a length of L >= 1 bytes takes at most L
+// bytes (1 for L = 0), so the section is at most 2 * MaxBlockSize. The
+// writer counts metadata toward the block size to stay within it; a
+// reader rejects a larger attrsRaw as corrupt.
 //
 // Meta section (decompressed; must be consumed exactly):
 //
@@ -106,7 +126,19 @@
 //	                    stream list for the block (every listed stream
 //	                    occurs); absent when that list has one stream.
 //
-// Skip index, version 3: exact postings (must be consumed exactly):
+// Attrs section (decompressed; must be consumed exactly): empty (attrsRaw
+// 0) when no entry of the block has metadata, which then costs the block
+// three header bytes. Otherwise:
+//
+//	entries x uvarint   length of each entry's metadata, 0 for none (at
+//	                    least one is not 0)
+//	the entries' metadata concatenated (Block.AttrData; the lengths'
+//	                    prefix sums are Block.AttrOffsets), each one
+//	                    package attrs' canonical encoding, at most
+//	                    attrs.MaxBytes, which the reader checks
+//	                    (attrs.Validate)
+//
+// Skip index, versions 3 and 4: exact postings (must be consumed exactly):
 //
 //	uvarint  B              blockCount, equals the block index's
 //	uvarint  U              unindexed blocks, <= B
@@ -207,8 +239,15 @@
 // Version 2 added the skip index at skipOffset/skipLength with skipCRC and
 // left the rest of the layout alone. Version 3 replaced the per-block
 // bloom filters in that section with the exact postings index; nothing
-// else changed. A reader accepts versions 1, 2 and 3; version 1 requires
-// the skip fields to be zero, and its blocks answer "maybe" to every
-// needle. The Writer writes version 3 (tests still write version 2, to
-// keep its reader tested).
+// else changed. Version 4 added the attrs codec byte, attrsRaw and
+// attrsStored to the block header and the attrs section after the meta
+// section; nothing else changed (the index and skip index are version
+// 3's, and the skip index covers lines only, never metadata). Blocks of
+// versions 1 to 3 have neither: their entries have no metadata.
+//
+// A reader accepts versions 1 to 4; version 1 requires the skip fields to
+// be zero, and its blocks answer "maybe" to every needle. A reader of an
+// older build refuses a version-4 file as corrupt ("unsupported format
+// version 4"). The Writer writes version 4 (tests still write versions 2
+// and 3, to keep their readers tested).
 package segment

@@ -104,14 +104,19 @@ func FuzzDecodeBlock(f *testing.F) {
 		slices.Sort(m.Streams)
 		m.Streams = slices.Compact(m.Streams)
 		src := binary.LittleEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, castagnoli))
-		if err := decodeBlock(src, &m, dst); err != nil {
-			return
+		// The same bytes as a block of each layout: up to version 3, and
+		// from version 4 (with an attrs section).
+		for _, v := range []uint32{formatV3, formatVersion} {
+			if err := decodeBlock(src, &m, dst, v); err != nil {
+				continue
+			}
+			checkBlock(t, m, dst)
 		}
-		checkBlock(t, m, dst)
 	})
 }
 
 type decodeBlockSeed struct {
+	version uint32 // the layout it decodes as (not in the corpus: the fuzzer tries both)
 	body    []byte
 	entries uint16
 	raw     uint32
@@ -126,7 +131,8 @@ func decodeBlockSeeds() []decodeBlockSeed {
 	ok := okBlock()
 	f := forge([]forged{ok})
 	seeds := []decodeBlockSeed{{
-		body: f[headerSize : len(f)-footerSize-4-len(forgeIndexOf(f))], entries: 3, raw: 5, minT: 5, span: 5, streams: []byte{4, 6},
+		version: formatV1,
+		body:    f[headerSize : len(f)-footerSize-4-len(forgeIndexOf(f))], entries: 3, raw: 5, minT: 5, span: 5, streams: []byte{4, 6},
 	}}
 	for _, c := range []Codec{CodecNone, CodecLZ4, CodecZstd} {
 		dir, err := os.MkdirTemp("", "seed")
@@ -164,7 +170,8 @@ func decodeBlockSeeds() []decodeBlockSeed {
 				st = append(st, byte(s))
 			}
 			seeds = append(seeds, decodeBlockSeed{
-				body: data[m.offset : m.offset+m.length-4], entries: uint16(m.Entries), raw: uint32(m.RawBytes),
+				version: formatVersion,
+				body:    data[m.offset : m.offset+m.length-4], entries: uint16(m.Entries), raw: uint32(m.RawBytes),
 				minT: m.MinTime, span: uint32(m.MaxTime - m.MinTime), streams: st,
 			})
 		}
@@ -282,7 +289,7 @@ func TestDecodeBlockSeeds(t *testing.T) {
 		}
 		src := binary.LittleEndian.AppendUint32(bytes.Clone(sd.body), crc32.Checksum(sd.body, castagnoli))
 		var b Block
-		if err := decodeBlock(src, &m, &b); err != nil {
+		if err := decodeBlock(src, &m, &b, sd.version); err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}
 		checkBlock(t, m, &b)

@@ -41,14 +41,15 @@ type BlockMeta struct {
 // BlockMeta and the other getters are safe for concurrent use; Close must
 // not run concurrently with them.
 type Reader struct {
-	path   string
-	data   []byte // the mapping
-	info   Info
-	blocks []BlockMeta
-	skip   [][]byte   // version 2: per block, its bloom filter (into data)
-	grams  *gramIndex // version 3: the postings index
-	mapped bool       // data is a mapping to unmap on Close (tests read from memory)
-	closed atomic.Bool
+	path    string
+	data    []byte // the mapping
+	info    Info
+	blocks  []BlockMeta
+	skip    [][]byte   // version 2: per block, its bloom filter (into data)
+	grams   *gramIndex // versions 3 and 4: the postings index
+	version uint32     // format version, which decides the block layout
+	mapped  bool       // data is a mapping to unmap on Close (tests read from memory)
+	closed  atomic.Bool
 }
 
 // Open maps the segment at path and validates its header, footer and block
@@ -103,7 +104,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 		return nil, bad("footer checksum mismatch")
 	}
 	version := binary.LittleEndian.Uint32(ft[44:])
-	if version != formatV1 && version != formatV2 && version != formatVersion {
+	if version < formatV1 || version > formatVersion {
 		return nil, bad("unsupported format version %d (this build reads %d to %d)", version, formatV1, formatVersion)
 	}
 	if fs := binary.LittleEndian.Uint64(ft[48:]); fs != uint64(size) {
@@ -161,7 +162,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 	if d.err == nil && n > uint64(len(idx))/7 {
 		return nil, bad("block count %d too large for a %d-byte index", n, len(idx))
 	}
-	r := &Reader{path: path, data: data, blocks: make([]BlockMeta, 0, n)}
+	r := &Reader{path: path, data: data, blocks: make([]BlockMeta, 0, n), version: version}
 	off := int64(headerSize)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var m BlockMeta
@@ -176,7 +177,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 			break
 		}
 		switch {
-		case length < minBlockLen || length > end-uint64(off):
+		case length < uint64(minBlockLen(version)) || length > end-uint64(off):
 			return nil, bad("block %d: length %d out of range", i, length)
 		case m.MaxTime < m.MinTime:
 			return nil, bad("block %d: time range overflows", i)
@@ -259,9 +260,15 @@ func newReader(path string, data []byte) (*Reader, error) {
 	return r, nil
 }
 
-// minBlockLen is the shortest possible block: two codec bytes, five
-// one-byte uvarints and the CRC.
-const minBlockLen = 2 + 5 + 4
+// minBlockLen is the shortest possible block of a format version: two
+// codec bytes and five one-byte uvarints (from version 4 three codec
+// bytes and seven uvarints), and the CRC.
+func minBlockLen(version uint32) int {
+	if version >= formatVersion {
+		return 3 + 7 + 4
+	}
+	return 2 + 5 + 4
+}
 
 // Path returns the path the segment was opened with.
 func (r *Reader) Path() string { return r.path }
@@ -297,7 +304,7 @@ func (r *Reader) ReadBlock(i int, dst *Block) error {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
 	m := &r.blocks[i]
-	err := decodeBlock(r.data[m.offset:m.offset+m.length], m, dst)
+	err := decodeBlock(r.data[m.offset:m.offset+m.length], m, dst, r.version)
 	r.release(int(m.offset), int(m.length))
 	if err != nil {
 		return &CorruptError{File: r.path, Block: i, Reason: err.Error()}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"haystack/internal/attrs"
 )
 
 // Entry is one log entry.
@@ -19,6 +21,11 @@ type Entry struct {
 	Line   []byte // entry bytes; may contain any byte including '\n'
 	Attrs  []byte // structured metadata (package attrs' encoding); empty for none
 }
+
+// cost is what e counts toward a block's size: its line, its metadata
+// and one byte (the line's newline in the text). Counting the metadata
+// bounds a block's attrs section as its data section is bounded.
+func (e *Entry) cost() int { return len(e.Line) + len(e.Attrs) + 1 }
 
 // Defaults and limits.
 const (
@@ -58,6 +65,17 @@ const maxBlockEntries = MaxBlockSize
 // (<= 5), plus the time scale byte once.
 const maxMetaPerEntry = 20
 
+// maxAttrsRaw bounds a block's decoded attrs section (see the package
+// doc): each entry's metadata is at most attrs.MaxBytes, with a length of
+// at most 3 uvarint bytes; and a block of several entries holds at most
+// MaxBlockSize bytes counting each entry's metadata and one byte per
+// entry, so its metadata and their lengths (a length of L > 0 bytes
+// takes at most L bytes, and 1 for L = 0) take at most twice that. The
+// writer checks it before writing; a reader rejects a larger size.
+func maxAttrsRaw(entries uint64) uint64 {
+	return min(entries*(attrs.MaxBytes+3), 2*MaxBlockSize)
+}
+
 // maxTimeScale is the largest time scale exponent: 10^18 < 2^63.
 const maxTimeScale = 18
 
@@ -90,7 +108,8 @@ func timeScale(times []int64) int {
 // Options tune a Writer. The zero value selects the measured defaults.
 type Options struct {
 	// BlockSize is the target raw bytes per block, counting each entry as
-	// its length plus one (its newline in the text). 0 means
+	// its length plus its metadata's length plus one (its newline in the
+	// text). 0 means
 	// DefaultBlockSize. An entry longer than BlockSize gets a block of its own.
 	BlockSize int
 
@@ -121,7 +140,8 @@ type Info struct {
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 3 // what the Writer writes: exact postings skip index
+	formatVersion = 4 // what the Writer writes: blocks with an attrs section
+	formatV3      = 3 // exact postings skip index, no attrs section; still read
 	formatV2      = 2 // bloom-filter skip index; still read
 	formatV1      = 1 // no skip index; still read
 	magic         = "HAYSTSEG"
@@ -139,9 +159,9 @@ type Writer struct {
 	off        int64 // bytes written so far
 	info       Info
 	index      []byte      // encoded block index entries
-	version    uint32      // formatVersion, or formatV2 in tests
+	version    uint32      // formatVersion, or formatV2/formatV3 in tests
 	skip       skipBuilder // version 2
-	grams      gramBuilder // version 3
+	grams      gramBuilder // versions 3 and 4
 	err        error       // sticky I/O error
 	done       bool        // committed or aborted
 
@@ -150,11 +170,13 @@ type Writer struct {
 	lens    []uint32
 	times   []int64
 	streams []uint32
-	fill    int // sum of len+1 over the block's entries
+	attrs   []byte   // the entries' metadata concatenated
+	alens   []uint32 // each entry's metadata length
+	fill    int      // sum of Entry.cost over the block's entries
 
 	// Scratch for flushBlock.
-	sorted       []uint32
-	metaBuf, blk []byte
+	sorted                []uint32
+	metaBuf, attrBuf, blk []byte
 }
 
 // Create starts a segment that Commit will publish at finalPath. It writes
@@ -164,8 +186,8 @@ func Create(finalPath string, opts Options) (*Writer, error) {
 	return create(finalPath, opts, formatVersion)
 }
 
-// create is Create writing format version (formatVersion, or formatV2 so
-// that tests can still produce bloom-filter segments to read).
+// create is Create writing format version (formatVersion, or formatV2 or
+// formatV3 so that tests can still produce the older layouts to read).
 func create(finalPath string, opts Options, version uint32) (*Writer, error) {
 	bs := opts.BlockSize
 	if bs == 0 {
@@ -216,16 +238,18 @@ func (w *Writer) write(p []byte) {
 var errFinished = errors.New("segment: writer already committed or aborted")
 
 // BlockHasRoom reports whether a non-empty block of fill bytes (each
-// entry counted as its length plus one) takes one more entry of lineLen
-// bytes under blockSize; otherwise that entry starts the next block. It is
-// the writer's rule, shared by whoever cuts blocks for AddBlock (the
-// store's head) so that both cut alike.
+// entry counted as its line's length plus its metadata's length plus one)
+// takes one more entry of lineLen bytes (its line's length plus its
+// metadata's length) under blockSize; otherwise that entry starts the
+// next block. It is the writer's rule, shared by whoever cuts blocks for
+// AddBlock (the store's head) so that both cut alike.
 func BlockHasRoom(fill, lineLen, blockSize int) bool {
 	return fill+lineLen+1 <= blockSize
 }
 
-// Add appends e to the segment. It copies e.Line, so the caller may reuse
-// it. Lines longer than MaxEntryBytes are rejected.
+// Add appends e to the segment. It copies e.Line and e.Attrs, so the
+// caller may reuse them. Lines longer than MaxEntryBytes are rejected, and
+// so is metadata that attrs.Validate rejects.
 func (w *Writer) Add(e Entry) error {
 	if w.done {
 		return errFinished
@@ -236,18 +260,38 @@ func (w *Writer) Add(e Entry) error {
 	if len(e.Line) > MaxEntryBytes {
 		return fmt.Errorf("segment: entry of %d bytes exceeds the %d-byte limit", len(e.Line), MaxEntryBytes)
 	}
-	if len(w.lens) > 0 && !BlockHasRoom(w.fill, len(e.Line), w.blockSize) {
+	if err := w.checkAttrs(e.Attrs); err != nil {
+		return err
+	}
+	if len(w.lens) > 0 && !BlockHasRoom(w.fill, len(e.Line)+len(e.Attrs), w.blockSize) {
 		w.flushBlock()
 	}
 	w.data = append(w.data, e.Line...)
 	w.lens = append(w.lens, uint32(len(e.Line)))
 	w.times = append(w.times, e.Time)
 	w.streams = append(w.streams, e.Stream)
-	w.fill += len(e.Line) + 1
+	w.attrs = append(w.attrs, e.Attrs...)
+	w.alens = append(w.alens, uint32(len(e.Attrs)))
+	w.fill += e.cost()
 	if w.fill >= w.blockSize {
 		w.flushBlock()
 	}
 	return w.err
+}
+
+// checkAttrs returns an error for metadata the writer must not store: an
+// invalid encoding, or any metadata in a format older than version 4.
+func (w *Writer) checkAttrs(a []byte) error {
+	if len(a) == 0 {
+		return nil
+	}
+	if w.version < formatVersion {
+		return fmt.Errorf("segment: format version %d cannot store structured metadata", w.version)
+	}
+	if err := attrs.Validate(a); err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	return nil
 }
 
 // AddBlock appends the entries of b, which it does not retain, as a
@@ -279,27 +323,53 @@ func (w *Writer) AddBlock(b *Block) error {
 	for k := range n {
 		lens = append(lens, b.Offsets[k+1]-b.Offsets[k])
 	}
+	alens := w.alens[:0]
+	var ad []byte
+	if len(b.AttrOffsets) > 0 {
+		for k := range n {
+			alens = append(alens, b.AttrOffsets[k+1]-b.AttrOffsets[k])
+		}
+		ad = b.AttrData[b.AttrOffsets[0]:b.AttrOffsets[n]]
+	} else {
+		for range n {
+			alens = append(alens, 0)
+		}
+	}
 	// The pending block is b's for the time of flushBlock; the writer's
 	// own buffers come back afterwards.
-	data, times, streams := w.data, w.times, w.streams
-	w.data, w.lens, w.times, w.streams = b.Data[b.Offsets[0]:b.Offsets[n]], lens, b.Times, b.Streams
+	data, times, streams, ab := w.data, w.times, w.streams, w.attrs
+	w.data, w.lens, w.times, w.streams, w.attrs, w.alens = b.Data[b.Offsets[0]:b.Offsets[n]], lens, b.Times, b.Streams, ad, alens
 	w.flushBlock()
-	w.data, w.times, w.streams = data[:0], times[:0], streams[:0]
+	w.data, w.times, w.streams, w.attrs = data[:0], times[:0], streams[:0], ab[:0]
 	return w.err
 }
 
 // isOneBlock reports whether Add, starting with no pending block, would
-// put all of b's entries in one block (the last one may fill it).
+// put all of b's entries in one block (the last one may fill it), and
+// whether b is well formed, its metadata included: otherwise Add, entry
+// by entry, checks each entry (and panics on offsets out of range, as
+// Block.Entry does).
 func (w *Writer) isOneBlock(b *Block) bool {
 	fill := 0
 	n := len(b.Times)
 	if len(b.Streams) != n || len(b.Offsets) != n+1 {
 		return false
 	}
+	hasAttrs := len(b.AttrOffsets) > 0
+	if hasAttrs && (len(b.AttrOffsets) != n+1 || int(b.AttrOffsets[n]) > len(b.AttrData) || b.AttrOffsets[0] > b.AttrOffsets[n]) {
+		return false
+	}
 	for k := range n {
 		l := int(b.Offsets[k+1]) - int(b.Offsets[k])
 		if l < 0 || l > MaxEntryBytes {
 			return false
+		}
+		if hasAttrs {
+			a := int(b.AttrOffsets[k+1]) - int(b.AttrOffsets[k])
+			if a < 0 || w.checkAttrs(b.AttrData[b.AttrOffsets[k]:b.AttrOffsets[k+1]]) != nil {
+				return false
+			}
+			l += a
 		}
 		if k > 0 && !BlockHasRoom(fill, l, w.blockSize) {
 			return false
@@ -374,31 +444,70 @@ func (w *Writer) flushBlock() {
 		w.err = fmt.Errorf("segment: %w", err)
 		return
 	}
+	// Attrs section (version 4): empty when no entry has metadata, so a
+	// store without metadata pays only its three header bytes a block.
+	var a []byte
+	attrsCodec := CodecNone
+	split2 := len(out)
+	if len(w.attrs) > 0 {
+		a = w.attrBuf[:0]
+		for _, l := range w.alens {
+			a = binary.AppendUvarint(a, uint64(l))
+		}
+		a = append(a, w.attrs...)
+		w.attrBuf = a
+		if uint64(len(a)) > maxAttrsRaw(uint64(n)) {
+			// Unreachable: Add and AddBlock bound each entry's metadata
+			// and count it toward the block size.
+			w.err = fmt.Errorf("segment: attrs section of %d bytes for %d entries exceeds the reader's limit", len(a), n)
+			return
+		}
+		// Compressed on its own with the writer's codec (the default's
+		// per-section choice): random trace ids shrink only with zstd's
+		// entropy coding, repeated names and values with LZ4 too.
+		out, attrsCodec, err = w.comp.compressBlock(out, a)
+		if err != nil {
+			w.err = fmt.Errorf("segment: %w", err)
+			return
+		}
+	}
 	w.blk = out
-	dataC, metaC := w.data, m
+	dataC, metaC, attrsC := w.data, m, a
 	if dataCodec != CodecNone {
 		dataC = out[:split]
 	}
 	if metaCodec != CodecNone {
-		metaC = out[split:]
+		metaC = out[split:split2]
+	}
+	if attrsCodec != CodecNone {
+		attrsC = out[split2:]
 	}
 
-	var hdr [2 + 5*binary.MaxVarintLen64]byte
+	var hdr [3 + 7*binary.MaxVarintLen64]byte
 	h := append(hdr[:0], byte(dataCodec), byte(metaCodec))
+	if w.version >= formatVersion {
+		h = append(h, byte(attrsCodec))
+	}
 	h = binary.AppendUvarint(h, uint64(n))
 	h = binary.AppendUvarint(h, uint64(len(w.data)))
 	h = binary.AppendUvarint(h, uint64(len(dataC)))
 	h = binary.AppendUvarint(h, uint64(len(m)))
 	h = binary.AppendUvarint(h, uint64(len(metaC)))
+	if w.version >= formatVersion {
+		h = binary.AppendUvarint(h, uint64(len(a)))
+		h = binary.AppendUvarint(h, uint64(len(attrsC)))
+	}
 	crc := crc32.Update(0, castagnoli, h)
 	crc = crc32.Update(crc, castagnoli, dataC)
 	crc = crc32.Update(crc, castagnoli, metaC)
+	crc = crc32.Update(crc, castagnoli, attrsC)
 	var c [4]byte
 	binary.LittleEndian.PutUint32(c[:], crc)
 	start := w.off
 	w.write(h)
 	w.write(dataC)
 	w.write(metaC)
+	w.write(attrsC)
 	w.write(c[:])
 	length := w.off - start
 
@@ -436,6 +545,7 @@ func (w *Writer) flushBlock() {
 	w.info.RawBytes += int64(len(w.data))
 
 	w.data, w.lens, w.times, w.streams, w.fill = w.data[:0], w.lens[:0], w.times[:0], w.streams[:0], 0
+	w.attrs, w.alens = w.attrs[:0], w.alens[:0]
 	// Do not pin the buffer of a huge entry for the rest of the segment.
 	if cap(w.data) > 2*w.blockSize+(1<<20) {
 		w.data = nil
