@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"haystack/internal/attrs"
 )
 
 // writeSegment writes entries with opts to dir/name and returns the path
@@ -60,7 +62,7 @@ func readAll(t testing.TB, path string) ([]Entry, *Reader) {
 		checkBlock(t, r.BlockMeta(i), b)
 		for k := range b.Len() {
 			e := b.Entry(k)
-			e.Line = bytes.Clone(e.Line)
+			e.Line, e.Attrs = bytes.Clone(e.Line), bytes.Clone(e.Attrs)
 			out = append(out, e)
 		}
 	}
@@ -91,6 +93,30 @@ func checkBlock(t testing.TB, m BlockMeta, b *Block) {
 	if st = slices.Compact(st); !slices.Equal(st, m.Streams) {
 		t.Fatalf("streams %v, meta %v", st, m.Streams)
 	}
+	// Metadata: none at all, or n+1 offsets spanning AttrData with at
+	// least one entry's metadata, each valid.
+	if len(b.AttrOffsets) == 0 {
+		if len(b.AttrData) != 0 {
+			t.Fatalf("%d bytes of AttrData without offsets", len(b.AttrData))
+		}
+		for k := range n {
+			if b.Attrs(k) != nil {
+				t.Fatalf("entry %d has metadata in a block without", k)
+			}
+		}
+		return
+	}
+	if len(b.AttrOffsets) != n+1 || b.AttrOffsets[0] != 0 || int(b.AttrOffsets[n]) != len(b.AttrData) || len(b.AttrData) == 0 {
+		t.Fatalf("attr offsets: %d for %d entries, spanning %d of %d bytes", len(b.AttrOffsets), n, b.AttrOffsets[n%len(b.AttrOffsets)], len(b.AttrData))
+	}
+	for k := range n {
+		if b.AttrOffsets[k] > b.AttrOffsets[k+1] {
+			t.Fatalf("attr offsets not monotonic at %d", k)
+		}
+		if err := attrs.Validate(b.Attrs(k)); err != nil {
+			t.Fatalf("entry %d: metadata %q: %v", k, b.Attrs(k), err)
+		}
+	}
 }
 
 func equalEntries(t testing.TB, got, want []Entry) {
@@ -100,8 +126,8 @@ func equalEntries(t testing.TB, got, want []Entry) {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Time != w.Time || g.Stream != w.Stream || !bytes.Equal(g.Line, w.Line) {
-			t.Fatalf("entry %d: got {%d %d %q}, want {%d %d %q}", i, g.Time, g.Stream, trunc(g.Line), w.Time, w.Stream, trunc(w.Line))
+		if g.Time != w.Time || g.Stream != w.Stream || !bytes.Equal(g.Line, w.Line) || !bytes.Equal(g.Attrs, w.Attrs) {
+			t.Fatalf("entry %d: got {%d %d %q %q}, want {%d %d %q %q}", i, g.Time, g.Stream, trunc(g.Line), trunc(g.Attrs), w.Time, w.Stream, trunc(w.Line), trunc(w.Attrs))
 		}
 	}
 }
@@ -268,12 +294,21 @@ func checkBlockSizes(t *testing.T, r *Reader, o Options) {
 	if bs == 0 {
 		bs = DefaultBlockSize
 	}
+	var b Block
+	prev := -1 // fill of the previous block
 	for i := range r.NumBlocks() {
 		m := r.BlockMeta(i)
-		fill := m.RawBytes + m.Entries
+		if err := r.ReadBlock(i, &b); err != nil {
+			t.Fatal(err)
+		}
+		fill := m.RawBytes + len(b.AttrData) + m.Entries
 		if m.Entries > 1 && fill > bs {
 			t.Fatalf("block %d holds %d bytes in %d entries, over the %d target", i, fill, m.Entries, bs)
 		}
+		if first := len(b.Line(0)) + len(b.Attrs(0)); prev >= 0 && prev < bs && BlockHasRoom(prev, first, bs) {
+			t.Fatalf("block %d of %d bytes had room for block %d's first entry of %d", i-1, prev, i, first)
+		}
+		prev = fill
 	}
 }
 
