@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+
+	"haystack/internal/attrs"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden-*.seg from the current writer")
@@ -34,8 +38,30 @@ func goldenEntries() []Entry {
 	return es
 }
 
+// goldenAttrEntries is the fixed input of the version-4 golden files:
+// goldenEntries with metadata on some entries, none on a run of them
+// long enough for blocks without any. Never change it either.
+func goldenAttrEntries() []Entry {
+	es := goldenEntries()
+	for i := range es {
+		var ps []attrs.Pair
+		switch {
+		case i < 12 && i%2 == 0:
+			ps = []attrs.Pair{{Name: "trace_id", Value: fmt.Sprintf("%032x", uint64(i)*0x9E3779B97F4A7C15)}, {Name: "span_id", Value: fmt.Sprintf("%016x", i*7919)}}
+		case i >= 26 && i%3 != 0:
+			ps = []attrs.Pair{{Name: "severity", Value: []string{"INFO", "WARN"}[i%2]}, {Name: "bin", Value: "\x00\xff\n" + strconv.Itoa(i)}}
+		}
+		a, err := attrs.Encode(nil, ps)
+		if err != nil {
+			panic(err)
+		}
+		es[i].Attrs = a
+	}
+	return es
+}
+
 // goldens are the golden files and their options. The uncompressed ones
-// (golden-v2.seg, golden-v3.seg) depend on this package alone, so the
+// (golden-v2.seg, golden-v3.seg, golden-v4.seg) depend on this package alone, so the
 // byte-identical check pins the format. The compressed ones depend on the
 // codec libraries' encoders too, so they are only required to decode to
 // the golden entries (old files must stay readable); -update rewrites
@@ -43,7 +69,8 @@ func goldenEntries() []Entry {
 // never rewritten: they must stay readable, and their blocks say "maybe"
 // to every needle. Version-2 files are still written (by the bloom
 // filter writer that tests keep) and compared, so that the reader of
-// version 2 stays tested against what version 2 wrote.
+// version 2 stays tested against what version 2 wrote; so are version-3
+// files. The version-4 files hold goldenAttrEntries, with metadata.
 var goldens = []struct {
 	file          string
 	opts          Options
@@ -59,6 +86,17 @@ var goldens = []struct {
 	{"golden-v3.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV3, true},
 	{"golden-v3-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV3, false},
 	{"golden-v3-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV3, false},
+	{"golden-v4.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
+	{"golden-v4-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
+	{"golden-v4-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
+}
+
+// goldenFor returns the golden entries of a file of format version.
+func goldenFor(version uint32) []Entry {
+	if version >= formatVersion {
+		return goldenAttrEntries()
+	}
+	return goldenEntries()
 }
 
 func TestGolden(t *testing.T) {
@@ -78,7 +116,7 @@ func TestGolden(t *testing.T) {
 				}
 				return
 			}
-			path, _ := writeSegmentVersion(t, t.TempDir(), "seg", goldenEntries(), g.opts, g.version)
+			path, _ := writeSegmentVersion(t, t.TempDir(), "seg", goldenFor(g.version), g.opts, g.version)
 			got, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -97,7 +135,7 @@ func TestGolden(t *testing.T) {
 					"a format change needs a new version, not -update", golden, len(got), len(want), firstDiff(got, want))
 			}
 			entries, r := readAll(t, golden)
-			equalEntries(t, entries, goldenEntries())
+			equalEntries(t, entries, goldenFor(g.version))
 			if v := binary.LittleEndian.Uint32(want[8:]); v != g.version {
 				t.Errorf("%s is version %d", golden, v)
 			}
@@ -186,5 +224,101 @@ func TestGoldenLayout(t *testing.T) {
 	first := goldenEntries()[0].Line
 	if !bytes.Contains(data[16:16+64+len(first)], first) {
 		t.Fatalf("first entry not stored verbatim near the first block")
+	}
+}
+
+// TestGoldenLayoutV4 decodes golden-v4.seg's blocks by hand, independently
+// of the reader, following the package doc: the block index gives each
+// block's length, the block header three codec bytes and seven uvarints,
+// and the attrs section (stored raw in this file, or empty) each entry's
+// metadata length and then the metadata.
+func TestGoldenLayoutV4(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden-v4.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	le32 := binary.LittleEndian.Uint32
+	le64 := binary.LittleEndian.Uint64
+	if string(data[:8]) != "HAYSTSEG" || le32(data[8:]) != 4 {
+		t.Fatalf("header %q", data[:16])
+	}
+	ft := data[len(data)-72:]
+	if le32(ft[44:]) != 4 {
+		t.Fatalf("footer version %d", le32(ft[44:]))
+	}
+	idx := data[le64(ft[0:]) : le64(ft[0:])+le64(ft[8:])]
+	uv := func(b *[]byte) uint64 {
+		v, n := binary.Uvarint(*b)
+		if n <= 0 {
+			t.Fatal("bad uvarint")
+		}
+		*b = (*b)[n:]
+		return v
+	}
+	nb := uv(&idx)
+	want := goldenAttrEntries()
+	off := uint64(16)
+	k := 0 // next entry
+	sawNone, sawSome := false, false
+	for range nb {
+		length := uv(&idx)
+		binary.Varint(idx) // minTime
+		_, n := binary.Varint(idx)
+		idx = idx[n:]
+		uv(&idx) // span
+		entries := uv(&idx)
+		uv(&idx) // raw bytes
+		for range uv(&idx) {
+			uv(&idx) // streams
+		}
+		blk := data[off : off+length]
+		off += length
+		if crc32.Checksum(blk[:len(blk)-4], crc32.MakeTable(crc32.Castagnoli)) != le32(blk[len(blk)-4:]) {
+			t.Fatal("block CRC")
+		}
+		if blk[0] != 1 || blk[1] != 1 || blk[2] != 1 {
+			t.Fatalf("codecs %d %d %d, want none", blk[0], blk[1], blk[2])
+		}
+		h := blk[3 : len(blk)-4]
+		if uv(&h) != entries {
+			t.Fatal("header entries differ from the index's")
+		}
+		uv(&h)
+		dataStored := uv(&h)
+		uv(&h)
+		metaStored := uv(&h)
+		attrsRaw, attrsStored := uv(&h), uv(&h)
+		if attrsRaw != attrsStored || uint64(len(h)) != dataStored+metaStored+attrsStored {
+			t.Fatalf("sections %d+%d+%d in %d bytes", dataStored, metaStored, attrsStored, len(h))
+		}
+		sec := h[dataStored+metaStored:]
+		if len(sec) == 0 {
+			sawNone = true
+			for j := range entries {
+				if len(want[k+int(j)].Attrs) != 0 {
+					t.Fatalf("entry %d: metadata missing from a block without an attrs section", k+int(j))
+				}
+			}
+			k += int(entries)
+			continue
+		}
+		sawSome = true
+		lens := make([]uint64, entries)
+		for j := range lens {
+			lens[j] = uv(&sec)
+		}
+		for _, l := range lens {
+			if !bytes.Equal(sec[:l], want[k].Attrs) {
+				t.Fatalf("entry %d: metadata %q, want %q", k, sec[:l], want[k].Attrs)
+			}
+			sec = sec[l:]
+			k++
+		}
+		if len(sec) != 0 {
+			t.Fatalf("%d bytes after the metadata", len(sec))
+		}
+	}
+	if k != len(want) || !sawNone || !sawSome {
+		t.Fatalf("%d entries; blocks without metadata %v, with %v", k, sawNone, sawSome)
 	}
 }
