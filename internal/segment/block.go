@@ -111,6 +111,9 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block, version uint32) error {
 	}
 	switch {
 	case !validCodec(dataCodec) || !validCodec(metaCodec) || !validCodec(attrsCodec):
+		if version < formatVersion {
+			return fmt.Errorf("unknown codec %d/%d", uint8(dataCodec), uint8(metaCodec))
+		}
 		return fmt.Errorf("unknown codec %d/%d/%d", uint8(dataCodec), uint8(metaCodec), uint8(attrsCodec))
 	case entries != uint64(m.Entries):
 		return fmt.Errorf("header has %d entries, index %d", entries, m.Entries)

@@ -8,8 +8,11 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"haystack/internal/attrs"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -17,17 +20,38 @@ import (
 
 // smallEntries is a few blocks' worth of entries for the exhaustive damage
 // tests: small enough that every bit of the file can be flipped quickly.
+// Some have metadata: the first few and every other one from the ninth,
+// so that there are blocks with an attrs section and blocks without.
 func smallEntries() []Entry {
 	var es []Entry
 	for i := range 12 {
+		var a []byte
+		if i < 3 || i >= 8 && i%2 == 0 {
+			var err error
+			a, err = attrs.Encode(nil, []attrs.Pair{{Name: "tid", Value: fmt.Sprint(i * 31)}})
+			if err != nil {
+				panic(err)
+			}
+		}
 		es = append(es, Entry{
 			Time:   1_700_000_000_000_000_000 + int64(i%5)*1000,
 			Stream: uint32(i % 3),
 			Line:   fmt.Appendf(nil, "line %d: user=%d\nstatus=ok", i, i*7),
+			Attrs:  a,
 		})
 	}
 	es = append(es, Entry{Time: 1, Stream: 9}) // an empty entry
 	return es
+}
+
+// withoutAttrs returns es without their metadata, for the writers of
+// versions before 4.
+func withoutAttrs(es []Entry) []Entry {
+	out := slices.Clone(es)
+	for i := range out {
+		out[i].Attrs = nil
+	}
+	return out
 }
 
 // asCorrupt returns err's *CorruptError or fails the test.
@@ -204,6 +228,19 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			if r.NumBlocks() < 3 {
 				t.Fatalf("want a few blocks, got %d", r.NumBlocks())
 			}
+			with := 0
+			for i := range r.NumBlocks() {
+				var b Block
+				if err := r.ReadBlock(i, &b); err != nil {
+					t.Fatal(err)
+				}
+				if len(b.AttrOffsets) > 0 {
+					with++
+				}
+			}
+			if with == 0 || with == r.NumBlocks() {
+				t.Fatalf("%d of %d blocks have metadata: want some with, some without", with, r.NumBlocks())
+			}
 			t.Logf("%d bytes, %d blocks", len(orig), r.NumBlocks())
 			path := filepath.Join(dir, "damaged")
 			write := func(b []byte) {
@@ -332,6 +369,10 @@ type forged struct {
 	entries          uint64
 	dataRaw, metaRaw uint64
 	data, meta       []byte // stored sections
+	// version 4: the attrs section
+	attrsCodec Codec
+	attrsRaw   uint64
+	attrs      []byte // stored
 	// index entry
 	minT, maxT       int64
 	ixEntries, ixRaw uint64
@@ -360,21 +401,34 @@ func forgeMeta(lens []uint64, times []int64, streamIdx ...uint64) []byte {
 	return m
 }
 
-// forge builds a whole segment file from blocks with valid checksums.
-func forge(blocks []forged) []byte {
+// forge builds a whole version-1 segment file from blocks with valid
+// checksums.
+func forge(blocks []forged) []byte { return forgeV(formatV1, blocks) }
+
+// forgeV is forge in format version 1 or 4 (blocks with an attrs
+// section, and a skip index that leaves every block unindexed).
+func forgeV(version uint32, blocks []forged) []byte {
 	f := []byte(magic)
-	f = binary.LittleEndian.AppendUint32(f, formatV1)
+	f = binary.LittleEndian.AppendUint32(f, version)
 	f = binary.LittleEndian.AppendUint32(f, 0)
 	idx := binary.AppendUvarint(nil, uint64(len(blocks)))
 	for _, b := range blocks {
 		blk := []byte{byte(b.codec), byte(b.metaCodec)}
+		if version >= formatVersion {
+			blk = append(blk, byte(b.attrsCodec))
+		}
 		blk = binary.AppendUvarint(blk, b.entries)
 		blk = binary.AppendUvarint(blk, b.dataRaw)
 		blk = binary.AppendUvarint(blk, uint64(len(b.data)))
 		blk = binary.AppendUvarint(blk, b.metaRaw)
 		blk = binary.AppendUvarint(blk, uint64(len(b.meta)))
+		if version >= formatVersion {
+			blk = binary.AppendUvarint(blk, b.attrsRaw)
+			blk = binary.AppendUvarint(blk, uint64(len(b.attrs)))
+		}
 		blk = append(blk, b.data...)
 		blk = append(blk, b.meta...)
+		blk = append(blk, b.attrs...)
 		blk = binary.LittleEndian.AppendUint32(blk, crc32.Checksum(blk, castagnoli))
 		f = append(f, blk...)
 		idx = binary.AppendUvarint(idx, uint64(len(blk)))
@@ -391,10 +445,25 @@ func forge(blocks []forged) []byte {
 			}
 		}
 	}
-	return appendIndexAndFooter(f, idx, uint32(len(blocks)))
+	if version == formatV1 {
+		return appendIndexAndFooter(f, idx, uint32(len(blocks)))
+	}
+	// Skip index: B blocks, all B unindexed (ids 0, then gaps-1 of 0),
+	// no grams.
+	skip := binary.AppendUvarint(nil, uint64(len(blocks)))
+	skip = binary.AppendUvarint(skip, uint64(len(blocks)))
+	for range blocks {
+		skip = append(skip, 0)
+	}
+	skip = append(skip, 0)
+	return appendIndexSkipAndFooter(f, idx, skip, uint32(len(blocks)), version)
 }
 
 func appendIndexAndFooter(f, idx []byte, count uint32) []byte {
+	return appendIndexSkipAndFooter(f, idx, nil, count, formatV1)
+}
+
+func appendIndexSkipAndFooter(f, idx, skip []byte, count, version uint32) []byte {
 	off := len(f)
 	f = append(f, idx...)
 	var ft [footerSize]byte
@@ -402,7 +471,13 @@ func appendIndexAndFooter(f, idx []byte, count uint32) []byte {
 	binary.LittleEndian.PutUint64(ft[8:], uint64(len(idx)))
 	binary.LittleEndian.PutUint32(ft[16:], crc32.Checksum(idx, castagnoli))
 	binary.LittleEndian.PutUint32(ft[20:], count)
-	binary.LittleEndian.PutUint32(ft[44:], formatV1)
+	if version > formatV1 {
+		binary.LittleEndian.PutUint64(ft[24:], uint64(len(f)))
+		binary.LittleEndian.PutUint64(ft[32:], uint64(len(skip)))
+		binary.LittleEndian.PutUint32(ft[40:], crc32.Checksum(skip, castagnoli))
+		f = append(f, skip...)
+	}
+	binary.LittleEndian.PutUint32(ft[44:], version)
 	binary.LittleEndian.PutUint64(ft[48:], uint64(len(f)+footerSize))
 	binary.LittleEndian.PutUint32(ft[60:], crc32.Checksum(ft[:60], castagnoli))
 	copy(ft[64:], magic)
@@ -415,7 +490,7 @@ func okBlock() forged {
 	data := []byte("abcde")
 	meta := forgeMeta([]uint64{2, 0, 3}, []int64{10, 5, 7}, 0, 0, 1)
 	return forged{
-		codec: CodecNone, metaCodec: CodecNone, entries: 3, dataRaw: 5, metaRaw: uint64(len(meta)),
+		codec: CodecNone, metaCodec: CodecNone, attrsCodec: CodecNone, entries: 3, dataRaw: 5, metaRaw: uint64(len(meta)),
 		data: data, meta: meta,
 		minT: 5, maxT: 10, ixEntries: 3, ixRaw: 5, ixStreams: []uint32{4, 6},
 	}
@@ -592,4 +667,137 @@ func zstdDecoderTestFrame(raw []byte) []byte {
 		panic(err)
 	}
 	return e.EncodeAll(raw, nil)
+}
+
+// okAttrsBlock is okBlock in version 4 with metadata on its first and
+// last entries, stored raw.
+func okAttrsBlock(t testing.TB) forged {
+	b := okBlock()
+	a0, a2 := enc(t, "trace_id", "abc"), enc(t, "a", "", "b", "\xff")
+	b.attrsCodec = CodecNone
+	b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2))}, a0, a2)
+	b.attrsRaw = uint64(len(b.attrs))
+	return b
+}
+
+// forgeAttrs encodes an attrs section from lengths and metadata bytes.
+func forgeAttrs(lens []uint64, parts ...[]byte) []byte {
+	var a []byte
+	for _, l := range lens {
+		a = binary.AppendUvarint(a, l)
+	}
+	for _, p := range parts {
+		a = append(a, p...)
+	}
+	return a
+}
+
+// TestForgedAttrs feeds the reader version-4 files whose checksums are
+// valid but whose attrs section or its header lie; each must be a
+// *CorruptError naming file and block, never rows.
+func TestForgedAttrs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "forged")
+	ok := okAttrsBlock(t)
+	a0, a2 := enc(t, "trace_id", "abc"), enc(t, "a", "", "b", "\xff")
+
+	// The unmodified forgeries must decode, or the cases below prove
+	// nothing: one with metadata, one without (empty section).
+	none := okBlock()
+	if err := os.WriteFile(path, forgeV(formatVersion, []forged{ok, none}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, path)
+	rows := []Entry{{Time: 10, Stream: 4, Line: []byte("ab"), Attrs: a0}, {Time: 5, Stream: 4}, {Time: 7, Stream: 6, Line: []byte("cde"), Attrs: a2}}
+	equalEntries(t, got, append(slices.Clone(rows), Entry{Time: 10, Stream: 4, Line: []byte("ab")}, Entry{Time: 5, Stream: 4}, Entry{Time: 7, Stream: 6, Line: []byte("cde")}))
+
+	zattrs := zstdDecoderTestFrame(ok.attrs)
+	l4 := make([]byte, lz4.CompressBlockBound(len(ok.attrs)*40))
+	n, _ := lz4.CompressBlock(bytes.Repeat(ok.attrs, 40), l4, nil)
+	l4 = l4[:n]
+	big := bytes.Repeat([]byte{'v'}, attrs.MaxBytes)
+	overMax := append(binary.AppendUvarint([]byte{1, 1, 'a'}, uint64(len(big))), big...)
+
+	cases := map[string]func(b *forged){
+		"lengths exceed section":  func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2)) + 1}, a0, a2) },
+		"lengths short":           func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2)) - 1}, a0, a2) },
+		"lengths shifted":         func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)) + 1, 0, uint64(len(a2)) - 1}, a0, a2) },
+		"huge length":             func(b *forged) { b.attrs = forgeAttrs([]uint64{1 << 40, 0, 3}, a0, a2) },
+		"wrapping lengths":        func(b *forged) { b.attrs = forgeAttrs([]uint64{1<<64 - 1, 1, uint64(len(a0) + len(a2))}, a0, a2) },
+		"overflowing varint":      func(b *forged) { b.attrs = append(bytes.Repeat([]byte{0xff}, 10), append([]byte{1}, a0...)...) },
+		"truncated varint":        func(b *forged) { b.attrs = []byte{byte(len(a0)), 0, 0x80} },
+		"missing lengths":         func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0))}, a0) },
+		"all lengths zero":        func(b *forged) { b.attrs = forgeAttrs([]uint64{0, 0, 0}) },
+		"all zero, trailing":      func(b *forged) { b.attrs = forgeAttrs([]uint64{0, 0, 0}, []byte{0}) },
+		"trailing byte":           func(b *forged) { b.attrs = append(bytes.Clone(ok.attrs), 0) },
+		"invalid name":            func(b *forged) { b.attrs = forgeAttrs([]uint64{5, 0, 0}, []byte{1, 1, '9', 1, 'x'}) },
+		"names unsorted":          func(b *forged) { b.attrs = forgeAttrs([]uint64{7, 0, 0}, []byte{2, 1, 'b', 0, 1, 'a', 0}) },
+		"names repeated":          func(b *forged) { b.attrs = forgeAttrs([]uint64{7, 0, 0}, []byte{2, 1, 'a', 0, 1, 'a', 0}) },
+		"zero pairs":              func(b *forged) { b.attrs = forgeAttrs([]uint64{1, 0, 0}, []byte{0}) },
+		"value past the entry":    func(b *forged) { b.attrs = forgeAttrs([]uint64{4, uint64(len(a2)), 0}, []byte{1, 1, 'a', 2}, a2) },
+		"entry over attrs max":    func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(overMax)), 0, 0}, overMax) },
+		"header raw too large":    func(b *forged) { b.attrsRaw++ },
+		"header raw too small":    func(b *forged) { b.attrsRaw-- },
+		"header raw zero":         func(b *forged) { b.attrsRaw = 0 },
+		"header raw over bound":   func(b *forged) { b.attrsCodec = CodecZstd; b.attrsRaw = maxAttrsRaw(3) + 1; b.attrs = zattrs },
+		"header raw, no section":  func(b *forged) { b.attrs = nil },
+		"unknown codec":           func(b *forged) { b.attrsCodec = 4 },
+		"default codec stored":    func(b *forged) { b.attrsCodec = CodecDefault },
+		"lz4 garbage":             func(b *forged) { b.attrsCodec = CodecLZ4; b.attrs = []byte{0xf0, 0xff, 0xff, 0xff, 0x01, 'a', 'b'} },
+		"lz4 too much output":     func(b *forged) { b.attrsCodec = CodecLZ4; b.attrs = l4 },
+		"zstd wrong size":         func(b *forged) { b.attrsCodec = CodecZstd; b.attrs = zattrs; b.attrsRaw-- },
+		"zstd truncated":          func(b *forged) { b.attrsCodec = CodecZstd; b.attrs = zattrs[:len(zattrs)-2] },
+		"zstd garbage":            func(b *forged) { b.attrsCodec = CodecZstd; b.attrs = []byte("not a zstd frame") },
+		"meta takes attrs' bytes": func(b *forged) { b.meta = append(b.meta, b.attrs...); b.attrs = nil; b.attrsRaw = 0 },
+	}
+	for name, mutate := range cases {
+		b := okAttrsBlock(t)
+		raw := b.attrsRaw
+		mutate(&b)
+		if b.attrsRaw == raw && b.attrsCodec == CodecNone && !strings.HasPrefix(name, "header") {
+			// Keep the sizes consistent so that the check under test, not
+			// the size check, is the one that fires.
+			b.attrsRaw = uint64(len(b.attrs))
+		}
+		if err := os.WriteFile(path, forgeV(formatVersion, []forged{okAttrsBlock(t), b, okBlock()}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		damageCheck(t, path, 1, name)
+		r, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.ReadBlock(1, new(Block))
+		r.Close()
+		t.Logf("%s: %v", name, err)
+		// The bound is checked before anything is allocated for it.
+		if name == "header raw over bound" && !strings.Contains(err.Error(), "attrs size 196618 too large") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+
+	// Compressed forms decode (the cases above are not rejected for
+	// their codec alone).
+	for _, c := range []struct {
+		codec Codec
+		data  []byte
+	}{{CodecZstd, zattrs}, {CodecLZ4, lz4Of(ok.attrs)}} {
+		b := okAttrsBlock(t)
+		b.attrsCodec, b.attrs = c.codec, c.data
+		if err := os.WriteFile(path, forgeV(formatVersion, []forged{b}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := readAll(t, path)
+		equalEntries(t, got, rows)
+	}
+}
+
+// lz4Of compresses b as one raw LZ4 block.
+func lz4Of(b []byte) []byte {
+	out := make([]byte, lz4.CompressBlockBound(len(b)))
+	n, err := lz4.CompressBlock(b, out, nil)
+	if err != nil || n == 0 {
+		panic(fmt.Sprintf("lz4 of %d bytes: %d, %v", len(b), n, err))
+	}
+	return out[:n]
 }

@@ -175,7 +175,7 @@ func BenchmarkMayContain(b *testing.B) {
 // drop a block that holds a match).
 func TestSkipDamageNamesBlock(t *testing.T) {
 	dir := t.TempDir()
-	src, _ := writeSegmentVersion(t, dir, "good", smallEntries(), Options{Codec: CodecNone, BlockSize: 64}, formatV2)
+	src, _ := writeSegmentVersion(t, dir, "good", withoutAttrs(smallEntries()), Options{Codec: CodecNone, BlockSize: 64}, formatV2)
 	orig, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
