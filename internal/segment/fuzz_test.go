@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"haystack/internal/attrs"
 )
 
 // FuzzOpenAndRead treats arbitrary bytes as a segment file: Open, then
@@ -142,7 +144,14 @@ func decodeBlockSeeds() []decodeBlockSeed {
 		defer os.RemoveAll(dir)
 		var es []Entry
 		for i := range 20 {
-			es = append(es, Entry{Time: int64(i%4) * 1e6, Stream: uint32(i % 3), Line: fmt.Appendf(nil, "line %d level=info", i)})
+			e := Entry{Time: int64(i%4) * 1e6, Stream: uint32(i % 3), Line: fmt.Appendf(nil, "line %d level=info", i)}
+			if i%3 == 0 && i < 12 { // blocks with metadata, and blocks without
+				e.Attrs, err = attrs.Encode(nil, []attrs.Pair{{Name: "trace_id", Value: fmt.Sprintf("%08x", i*7919)}, {Name: "x", Value: "\xff"}})
+				if err != nil {
+					panic(err)
+				}
+			}
+			es = append(es, e)
 		}
 		path := filepath.Join(dir, "s")
 		w, err := Create(path, Options{Codec: c, BlockSize: 100})
@@ -194,6 +203,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 0xff, '\n', '\r', '\n'}, uint8(1), uint16(3))
 	f.Add(bytes.Repeat([]byte("log line level=info\n"), 50), uint8(2), uint16(64))
 	f.Add(bytes.Repeat([]byte("x"), 3000), uint8(5), uint16(1))
+	f.Add([]byte("0;a;bb;0\n3x\n\x03\x00;\xff\n9"), uint8(3), uint16(8))
 	dir := f.TempDir()
 	n := 0
 	f.Fuzz(func(t *testing.T, data []byte, opt uint8, bs uint16) {
@@ -205,7 +215,9 @@ func FuzzRoundTrip(f *testing.F) {
 		if o.Codec == CodecZstd {
 			o.Level = int(opt>>3) % 5
 		}
-		// Entries: split at '\n'; times and streams from the bytes around.
+		// Entries: split at '\n'; times and streams from the bytes around;
+		// metadata for lines whose first byte is a multiple of 3, a pair
+		// per ';'-separated part of the line, named by the part's length.
 		var want []Entry
 		for i, line := range bytes.Split(data, []byte("\n")) {
 			var tm int64
@@ -216,7 +228,18 @@ func FuzzRoundTrip(f *testing.F) {
 			if len(line) > 0 {
 				s = uint32(line[len(line)-1] % 5)
 			}
-			want = append(want, Entry{Time: tm + int64(i), Stream: s, Line: line})
+			var a []byte
+			if len(line) > 0 && line[0]%3 == 0 {
+				var ps []attrs.Pair
+				for _, p := range bytes.Split(line, []byte(";")) {
+					ps = append(ps, attrs.Pair{Name: fmt.Sprintf("k%d", len(p)%200), Value: string(p)})
+				}
+				var err error
+				if a, err = attrs.Encode(nil, ps); err != nil {
+					a = nil // over a limit: no metadata
+				}
+			}
+			want = append(want, Entry{Time: tm + int64(i), Stream: s, Line: line, Attrs: a})
 		}
 		n++
 		path, info := writeSegment(t, dir, "rt"+strconv.Itoa(n), want, o)
