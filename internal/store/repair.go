@@ -88,7 +88,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		last := i == len(seqs)-1
 		if checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart) != nil {
 			fixed := max(lenBefore(seq, prevSeq, prevLen), 0) // 0: it is gone
-			if err := rewriteWALHeader(path, fixed); err != nil {
+			if err := rewriteWALHeader(path, r.Version, fixed); err != nil {
 				return nil, err
 			}
 			rp.act("%s: its header said the WAL file before it held %d bytes, now %d: rewritten (those bytes are lost)", name, r.Prev, fixed)
@@ -150,7 +150,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 	return rp.rep, nil
 }
 
-// headerLen is the length of the header r read: version 2 or 1.
+// headerLen is the length of the header r read: version 2 or 3, or 1.
 func headerLen(r *WALReader) int64 {
 	if r.Prev >= 0 {
 		return int64(walHeader)
@@ -222,15 +222,19 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 	return nil
 }
 
-// rewriteWALHeader sets the predecessor length in the version 2 header of
-// the WAL file at path.
-func rewriteWALHeader(path string, prev int64) error {
+// rewriteWALHeader sets the predecessor length in the header of the WAL
+// file at path, of version 2 or 3 (kept: a version 2 file stays one).
+func rewriteWALHeader(path string, version int, prev int64) error {
+	magic := walMagic
+	if version == 2 {
+		magic = walMagicV2
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.WriteAt(walHeaderFor(prev), 0); err != nil {
+	if _, err := f.WriteAt(walHeaderV(magic, prev), 0); err != nil {
 		return err
 	}
 	return f.Sync()

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"haystack/internal/attrs"
 	"haystack/internal/segment"
 )
 
@@ -60,7 +61,7 @@ func equalEntries(a, b []Entry) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Time != b[i].Time || a[i].Stream != b[i].Stream || !bytes.Equal(a[i].Line, b[i].Line) {
+		if a[i].Time != b[i].Time || a[i].Stream != b[i].Stream || !bytes.Equal(a[i].Line, b[i].Line) || !bytes.Equal(a[i].Attrs, b[i].Attrs) {
 			return false
 		}
 	}
@@ -266,30 +267,38 @@ func TestVerifyDamage(t *testing.T) {
 }
 
 func TestBatchRoundTrip(t *testing.T) {
-	b := &Batch{
-		Streams: []StreamDef{{ID: 3, Labels: `{a="x"}`}},
-		Sources: []Source{{Key: "/var/log/x", Offset: 1 << 40, Check: 0xdeadbeef}},
-		Entries: []Entry{{Time: -5, Stream: 3, Line: []byte("a\nb")}, {Time: 1 << 62, Stream: 0, Line: []byte{}}},
-	}
-	rec := appendRecord(walHeaderFor(0), appendBatch(nil, b))
-	r := NewWALReader(rec)
-	got, err := r.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Next(); err != io.EOF {
-		t.Fatalf("second Next: %v", err)
-	}
-	if fmt.Sprint(got.Streams, got.Sources) != fmt.Sprint(b.Streams, b.Sources) || !equalEntries(got.Entries, b.Entries) {
-		t.Fatalf("round trip: %+v", got)
-	}
-	// Every single bit flip is caught.
-	for i := len(walMagic); i < len(rec); i++ {
-		for bit := range 8 {
-			bad := bytes.Clone(rec)
-			bad[i] ^= 1 << bit
-			if b2, err := NewWALReader(bad).Next(); err == nil {
-				t.Fatalf("flip byte %d bit %d accepted: %+v", i, bit, b2)
+	for _, withAttrs := range []bool{false, true} {
+		b := &Batch{
+			Streams: []StreamDef{{ID: 3, Labels: `{a="x"}`}},
+			Sources: []Source{{Key: "/var/log/x", Offset: 1 << 40, Check: 0xdeadbeef}},
+			Entries: []Entry{{Time: -5, Stream: 3, Line: []byte("a\nb")}, {Time: 1 << 62, Stream: 0, Line: []byte{}}},
+		}
+		if withAttrs {
+			b.Entries[0].Attrs = mustAttrs(t, "trace_id", "abc", "z", "\xff")
+		}
+		rec := appendRecord(walHeaderFor(0), appendBatch(nil, b))
+		if kind := rec[walHeader+recHeader]; withAttrs != (kind == kindBatchAttrs) {
+			t.Fatalf("metadata %v: record kind %d", withAttrs, kind)
+		}
+		r := NewWALReader(rec)
+		got, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Fatalf("second Next: %v", err)
+		}
+		if fmt.Sprint(got.Streams, got.Sources) != fmt.Sprint(b.Streams, b.Sources) || !equalEntries(got.Entries, b.Entries) {
+			t.Fatalf("round trip: %+v", got)
+		}
+		// Every single bit flip is caught.
+		for i := len(walMagic); i < len(rec); i++ {
+			for bit := range 8 {
+				bad := bytes.Clone(rec)
+				bad[i] ^= 1 << bit
+				if b2, err := NewWALReader(bad).Next(); err == nil {
+					t.Fatalf("flip byte %d bit %d accepted: %+v", i, bit, b2)
+				}
 			}
 		}
 	}
@@ -304,6 +313,12 @@ func FuzzWALReader(f *testing.F) {
 		Entries: []Entry{{Time: 1, Stream: 0, Line: []byte("hello")}, {Time: 0, Stream: 0, Line: nil}},
 	}
 	good := appendRecord(walHeaderFor(77), appendBatch(nil, b))
+	ba := &Batch{Entries: []Entry{
+		{Time: 5, Stream: 0, Line: []byte("x"), Attrs: mustAttrs(f, "span_id", "b7ad6b7169203331", "trace_id", "0af7651916cd43dd8448eb211c80319c")},
+		{Time: 6, Stream: 0, Line: []byte("y")},
+	}}
+	f.Add(appendRecord(good, appendBatch(nil, ba)))
+	f.Add(appendRecord(walHeaderV(walMagicV2, 0), appendBatch(nil, ba))) // refused: kind 2 in version 2
 	f.Add(good)
 	f.Add(good[:len(good)-1])
 	f.Add(walHeaderFor(0))
@@ -315,13 +330,23 @@ func FuzzWALReader(f *testing.F) {
 		valid := r.Valid
 		// A version 2 header is whole and checked, or the file reads as
 		// nothing.
-		if bytes.HasPrefix(data, []byte(walMagic)) && r.Prev >= 0 && !bytes.Equal(data[:walHeader], walHeaderFor(r.Prev)) {
-			t.Fatalf("header %q accepted with predecessor %d", data[:walHeader], r.Prev)
+		for _, m := range []string{walMagic, walMagicV2} {
+			if bytes.HasPrefix(data, []byte(m)) && r.Prev >= 0 && !bytes.Equal(data[:walHeader], walHeaderV(m, r.Prev)) {
+				t.Fatalf("header %q accepted with predecessor %d", data[:walHeader], r.Prev)
+			}
 		}
 		for {
 			b, err := r.Next()
 			if err != nil {
 				break
+			}
+			for _, e := range b.Entries {
+				if len(e.Attrs) > 0 && r.Version < 3 {
+					t.Fatalf("metadata accepted in a version %d file", r.Version)
+				}
+				if err := attrs.Validate(e.Attrs); err != nil {
+					t.Fatalf("metadata accepted: %v", err)
+				}
 			}
 			// What was accepted survives a round trip through the encoder.
 			b2, err := decodeBatch(appendBatch(nil, b))
@@ -352,12 +377,23 @@ func FuzzDecodeBatch(f *testing.F) {
 		Sources: []Source{{Key: "/k", Offset: 3, Check: 9}},
 		Entries: []Entry{{Time: 10, Stream: 0, Line: []byte("xy")}, {Time: 9, Stream: 0}},
 	}))
+	f.Add(appendBatch(nil, &Batch{Entries: []Entry{
+		{Time: 10, Stream: 0, Line: []byte("xy"), Attrs: mustAttrs(f, "a", "", "b", "\x00\xff")},
+		{Time: 9, Stream: 0},
+	}}))
+	f.Add([]byte{kindBatchAttrs, 0, 0, 1, 2, 0, 1, 'x', 4, 1, 1, 'a', 0}) // one entry, metadata a=""
+	f.Add([]byte{kindBatchAttrs, 0, 0, 1, 2, 0, 1, 'x', 4, 1, 1, '1', 0}) // a bad name
 	f.Add([]byte{kindBatch, 0, 0, 0})
 	f.Add([]byte{kindBatch, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		b, err := decodeBatch(p)
 		if err != nil {
 			return
+		}
+		for _, e := range b.Entries {
+			if err := attrs.Validate(e.Attrs); err != nil {
+				t.Fatalf("metadata accepted: %v", err)
+			}
 		}
 		b2, err := decodeBatch(appendBatch(nil, b))
 		if err != nil || fmt.Sprint(b.Streams, b.Sources) != fmt.Sprint(b2.Streams, b2.Sources) || !equalEntries(b.Entries, b2.Entries) {

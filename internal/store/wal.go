@@ -8,22 +8,23 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"haystack/internal/attrs"
 )
 
 // WAL file and record format.
 //
-// A WAL file starts with a header and holds records. The header (version
-// 2) is 24 bytes:
+// A WAL file starts with a header and holds records. The header (versions
+// 2 and 3) is 24 bytes:
 //
-//	magic "HAYWAL2\n" | prev (u64) | crc (u32) | zero (u32)
+//	magic "HAYWAL3\n" | prev (u64) | crc (u32) | zero (u32)
 //
 // prev is the length file seq-1 had when this one was started (0 when it
 // did not exist), crc the CRC-32C of the magic and prev. Files are made in
 // order, each after its predecessor was fsynced whole, so prev tells a
 // reader whether that predecessor is still whole: a cut exactly at a
 // record boundary, or a deleted file, would otherwise read as a clean end
-// (checkWALLink). Version 1 files (the 8-byte magic "HAYWAL1\n" alone)
-// are still read, without that check. Then the records:
+// (checkWALLink). Then the records:
 //
 //	+-----------+-----------+-----------------+
 //	| len (u32) | crc (u32) | payload (len B) |
@@ -36,23 +37,49 @@ import (
 //
 // The payload is one batch, the unit of atomicity of ingest:
 //
-//	kind            byte = 1
+//	kind            byte = 1, or 2 (entries with structured metadata)
 //	nStreams        uvarint, then per stream: id uvarint, len uvarint, labels
 //	nSources        uvarint, then per source: len uvarint, key, offset uvarint, check uvarint
 //	nEntries        uvarint, then per entry:  dtime varint (from the previous
 //	                entry's time, the first from 0), stream uvarint, len uvarint, line
+//	                and, in kind 2 only: alen uvarint, attrs (alen bytes)
 //
 // Streams are the stream definitions first used by this batch; sources are
 // the input positions reached once this batch is durable (see Source).
+// attrs is the entry's structured metadata in package attrs' encoding
+// (alen 0: none), checked with attrs.Validate when read: a record whose
+// metadata does not validate is a bad record, handled as any other
+// (damage, or a crash's torn tail when it is the last thing written).
+// A batch none of whose entries has metadata is written as kind 1, so a
+// store without metadata pays nothing for it.
+//
+// # Versions
+//
+// Version 1 files (the 8-byte magic "HAYWAL1\n" alone, no prev) and
+// version 2 files ("HAYWAL2\n", the header above) hold kind 1 records
+// only; both are still read. Version 3 added record kind 2, and every
+// new file is version 3, whether or not its records carry metadata. A
+// binary from before version 3 reads a version 3 file's magic as
+// damage, not as a crash's tail, when a record follows the header, so
+// it refuses to open the store ("bad wal magic ... damaged", and hay
+// verify reports the file), rather than drop the entries and their
+// metadata silently; its hay verify --repair would move the file to
+// lost+found, where it is kept whole. (A version 3 file of a header
+// alone, as the last file, it starts again as its own: there is nothing
+// in it to lose.) A kind 2 record in a version 1 or 2 file is a bad
+// record: no writer puts one there.
 
 const (
-	walMagic    = "HAYWAL2\n"
+	walMagic    = "HAYWAL3\n" // what new files get
+	walMagicV2  = "HAYWAL2\n"
 	walMagicV1  = "HAYWAL1\n"
 	walHeader   = len(walMagic) + 16
 	recHeader   = 8
 	maxRecord   = 256 << 20
-	kindBatch   = 1
 	walFileMode = 0o644
+
+	kindBatch      = 1 // a batch without structured metadata
+	kindBatchAttrs = 2 // a batch whose entries carry their metadata (version 3)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -97,17 +124,25 @@ type Entry struct {
 	Attrs  []byte // structured metadata, package attrs' encoding; empty for none
 }
 
-// Batch is what one WAL record holds. Entries' Line slices may alias the
-// decoded payload.
+// Batch is what one WAL record holds. Entries' Line and Attrs slices may
+// alias the decoded payload.
 type Batch struct {
 	Streams []StreamDef
 	Sources []Source
 	Entries []Entry
 }
 
-// appendBatch appends the payload encoding of b to dst.
+// appendBatch appends the payload encoding of b to dst: kind 2 when an
+// entry has metadata, else kind 1.
 func appendBatch(dst []byte, b *Batch) []byte {
-	dst = append(dst, kindBatch)
+	kind := byte(kindBatch)
+	for i := range b.Entries {
+		if len(b.Entries[i].Attrs) > 0 {
+			kind = kindBatchAttrs
+			break
+		}
+	}
+	dst = append(dst, kind)
 	dst = binary.AppendUvarint(dst, uint64(len(b.Streams)))
 	for _, s := range b.Streams {
 		dst = binary.AppendUvarint(dst, uint64(s.ID))
@@ -129,6 +164,10 @@ func appendBatch(dst []byte, b *Batch) []byte {
 		dst = binary.AppendUvarint(dst, uint64(e.Stream))
 		dst = binary.AppendUvarint(dst, uint64(len(e.Line)))
 		dst = append(dst, e.Line...)
+		if kind == kindBatchAttrs {
+			dst = binary.AppendUvarint(dst, uint64(len(e.Attrs)))
+			dst = append(dst, e.Attrs...)
+		}
 	}
 	return dst
 }
@@ -191,11 +230,13 @@ func (r *payloadReader) count(minSize int) int {
 	return int(n)
 }
 
-// decodeBatch decodes a payload. Line and label bytes alias p.
+// decodeBatch decodes a payload of either kind. Line, attrs and label
+// bytes alias p. Each entry's metadata is validated.
 func decodeBatch(p []byte) (*Batch, error) {
-	if len(p) == 0 || p[0] != kindBatch {
+	if len(p) == 0 || p[0] != kindBatch && p[0] != kindBatchAttrs {
 		return nil, errors.New("unknown record kind")
 	}
+	withAttrs := p[0] == kindBatchAttrs
 	r := payloadReader{p: p[1:]}
 	b := new(Batch)
 	if n := r.count(3); n > 0 {
@@ -230,6 +271,15 @@ func decodeBatch(p []byte) (*Batch, error) {
 				r.err = errors.New("stream id out of range")
 			}
 			b.Entries[i] = Entry{Time: t, Stream: uint32(s), Line: r.bytes()}
+			if withAttrs {
+				a := r.bytes()
+				if len(a) > 0 && r.err == nil {
+					if err := attrs.Validate(a); err != nil {
+						r.err = fmt.Errorf("entry %d: %w", i, err)
+					}
+					b.Entries[i].Attrs = a
+				}
+			}
 		}
 	}
 	if r.err != nil {
@@ -274,6 +324,9 @@ type WALReader struct {
 	// Prev is the length the previous WAL file had when this one was
 	// started, from the header; -1 for a version 1 file, which has none.
 	Prev int64
+	// Version is the file's format version (1, 2 or 3) once its header
+	// was read; 0 when it was not.
+	Version int
 }
 
 // NewWALReader returns a reader over the contents of a WAL file. A file
@@ -281,11 +334,12 @@ type WALReader struct {
 // a file with a wrong magic or header checksum is an error from Next.
 func NewWALReader(file []byte) *WALReader {
 	r := &WALReader{buf: file, Prev: -1}
-	magic := file[:min(len(file), len(walMagic))]
+	magic := string(file[:min(len(file), len(walMagic))])
+	isPrefix := func(m string) bool { return magic == m[:len(magic)] }
 	switch {
-	case string(magic) == walMagic[:len(magic)] && len(file) < walHeader:
+	case (isPrefix(walMagic) || isPrefix(walMagicV2)) && len(file) < walHeader:
 		r.Short, r.err = true, io.EOF
-	case string(magic) == walMagic:
+	case magic == walMagic || magic == walMagicV2:
 		h := file[:walHeader]
 		crc := crc32.Checksum(h[:len(walMagic)+8], castagnoli)
 		prev := binary.LittleEndian.Uint64(h[len(walMagic):])
@@ -296,11 +350,16 @@ func NewWALReader(file []byte) *WALReader {
 		r.Prev = int64(prev)
 		r.off = walHeader
 		r.Valid = int64(r.off)
-	case string(magic) == walMagicV1[:len(magic)] && len(file) < len(walMagicV1):
+		r.Version = 3
+		if magic == walMagicV2 {
+			r.Version = 2
+		}
+	case isPrefix(walMagicV1) && len(file) < len(walMagicV1):
 		r.Short, r.err = true, io.EOF
-	case string(magic) == walMagicV1:
+	case magic == walMagicV1:
 		r.off = len(walMagicV1)
 		r.Valid = int64(r.off)
+		r.Version = 1
 	default:
 		r.err = fmt.Errorf("%w at offset 0: bad wal magic", errTorn)
 	}
@@ -309,9 +368,12 @@ func NewWALReader(file []byte) *WALReader {
 
 // walHeaderFor is the header of a new WAL file whose predecessor is prev
 // bytes long (0: none).
-func walHeaderFor(prev int64) []byte {
+func walHeaderFor(prev int64) []byte { return walHeaderV(walMagic, prev) }
+
+// walHeaderV is walHeaderFor with the magic of version 2 or 3.
+func walHeaderV(magic string, prev int64) []byte {
 	h := make([]byte, walHeader)
-	copy(h, walMagic)
+	copy(h, magic)
 	binary.LittleEndian.PutUint64(h[len(walMagic):], uint64(prev))
 	binary.LittleEndian.PutUint32(h[len(walMagic)+8:], crc32.Checksum(h[:len(walMagic)+8], castagnoli))
 	return h
@@ -359,6 +421,9 @@ func (r *WALReader) Next() (*Batch, error) {
 	}
 	if why != "" {
 		return nil, r.fail(why)
+	}
+	if payload[0] == kindBatchAttrs && r.Version < 3 {
+		return nil, r.fail(fmt.Sprintf("bad payload: a record with structured metadata in a version %d file", r.Version))
 	}
 	b, err := decodeBatch(payload)
 	if err != nil {
