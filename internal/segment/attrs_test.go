@@ -456,3 +456,48 @@ func TestAttrsAtTheLimit(t *testing.T) {
 		t.Fatalf("maxAttrsRaw(1) = %d, (1000) = %d; the doc says 65539 and 8 MiB", maxAttrsRaw(1), maxAttrsRaw(1000))
 	}
 }
+
+// BenchmarkReadBlockAttrs measures ReadBlock of 1 MiB blocks of log
+// lines with and without OTel-like metadata (trace_id, span_id,
+// severity_text on every entry): what a block's metadata adds to a
+// search's decode, per byte of lines (SetBytes counts the lines only).
+// It also reports the stored bytes per entry.
+//
+//	go test ./internal/segment -run='^$' -bench=ReadBlockAttrs
+func BenchmarkReadBlockAttrs(b *testing.B) {
+	for _, codec := range []Codec{CodecDefault, CodecLZ4, CodecZstd} {
+		for _, with := range []bool{false, true} {
+			name := "without"
+			if with {
+				name = "with"
+			}
+			b.Run(fmt.Sprintf("%v/%s", codec, name), func(b *testing.B) {
+				es := otelEntries(b, 40_000, with)
+				path, info := writeSegment(b, b.TempDir(), "s", es, Options{Codec: codec})
+				r, err := Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer r.Close()
+				blk := GetBlock()
+				defer PutBlock(blk)
+				b.SetBytes(info.RawBytes)
+				var attrBytes int
+				for _, e := range es {
+					attrBytes += len(e.Attrs)
+				}
+				for b.Loop() {
+					for i := range r.NumBlocks() {
+						if err := r.ReadBlock(i, blk); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				// After the loop: b.Loop's start clears reported metrics.
+				b.ReportMetric(float64(info.FileBytes)/float64(info.Entries), "stored-B/entry")
+				b.ReportMetric(float64(attrBytes)/float64(len(es)), "attrs-B/entry")
+				b.ReportMetric(float64(r.NumBlocks()), "blocks")
+			})
+		}
+	}
+}

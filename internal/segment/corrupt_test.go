@@ -719,18 +719,22 @@ func TestForgedAttrs(t *testing.T) {
 	overMax := append(binary.AppendUvarint([]byte{1, 1, 'a'}, uint64(len(big))), big...)
 
 	cases := map[string]func(b *forged){
-		"lengths exceed section":  func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2)) + 1}, a0, a2) },
-		"lengths short":           func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2)) - 1}, a0, a2) },
-		"lengths shifted":         func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)) + 1, 0, uint64(len(a2)) - 1}, a0, a2) },
-		"huge length":             func(b *forged) { b.attrs = forgeAttrs([]uint64{1 << 40, 0, 3}, a0, a2) },
-		"wrapping lengths":        func(b *forged) { b.attrs = forgeAttrs([]uint64{1<<64 - 1, 1, uint64(len(a0) + len(a2))}, a0, a2) },
-		"overflowing varint":      func(b *forged) { b.attrs = append(bytes.Repeat([]byte{0xff}, 10), append([]byte{1}, a0...)...) },
-		"truncated varint":        func(b *forged) { b.attrs = []byte{byte(len(a0)), 0, 0x80} },
-		"missing lengths":         func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0))}, a0) },
-		"all lengths zero":        func(b *forged) { b.attrs = forgeAttrs([]uint64{0, 0, 0}) },
-		"all zero, trailing":      func(b *forged) { b.attrs = forgeAttrs([]uint64{0, 0, 0}, []byte{0}) },
-		"trailing byte":           func(b *forged) { b.attrs = append(bytes.Clone(ok.attrs), 0) },
-		"invalid name":            func(b *forged) { b.attrs = forgeAttrs([]uint64{5, 0, 0}, []byte{1, 1, '9', 1, 'x'}) },
+		"lengths exceed section": func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2)) + 1}, a0, a2) },
+		"lengths short":          func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2)) - 1}, a0, a2) },
+		"lengths shifted":        func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0)) + 1, 0, uint64(len(a2)) - 1}, a0, a2) },
+		"huge length":            func(b *forged) { b.attrs = forgeAttrs([]uint64{1 << 40, 0, 3}, a0, a2) },
+		"wrapping lengths":       func(b *forged) { b.attrs = forgeAttrs([]uint64{1<<64 - 1, 1, uint64(len(a0) + len(a2))}, a0, a2) },
+		"overflowing varint":     func(b *forged) { b.attrs = append(bytes.Repeat([]byte{0xff}, 10), append([]byte{1}, a0...)...) },
+		"truncated varint":       func(b *forged) { b.attrs = []byte{byte(len(a0)), 0, 0x80} },
+		"missing lengths":        func(b *forged) { b.attrs = forgeAttrs([]uint64{uint64(len(a0))}, a0) },
+		"all lengths zero":       func(b *forged) { b.attrs = forgeAttrs([]uint64{0, 0, 0}) },
+		"all zero, trailing":     func(b *forged) { b.attrs = forgeAttrs([]uint64{0, 0, 0}, []byte{0}) },
+		"trailing byte":          func(b *forged) { b.attrs = append(bytes.Clone(ok.attrs), 0) },
+		"invalid name":           func(b *forged) { b.attrs = forgeAttrs([]uint64{5, 0, 0}, []byte{1, 1, '9', 1, 'x'}) },
+		"invalid after a repeat": func(b *forged) {
+			b.attrs = forgeAttrs([]uint64{uint64(len(a0)), uint64(len(a0)), 5}, a0, a0, []byte{1, 1, 'x', 1, 0xff})
+			b.attrs[len(b.attrs)-3] = '-' // the name "-": a repeat is skipped, this one is not
+		},
 		"names unsorted":          func(b *forged) { b.attrs = forgeAttrs([]uint64{7, 0, 0}, []byte{2, 1, 'b', 0, 1, 'a', 0}) },
 		"names repeated":          func(b *forged) { b.attrs = forgeAttrs([]uint64{7, 0, 0}, []byte{2, 1, 'a', 0, 1, 'a', 0}) },
 		"zero pairs":              func(b *forged) { b.attrs = forgeAttrs([]uint64{1, 0, 0}, []byte{0}) },
