@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"haystack/internal/attrs"
 	"haystack/internal/segment"
 )
 
@@ -199,13 +200,24 @@ func (w *Writer) flushLoop() {
 
 // Append stores entries durably: it returns nil only once they are in the
 // WAL and the WAL is fsynced. An error means they may or may not be stored
-// (a crash-recovery prefix), and the Writer accepts nothing more. ctx
+// (a crash-recovery prefix), and the Writer accepts nothing more; except
+// that a batch with an entry whose Attrs fail attrs.Validate is refused
+// whole, nothing of it stored, and the Writer goes on. ctx
 // bounds only the wait for the committer to take the batch; once taken, it
 // is committed or failed as a whole with its group. entries are not
 // retained after Append returns.
 func (w *Writer) Append(ctx context.Context, entries []LabeledEntry) error {
 	if len(entries) == 0 {
 		return w.Err()
+	}
+	// Checked here, not by the committer: bad input is the caller's
+	// error, which must not fail the Writer (and the group) for good.
+	for i := range entries {
+		if a := entries[i].Attrs; len(a) > 0 {
+			if err := attrs.Validate(a); err != nil {
+				return fmt.Errorf("store: entry %d (stream %s): %w", i, entries[i].Labels, err)
+			}
+		}
 	}
 	r := &appendReq{entries: entries, done: make(chan error, 1)}
 	select {
@@ -316,8 +328,8 @@ func (w *Writer) appendLocked(entries []LabeledEntry) error {
 	size := 0
 	for i, e := range entries {
 		defs := len(w.s.pending)
-		b.Entries = append(b.Entries, Entry{Time: e.Time, Stream: w.s.Stream(e.Labels), Line: e.Line})
-		size += len(e.Line) + 16
+		b.Entries = append(b.Entries, Entry{Time: e.Time, Stream: w.s.Stream(e.Labels), Line: e.Line, Attrs: e.Attrs})
+		size += len(e.Line) + len(e.Attrs) + 16
 		if len(w.s.pending) > defs {
 			// A new stream's definition rides in the same record: many
 			// new streams with long labels must split records too.

@@ -17,7 +17,7 @@ const perEntryOverhead = 4 + 8 + 4
 //
 // Its blocks are cut exactly as the segment writer cuts blocks of
 // blockSize (segment.Options.BlockSize; 0 means the default): an entry
-// counts as its length plus one, an entry that would take a non-empty
+// counts as its length plus its metadata's plus one, an entry that would take a non-empty
 // block past blockSize starts the next one, and a block that reaches it
 // is full. So a search treats head and segments alike, and each head
 // block becomes one segment block, handed to the writer without copying
@@ -94,9 +94,13 @@ func (h *head) size() int {
 	return segment.DefaultBlockSize
 }
 
+// fill is what the block's entries count toward its size, as the segment
+// writer counts them.
+func (hb *headBlock) fill() int { return len(hb.b.Data) + len(hb.b.AttrData) + len(hb.b.Times) }
+
 func (h *head) add(e Entry) {
 	var hb *headBlock
-	if n := len(h.blocks); n > 0 && segment.BlockHasRoom(len(h.blocks[n-1].b.Data)+len(h.blocks[n-1].b.Times), len(e.Line), h.size()) {
+	if n := len(h.blocks); n > 0 && segment.BlockHasRoom(h.blocks[n-1].fill(), len(e.Line)+len(e.Attrs), h.size()) {
 		hb = h.blocks[n-1]
 	} else {
 		if k := len(h.spare); k > 0 && cap(h.spare[k-1].b.Data) >= len(e.Line) {
@@ -110,7 +114,18 @@ func (h *head) add(e Entry) {
 		hb.meta = segment.BlockMeta{MinTime: math.MaxInt64, MaxTime: math.MinInt64, Streams: hb.meta.Streams[:0]}
 		hb.unsorted, hb.streams = false, nil
 		hb.b.Offsets = append(hb.b.Offsets[:0], 0)
+		hb.b.AttrData, hb.b.AttrOffsets = hb.b.AttrData[:0], hb.b.AttrOffsets[:0]
 		h.blocks = append(h.blocks, hb)
+	}
+	if len(e.Attrs) > 0 || len(hb.b.AttrOffsets) > 0 {
+		// AttrOffsets stays empty until an entry of the block has
+		// metadata (a segment block's is empty when none has), then
+		// starts with the empty metadata of the entries before it.
+		if len(hb.b.AttrOffsets) == 0 {
+			hb.b.AttrOffsets = append(hb.b.AttrOffsets, make([]uint32, len(hb.b.Times)+1)...)
+		}
+		hb.b.AttrData = append(hb.b.AttrData, e.Attrs...)
+		hb.b.AttrOffsets = append(hb.b.AttrOffsets, uint32(len(hb.b.AttrData)))
 	}
 	hb.b.Data = append(hb.b.Data, e.Line...)
 	hb.b.Offsets = append(hb.b.Offsets, uint32(len(hb.b.Data)))
@@ -122,7 +137,7 @@ func (h *head) add(e Entry) {
 	m.Entries++
 	m.RawBytes += len(e.Line)
 	hb.addStream(e.Stream)
-	h.bytes += int64(len(e.Line)) + perEntryOverhead
+	h.bytes += int64(len(e.Line)+len(e.Attrs)) + perEntryOverhead
 	h.entries++
 }
 
@@ -132,10 +147,11 @@ func (h *head) reset() { *h = head{spare: h.spare, blockSize: h.blockSize} }
 // spare blocks; a block grown for a huge entry is left to the collector.
 func (h *head) recycle(blocks []*headBlock) {
 	for _, hb := range blocks {
-		if cap(hb.b.Data) > h.size() {
+		if cap(hb.b.Data) > h.size() || cap(hb.b.AttrData) > h.size() {
 			continue
 		}
 		hb.b.Data, hb.b.Times, hb.b.Streams = hb.b.Data[:0], hb.b.Times[:0], hb.b.Streams[:0]
+		hb.b.AttrData, hb.b.AttrOffsets = hb.b.AttrData[:0], hb.b.AttrOffsets[:0]
 		h.spare = append(h.spare, hb)
 	}
 }
@@ -168,12 +184,16 @@ func (p *HeadPart) BlockMeta(i int) segment.BlockMeta { return p.blocks[i].meta 
 // in memory, and a search scans it whole).
 func (p *HeadPart) MayContain(i int, lit []byte, fold bool) bool { return true }
 
-// ReadBlock copies block i into dst, reusing dst's buffers.
+// ReadBlock copies block i into dst, reusing dst's buffers. dst's
+// AttrData and AttrOffsets are empty when no entry of the block has
+// metadata, as a segment's ReadBlock leaves them.
 func (p *HeadPart) ReadBlock(i int, dst *segment.Block) error {
 	src := &p.blocks[i].b
 	dst.Data = append(dst.Data[:0], src.Data...)
 	dst.Offsets = append(dst.Offsets[:0], src.Offsets...)
 	dst.Times = append(dst.Times[:0], src.Times...)
 	dst.Streams = append(dst.Streams[:0], src.Streams...)
+	dst.AttrData = append(dst.AttrData[:0], src.AttrData...)
+	dst.AttrOffsets = append(dst.AttrOffsets[:0], src.AttrOffsets...)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"haystack/internal/attrs"
 	"haystack/internal/segment"
 )
 
@@ -464,7 +465,8 @@ func (s *Store) Source(key string) (Source, bool) {
 // the directory holds a prefix of what was appended, and the next Open
 // recovers it. Stream definitions made with Stream since the last Append are added
 // to the record. When the head reaches Options.HeadBytes it is flushed.
-// b's slices are not retained.
+// b's slices are not retained. A batch with an entry whose Attrs fail
+// attrs.Validate is refused whole, before anything is written.
 func (s *Store) Append(b *Batch) error {
 	if s.closed {
 		return errors.New("store is closed")
@@ -474,6 +476,9 @@ func (s *Store) Append(b *Batch) error {
 	}
 	if len(b.Entries) == 0 && len(b.Sources) == 0 && len(s.pending) == 0 {
 		return nil
+	}
+	if err := checkAttrs(b.Entries); err != nil {
+		return err // nothing written: a record recovery would refuse
 	}
 	b.Streams = s.pending
 	size := s.wal.size
@@ -527,6 +532,19 @@ func (s *Store) Append(b *Batch) error {
 			return err
 		}
 		go j.run(s.dir, s.opt.Segment)
+	}
+	return nil
+}
+
+// checkAttrs refuses entries whose metadata is not package attrs'
+// encoding: the WAL would hold a record its reader rejects.
+func checkAttrs(es []Entry) error {
+	for i := range es {
+		if a := es[i].Attrs; len(a) > 0 {
+			if err := attrs.Validate(a); err != nil {
+				return fmt.Errorf("store: entry %d: %w", i, err)
+			}
+		}
 	}
 	return nil
 }
