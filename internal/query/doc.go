@@ -71,6 +71,14 @@
 //     may set a new one, and a dropped extracted name may be extracted
 //     again; a key named like a dropped stream label still gets the
 //     _extracted suffix.
+//   - Structured metadata (an entry's name=value pairs, package attrs;
+//     Plan.LabelSetAttrs, MatchEntryAttrs) are labels of the entry, as in
+//     Loki 3: label filters, drop and keep see them, and the result holds
+//     them. A metadata name the stream has gets the suffix _extracted,
+//     and so do __error__ and __error_details__ (Loki would take those
+//     for the pipeline's error). A parser's key of a metadata label's
+//     name replaces it (Loki's precedence: parsed, then metadata, then
+//     stream). Line filters test the line only, never the metadata.
 //   - String label predicates are Prometheus matchers on the current labels
 //     (missing = ""). Number, duration and bytes predicates convert the
 //     value: a missing label drops the line, a failed conversion keeps it

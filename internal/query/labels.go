@@ -3,10 +3,13 @@ package query
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"haystack/internal/attrs"
 )
 
 // Values of __error__ a pipeline can set, as Loki names them.
@@ -27,13 +30,56 @@ type pipeStage struct {
 type labelSet struct {
 	stream     []Label // the stream's labels (the _extracted rule tests these)
 	base       []Label // stream labels still present: stream until a drop, then a copy
+	meta       []Label // the entry's structured metadata (see addMeta)
 	ext        []Label // extracted, first value of a name wins
 	err        string  // __error__
 	errDetails string  // __error_details__
 	dropped    bool    // a drop or keep removed a stream label
 }
 
-func newLabelSet(stream []Label) *labelSet { return &labelSet{stream: stream, base: stream} }
+func newLabelSet(stream []Label, meta []byte) *labelSet {
+	ls := &labelSet{stream: stream, base: stream}
+	if len(meta) > 0 {
+		ls.addMeta(meta)
+	}
+	return ls
+}
+
+// addMeta records the entry's structured metadata (package attrs'
+// encoding) as labels, as Loki 3 does: a name the stream already has gets
+// the suffix _extracted (Loki's LabelsBuilder.Add), and so do __error__
+// and __error_details__, which only the pipeline sets (Loki would take
+// them for the error; Haystack treats them as a parser's keys). Metadata
+// that does not decode (attrs.ErrCorrupt; the reader validated it) is
+// ignored.
+func (ls *labelSet) addMeta(meta []byte) {
+	// Validated first: a corrupt encoding adds nothing, not a prefix.
+	attrs.Each(meta, func(name, value []byte) bool {
+		n := string(name)
+		if n == "__error__" || n == "__error_details__" || ls.streamHas(n) {
+			n += "_extracted"
+		}
+		// Two names can meet after the suffix (app and app_extracted on a
+		// stream with app): the later value wins, as Loki's Set does.
+		for i := range ls.meta {
+			if ls.meta[i].Name == n {
+				ls.meta[i].Value = string(value)
+				return true
+			}
+		}
+		ls.meta = append(ls.meta, Label{n, string(value)})
+		return true
+	})
+}
+
+func (ls *labelSet) streamHas(name string) bool {
+	for _, l := range ls.stream {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
+}
 
 func (ls *labelSet) get(name string) (string, bool) {
 	switch name {
@@ -43,6 +89,11 @@ func (ls *labelSet) get(name string) (string, bool) {
 		return ls.errDetails, ls.errDetails != ""
 	}
 	for _, l := range ls.ext {
+		if l.Name == name {
+			return l.Value, true
+		}
+	}
+	for _, l := range ls.meta {
 		if l.Name == name {
 			return l.Value, true
 		}
@@ -65,7 +116,8 @@ func (ls *labelSet) setErr(kind, details string) {
 // _extracted when a stream label has it (even one a drop removed) or it
 // is __error__ or
 // __error_details__ (which only the pipeline sets), and ignored when
-// already extracted.
+// already extracted. A metadata label of that name is replaced: parsed
+// labels take precedence over metadata (Loki's LabelsBuilder.Set).
 func (ls *labelSet) add(key []byte, value string) {
 	name := sanitizeKey(key)
 	if name == "" {
@@ -75,16 +127,16 @@ func (ls *labelSet) add(key []byte, value string) {
 		// The pipeline's own labels: a key of the line cannot set them.
 		name += "_extracted"
 	}
-	for _, l := range ls.stream {
-		if l.Name == name {
-			name += "_extracted"
-			break
-		}
+	if ls.streamHas(name) {
+		name += "_extracted"
 	}
 	for _, l := range ls.ext {
 		if l.Name == name {
 			return
 		}
+	}
+	if len(ls.meta) > 0 {
+		ls.meta = slices.DeleteFunc(ls.meta, func(l Label) bool { return l.Name == name })
 	}
 	ls.ext = append(ls.ext, Label{name, value})
 }
@@ -414,14 +466,8 @@ func (d *dropEval) apply(ls *labelSet) {
 		ls.base, ls.dropped = kept, true
 		break
 	}
-	ext := ls.ext[:0]
-	for _, l := range ls.ext {
-		if !d.removes(l.Name, l.Value) {
-			ext = append(ext, l)
-		}
-	}
-	clear(ls.ext[len(ext):])
-	ls.ext = ext
+	ls.ext = d.filter(ls.ext)
+	ls.meta = d.filter(ls.meta)
 	// A label the entry does not have is never removed: an unset error
 	// stays unset whatever the matcher.
 	if ls.err != "" && d.removes("__error__", ls.err) {
@@ -430,6 +476,18 @@ func (d *dropEval) apply(ls *labelSet) {
 	if ls.errDetails != "" && d.removes("__error_details__", ls.errDetails) {
 		ls.errDetails = ""
 	}
+}
+
+// filter removes from ls, in place, the labels d takes out.
+func (d *dropEval) filter(ls []Label) []Label {
+	kept := ls[:0]
+	for _, l := range ls {
+		if !d.removes(l.Name, l.Value) {
+			kept = append(kept, l)
+		}
+	}
+	clear(ls[len(kept):])
+	return kept
 }
 
 func compileDrop(st *DropStage) (*dropEval, error) {

@@ -503,20 +503,27 @@ func (p *Plan) Match(line []byte) bool { return p.MatchEntry(nil, line) }
 // MatchEntry is Match for an entry of a stream with the given labels, which
 // label filters can test and which extracted labels do not override.
 func (p *Plan) MatchEntry(stream []Label, line []byte) bool {
+	return p.MatchEntryAttrs(stream, nil, line)
+}
+
+// MatchEntryAttrs is MatchEntry for an entry with structured metadata
+// (package attrs' encoding; empty for none), which label filters see as
+// labels of the entry.
+func (p *Plan) MatchEntryAttrs(stream []Label, meta, line []byte) bool {
 	if !p.MatchLine(line) {
 		return false
 	}
 	if p.noLabelFilter {
 		return true // parsers, drop and keep never drop a line
 	}
-	_, ok := p.run(stream, line)
+	_, ok := p.run(stream, meta, line)
 	return ok
 }
 
 // run runs the stages after the line filters on an entry: its final label
 // state, and whether it passed.
-func (p *Plan) run(stream []Label, line []byte) (*labelSet, bool) {
-	ls := newLabelSet(stream)
+func (p *Plan) run(stream []Label, meta, line []byte) (*labelSet, bool) {
+	ls := newLabelSet(stream, meta)
 	for _, st := range p.stages {
 		switch {
 		case st.parser != nil:
@@ -567,7 +574,7 @@ func (p *Plan) Labels(stream []Label, line []byte) ([]Label, bool) {
 	if !p.MatchLine(line) {
 		return nil, false
 	}
-	ls, ok := p.run(stream, line)
+	ls, ok := p.run(stream, nil, line)
 	if !ok {
 		return nil, false
 	}
@@ -594,34 +601,104 @@ func (ls *labelSet) appendErr(out []Label) []Label {
 // false, and set nil, when that set equals the stream's labels, so a
 // caller can reuse the stream's text.
 func (p *Plan) LabelSet(stream []Label, line []byte) (set []Label, changed, ok bool) {
+	l, changed, ok := p.LabelSetAttrs(stream, nil, line)
+	return l.All, changed, ok
+}
+
+// EntryLabels is an entry's label set after the pipeline, with the part
+// that came from its structured metadata, so that a caller can tell the
+// origins apart as Loki's categorize-labels responses do (Split).
+type EntryLabels struct {
+	// All is the whole set, sorted by name (see LabelSet).
+	All []Label
+	// Meta are the labels of All that come from the entry's structured
+	// metadata, sorted by name; a name the stream has carries the suffix
+	// _extracted. Nil when there are none.
+	Meta []Label
+}
+
+// Split divides All by origin, given the stream's labels (the stream
+// argument of LabelSetAttrs): the stream labels the pipeline kept, and
+// the parsed ones (a parser's keys, __error__ and __error_details__).
+// With Meta, they partition All. A metadata or parsed name never equals
+// a stream label's (it gets the suffix _extracted), so a label of All
+// named like a stream label is that stream label.
+func (e *EntryLabels) Split(stream []Label) (kept, parsed []Label) {
+	for _, l := range e.All {
+		switch {
+		case l.Name != "__error__" && l.Name != "__error_details__" && hasName(stream, l.Name):
+			kept = append(kept, l)
+		case !hasName(e.Meta, l.Name):
+			parsed = append(parsed, l)
+		}
+	}
+	return kept, parsed
+}
+
+func hasName(ls []Label, name string) bool {
+	for _, l := range ls {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// LabelSetAttrs is LabelSet for an entry with structured metadata
+// (package attrs' encoding; empty for none): the metadata's pairs are
+// labels of the entry, which label filters, drop and keep see, and which
+// the result holds (Loki 3 merges them into each entry's labels). A
+// metadata name the stream has gets the suffix _extracted; a parser's key
+// of the same name as a metadata label replaces it (Loki's precedence:
+// parsed, then metadata, then stream). changed is false, and l empty,
+// when the set equals the stream's labels.
+func (p *Plan) LabelSetAttrs(stream []Label, meta, line []byte) (l EntryLabels, changed, ok bool) {
 	if !p.MatchLine(line) {
-		return nil, false, false
+		return l, false, false
 	}
-	if p.dropOnly {
-		set, changed = p.dropStream(stream)
-		return set, changed, true
+	if p.dropOnly && len(meta) == 0 {
+		l.All, changed = p.dropStream(stream)
+		return l, changed, true
 	}
-	ls, ok := p.run(stream, line)
+	ls, ok := p.run(stream, meta, line)
 	if !ok {
-		return nil, false, false
+		return l, false, false
 	}
-	changed = ls.dropped || ls.err != "" || ls.errDetails != ""
-	for _, l := range ls.ext {
-		if l.Value != "" {
-			changed = true
-			break
-		}
-	}
+	changed = ls.dropped || ls.err != "" || ls.errDetails != "" || nonEmpty(ls.ext) || nonEmpty(ls.meta)
 	if !changed {
-		return nil, false, true
+		return l, false, true
 	}
-	set = append(make([]Label, 0, len(ls.base)+len(ls.ext)+2), ls.base...)
-	for _, l := range ls.ext {
+	set := make([]Label, 0, len(ls.base)+len(ls.meta)+len(ls.ext)+2)
+	set = append(set, ls.base...)
+	if nonEmpty(ls.meta) {
+		// Only an entry with metadata pays for the copy.
+		l.Meta = appendNonEmpty(nil, ls.meta)
+		set = append(set, l.Meta...)
+	}
+	set = ls.appendErr(appendNonEmpty(set, ls.ext))
+	byName := func(a, b Label) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortFunc(set, byName)
+	slices.SortFunc(l.Meta, byName)
+	l.All = set
+	return l, true, true
+}
+
+func nonEmpty(ls []Label) bool {
+	for _, l := range ls {
 		if l.Value != "" {
-			set = append(set, l)
+			return true
 		}
 	}
-	set = ls.appendErr(set)
-	slices.SortFunc(set, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
-	return set, true, true
+	return false
+}
+
+// appendNonEmpty appends the labels of ls with a value: an empty value is
+// no label, as in Prometheus.
+func appendNonEmpty(dst, ls []Label) []Label {
+	for _, l := range ls {
+		if l.Value != "" {
+			dst = append(dst, l)
+		}
+	}
+	return dst
 }

@@ -1,0 +1,155 @@
+package query
+
+import (
+	"fmt"
+	"testing"
+
+	"haystack/internal/attrs"
+)
+
+// enc is the attrs encoding of name=value pairs.
+func enc(t testing.TB, kv ...string) []byte {
+	t.Helper()
+	var ps []attrs.Pair
+	for i := 0; i+1 < len(kv); i += 2 {
+		ps = append(ps, attrs.Pair{Name: kv[i], Value: kv[i+1]})
+	}
+	b, err := attrs.Encode(nil, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func fmtLabels(ls []Label) string {
+	if ls == nil {
+		return "nil"
+	}
+	s := "{"
+	for i, l := range ls {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprintf("%s=%q", l.Name, l.Value)
+	}
+	return s + "}"
+}
+
+// TestMetadataLabels runs pipelines over entries with structured metadata
+// and compares the whole result (pass, All, Meta, and Split's stream and
+// parsed parts) with what Loki 3's LabelsBuilder gives: metadata are
+// labels of the entry; a metadata name the stream has is suffixed
+// _extracted; a parsed key replaces a metadata label of its name; drop and
+// keep remove metadata like any label.
+func TestMetadataLabels(t *testing.T) {
+	stream := []Label{{"app", "api"}, {"env", "prod"}}
+	for _, tc := range []struct {
+		name, q, line string
+		meta          []string
+		ok            bool
+		changed       bool
+		all, meta2    string // fmtLabels of All and Meta
+		kept, parsed  string // fmtLabels of Split's parts
+	}{
+		{name: "no metadata, no stage", q: `{a="b"}`, line: "x", ok: true,
+			all: "nil", meta2: "nil", kept: "nil", parsed: "nil"},
+		{name: "metadata, no stage", q: `{a="b"}`, line: "x", meta: []string{"trace_id", "t1", "span_id", "s1"}, ok: true, changed: true,
+			all:   `{app="api",env="prod",span_id="s1",trace_id="t1"}`,
+			meta2: `{span_id="s1",trace_id="t1"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "filter on metadata passes", q: `{a="b"} | trace_id="t1"`, line: "x", meta: []string{"trace_id", "t1"}, ok: true, changed: true,
+			all:   `{app="api",env="prod",trace_id="t1"}`,
+			meta2: `{trace_id="t1"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "filter on metadata fails", q: `{a="b"} | trace_id="t2"`, line: "x", meta: []string{"trace_id", "t1"}},
+		{name: "filter on missing metadata", q: `{a="b"} | trace_id="t1"`, line: "x"},
+		{name: "negated filter on missing metadata", q: `{a="b"} | trace_id!="t1"`, line: "x", ok: true,
+			all: "nil", meta2: "nil", kept: "nil", parsed: "nil"},
+		{name: "regex and number filters", q: `{a="b"} | trace_id=~"t.*" | duration_ms > 100`, line: "x",
+			meta: []string{"trace_id", "t9", "duration_ms", "250"}, ok: true, changed: true,
+			all:   `{app="api",duration_ms="250",env="prod",trace_id="t9"}`,
+			meta2: `{duration_ms="250",trace_id="t9"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "number filter below", q: `{a="b"} | duration_ms > 100`, line: "x", meta: []string{"duration_ms", "99"}},
+		{name: "stream conflict gets _extracted", q: `{a="b"} | app_extracted="m"`, line: "x", meta: []string{"app", "m"}, ok: true, changed: true,
+			all:   `{app="api",app_extracted="m",env="prod"}`,
+			meta2: `{app_extracted="m"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "stream label wins its name", q: `{a="b"} | app="m"`, line: "x", meta: []string{"app", "m"}},
+		{name: "parsed replaces metadata", q: `{a="b"} | logfmt | trace_id="p"`, line: "trace_id=p level=info", meta: []string{"trace_id", "m", "user", "u"}, ok: true, changed: true,
+			all:   `{app="api",env="prod",level="info",trace_id="p",user="u"}`,
+			meta2: `{user="u"}`, kept: `{app="api",env="prod"}`, parsed: `{level="info",trace_id="p"}`},
+		{name: "metadata before the parser", q: `{a="b"} | trace_id="m" | logfmt`, line: "trace_id=p", meta: []string{"trace_id", "m"}, ok: true, changed: true,
+			all:   `{app="api",env="prod",trace_id="p"}`,
+			meta2: "nil", kept: `{app="api",env="prod"}`, parsed: `{trace_id="p"}`},
+		{name: "parsed stream name vs metadata stream name", q: `{a="b"} | logfmt`, line: "app=p", meta: []string{"app", "m"}, ok: true, changed: true,
+			all:   `{app="api",app_extracted="p",env="prod"}`,
+			meta2: "nil", kept: `{app="api",env="prod"}`, parsed: `{app_extracted="p"}`},
+		{name: "all three origins", q: `{a="b"} | logfmt`, line: "level=info env=y", meta: []string{"trace_id", "t", "app", "m", "empty", ""}, ok: true, changed: true,
+			all:   `{app="api",app_extracted="m",env="prod",env_extracted="y",level="info",trace_id="t"}`,
+			meta2: `{app_extracted="m",trace_id="t"}`, kept: `{app="api",env="prod"}`, parsed: `{env_extracted="y",level="info"}`},
+		{name: "drop metadata", q: `{a="b"} | drop trace_id`, line: "x", meta: []string{"trace_id", "t", "span_id", "s"}, ok: true, changed: true,
+			all:   `{app="api",env="prod",span_id="s"}`,
+			meta2: `{span_id="s"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "drop all metadata", q: `{a="b"} | drop trace_id`, line: "x", meta: []string{"trace_id", "t"}, ok: true,
+			all: "nil", meta2: "nil", kept: "nil", parsed: "nil"},
+		{name: "drop metadata by value", q: `{a="b"} | drop trace_id="t", span_id="x"`, line: "x", meta: []string{"trace_id", "t", "span_id", "s"}, ok: true, changed: true,
+			all:   `{app="api",env="prod",span_id="s"}`,
+			meta2: `{span_id="s"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "drop stream label, metadata stays", q: `{a="b"} | drop env`, line: "x", meta: []string{"trace_id", "t"}, ok: true, changed: true,
+			all:   `{app="api",trace_id="t"}`,
+			meta2: `{trace_id="t"}`, kept: `{app="api"}`, parsed: "nil"},
+		{name: "keep one metadata label", q: `{a="b"} | keep app, span_id`, line: "x", meta: []string{"trace_id", "t", "span_id", "s"}, ok: true, changed: true,
+			all:   `{app="api",span_id="s"}`,
+			meta2: `{span_id="s"}`, kept: `{app="api"}`, parsed: "nil"},
+		{name: "filter after drop", q: `{a="b"} | drop trace_id | trace_id="t"`, line: "x", meta: []string{"trace_id", "t"}},
+		{name: "error names are renamed", q: `{a="b"} | __error__=""`, line: "x", meta: []string{"__error__", "e"}, ok: true, changed: true,
+			all:   `{__error___extracted="e",app="api",env="prod"}`,
+			meta2: `{__error___extracted="e"}`, kept: `{app="api",env="prod"}`, parsed: "nil"},
+		{name: "parser error is parsed", q: `{a="b"} | json`, line: "not json", meta: []string{"trace_id", "t"}, ok: true, changed: true,
+			all:   `{__error__="JSONParserErr",__error_details__="invalid JSON",app="api",env="prod",trace_id="t"}`,
+			meta2: `{trace_id="t"}`, kept: `{app="api",env="prod"}`, parsed: `{__error__="JSONParserErr",__error_details__="invalid JSON"}`},
+		{name: "line filter never sees metadata", q: `{a="b"} |= "t1"`, line: "x", meta: []string{"trace_id", "t1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustPlan(t, tc.q)
+			var meta []byte
+			if tc.meta != nil {
+				meta = enc(t, tc.meta...)
+			}
+			if got := p.MatchEntryAttrs(stream, meta, []byte(tc.line)); got != tc.ok {
+				t.Fatalf("MatchEntryAttrs = %v, want %v", got, tc.ok)
+			}
+			l, changed, ok := p.LabelSetAttrs(stream, meta, []byte(tc.line))
+			if ok != tc.ok || changed != tc.changed {
+				t.Fatalf("LabelSetAttrs ok=%v changed=%v, want %v %v", ok, changed, tc.ok, tc.changed)
+			}
+			if !ok {
+				return
+			}
+			kept, parsed := l.Split(stream)
+			got := [4]string{fmtLabels(l.All), fmtLabels(l.Meta), fmtLabels(kept), fmtLabels(parsed)}
+			want := [4]string{tc.all, tc.meta2, tc.kept, tc.parsed}
+			if got != want {
+				t.Fatalf("All, Meta, kept, parsed:\n got %q\nwant %q", got, want)
+			}
+			if meta == nil {
+				// Without metadata LabelSet is the same function.
+				set, c2, ok2 := p.LabelSet(stream, []byte(tc.line))
+				if fmtLabels(set) != tc.all || c2 != changed || !ok2 {
+					t.Fatalf("LabelSet = %s %v %v", fmtLabels(set), c2, ok2)
+				}
+			}
+		})
+	}
+}
+
+// TestMetadataCorrupt: metadata that does not decode adds no label (the
+// segment reader validates it; a prefix must never be half-applied).
+func TestMetadataCorrupt(t *testing.T) {
+	stream := []Label{{"app", "api"}}
+	good := enc(t, "a", "1", "b", "2")
+	for _, bad := range [][]byte{good[:len(good)-1], append(append([]byte(nil), good...), 0), {0}, {2, 1, 'b', 0, 1, 'a', 0}} {
+		p := mustPlan(t, `{a="b"} | a!="1"`)
+		l, changed, ok := p.LabelSetAttrs(stream, bad, []byte("x"))
+		if !ok || changed || l.All != nil {
+			t.Fatalf("%q: %s %v %v", bad, fmtLabels(l.All), changed, ok)
+		}
+	}
+}
