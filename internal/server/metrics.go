@@ -11,13 +11,16 @@ import (
 // internal/metrics rather than client_golang, whose package init would
 // slow the start of every hay process, `hay search` included.
 type metrics struct {
-	reg      *hmetrics.Registry
-	lines    *hmetrics.Counter
-	bytes    *hmetrics.Counter
-	pushDur  *hmetrics.HistogramVec
-	queryDur *hmetrics.HistogramVec
-	fsync    *hmetrics.Histogram
-	rejected *hmetrics.CounterVec
+	reg   *hmetrics.Registry
+	lines *hmetrics.Counter
+	bytes *hmetrics.Counter
+	// metaBytes counts the structured metadata stored (attrs encoding),
+	// as Loki's distributor counts it beside the line bytes.
+	metaBytes *hmetrics.Counter
+	pushDur   *hmetrics.HistogramVec
+	queryDur  *hmetrics.HistogramVec
+	fsync     *hmetrics.Histogram
+	rejected  *hmetrics.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -26,6 +29,8 @@ func newMetrics(s *Server) *metrics {
 		reg:   r,
 		lines: r.NewCounter("hay_ingested_lines_total", "Entries stored by pushes (acknowledged)."),
 		bytes: r.NewCounter("hay_ingested_bytes_total", "Line bytes stored by pushes (acknowledged)."),
+		metaBytes: r.NewCounter("hay_ingested_structured_metadata_bytes_total",
+			"Structured metadata bytes (encoded) stored by pushes with their entries (acknowledged)."),
 		pushDur: r.NewHistogramVec("hay_push_duration_seconds", "Push request latency, including the WAL fsync (requests past the auth and tenant checks).",
 			hmetrics.ExponentialBuckets(0.0005, 2, 16), "format"),
 		queryDur: r.NewHistogramVec("hay_query_duration_seconds", "Query request latency by endpoint (requests past the auth and tenant checks).",

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"haystack/internal/attrs"
 )
 
 // Loki's push.proto, decoded by hand (field numbers from the public
@@ -17,8 +19,9 @@ import (
 //	LabelPairAdapter { string name = 1; string value = 2; }
 //	Timestamp        { int64 seconds = 1; int32 nanos = 2; }
 //
-// Unknown fields are skipped, as protobuf requires. Structured metadata is
-// accepted and dropped (Haystack stores lines and stream labels only).
+// Unknown fields are skipped, as protobuf requires. structuredMetadata
+// becomes the entry's Attrs (push_attrs.go: names normalized, values that
+// are not UTF-8 refused).
 
 const (
 	wireVarint = 0
@@ -88,6 +91,7 @@ func decodePushProto(b []byte) ([]pushStream, error) {
 	}
 	out := make([]pushStream, 0, nstreams)
 	all := make([]pushEntry, 0, nentries) // every stream's entries, in order (inPlace)
+	var me metaEncoder
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
 		if err != nil {
@@ -101,7 +105,7 @@ func decodePushProto(b []byte) ([]pushStream, error) {
 			return out, fmt.Errorf("stream %d: wrong wire type %d", len(out), t)
 		}
 		var s pushStream
-		s, all, err = decodeStreamProto(v, all)
+		s, all, err = decodeStreamProto(v, all, &me)
 		if err != nil {
 			return out, fmt.Errorf("stream %d: %w", len(out), err)
 		}
@@ -112,7 +116,7 @@ func decodePushProto(b []byte) ([]pushStream, error) {
 
 // decodeStreamProto decodes a StreamAdapter, appending its entries to
 // all; s.entries is the part of all they took.
-func decodeStreamProto(b []byte, all []pushEntry) (s pushStream, _ []pushEntry, err error) {
+func decodeStreamProto(b []byte, all []pushEntry, me *metaEncoder) (s pushStream, _ []pushEntry, err error) {
 	start := len(all)
 	defer func() { s.entries = all[start:] }()
 	for len(b) > 0 {
@@ -125,9 +129,12 @@ func decodeStreamProto(b []byte, all []pushEntry) (s pushStream, _ []pushEntry, 
 		case f == 1 && t == wireLen:
 			s.labels = string(v)
 		case f == 2 && t == wireLen:
-			e, err := decodeEntryProto(v)
+			e, r, err := decodeEntryProto(v, me)
 			if err != nil {
 				return s, all, fmt.Errorf("entry %d: %w", len(all)-start, err)
+			}
+			if r != nil {
+				s.setMetaRefusal(len(all)-start, r)
 			}
 			all = append(all, e)
 		case f == 1 || f == 2:
@@ -155,28 +162,58 @@ func countProtoField(b []byte, f int) int {
 	return n
 }
 
-func decodeEntryProto(b []byte) (pushEntry, error) {
-	var e pushEntry
+// decodeEntryProto decodes an EntryAdapter; its structured metadata is
+// encoded by me, or refused (r).
+func decodeEntryProto(b []byte, me *metaEncoder) (e pushEntry, r *metaRefusal, err error) {
+	me.pairs = me.pairs[:0]
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
 		if err != nil {
-			return e, err
+			return e, nil, err
 		}
 		b = rest
 		switch {
 		case f == 1 && t == wireLen:
 			ts, err := decodeTimestampProto(v)
 			if err != nil {
-				return e, fmt.Errorf("timestamp: %w", err)
+				return e, nil, fmt.Errorf("timestamp: %w", err)
 			}
 			e.Time = ts
 		case f == 2 && t == wireLen:
 			e.Line = v
-		case f == 1 || f == 2:
-			return e, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		case f == 3 && t == wireLen:
+			p, err := decodeLabelPairProto(v)
+			if err != nil {
+				return e, nil, fmt.Errorf("structuredMetadata %d: %w", len(me.pairs), err)
+			}
+			me.pairs = append(me.pairs, p)
+		case f == 1 || f == 2 || f == 3:
+			return e, nil, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
 	}
-	return e, nil
+	e.Attrs, r = me.encode(me.pairs)
+	return e, r, nil
+}
+
+// decodeLabelPairProto decodes a LabelPairAdapter.
+func decodeLabelPairProto(b []byte) (attrs.Pair, error) {
+	var p attrs.Pair
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return p, err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			p.Name = string(v)
+		case f == 2 && t == wireLen:
+			p.Value = string(v)
+		case f == 1 || f == 2:
+			return p, fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return p, nil
 }
 
 func decodeTimestampProto(b []byte) (int64, error) {
@@ -207,6 +244,12 @@ func decodeTimestampProto(b []byte) (int64, error) {
 type PushStream struct {
 	Labels  string // Loki form: {a="b"}
 	Entries []PushEntry
+	// Metadata, when not nil, holds the structured metadata of each entry
+	// (Metadata[i] is Entries[i]'s), encoded as given (order, names,
+	// duplicates), so tests can send what a shipper might. (Beside the
+	// entries rather than in PushEntry, whose two fields callers write
+	// unkeyed.)
+	Metadata [][]attrs.Pair
 }
 
 // PushEntry is one entry for EncodePushProto.
@@ -218,11 +261,11 @@ type PushEntry struct {
 // EncodePushProto encodes a PushRequest (uncompressed; Loki clients send it
 // snappy-compressed). Tests and `hay bench push` use it.
 func EncodePushProto(streams []PushStream) []byte {
-	var out, sb, eb, tb []byte
+	var out, sb, eb, tb, pb []byte
 	for _, s := range streams {
 		sb = sb[:0]
 		sb = appendBytesField(sb, 1, []byte(s.Labels))
-		for _, e := range s.Entries {
+		for i, e := range s.Entries {
 			tb = tb[:0]
 			sec, ns := e.Time/1e9, e.Time%1e9
 			if ns < 0 {
@@ -239,6 +282,15 @@ func EncodePushProto(streams []PushStream) []byte {
 			eb = eb[:0]
 			eb = appendBytesField(eb, 1, tb)
 			eb = appendBytesField(eb, 2, []byte(e.Line))
+			var meta []attrs.Pair
+			if i < len(s.Metadata) {
+				meta = s.Metadata[i]
+			}
+			for _, p := range meta {
+				pb = appendBytesField(pb[:0], 1, []byte(p.Name))
+				pb = appendBytesField(pb, 2, []byte(p.Value))
+				eb = appendBytesField(eb, 3, pb)
+			}
 			sb = appendBytesField(sb, 2, eb)
 		}
 		out = appendBytesField(out, 1, sb)

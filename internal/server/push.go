@@ -33,6 +33,9 @@ type pushStream struct {
 	labels  string
 	lmap    map[string]string
 	entries []pushEntry
+	// metaErrs holds, by index in entries, the entries refused for their
+	// structured metadata (push_attrs.go); validate refuses them.
+	metaErrs map[int]*metaRefusal
 }
 
 // pushEntry is a store entry whose Labels validate fills in. The
@@ -163,9 +166,11 @@ func decodeJSONBody(b []byte, v any) error {
 
 // decodePushJSON decodes Loki's JSON push body:
 //
-//	{"streams":[{"stream":{"app":"x"},"values":[["<unix ns>","<line>"], ["<unix ns>","<line>",{...}]]}]}
+//	{"streams":[{"stream":{"app":"x"},"values":[["<unix ns>","<line>"], ["<unix ns>","<line>",{"trace_id":"ab12"}]]}]}
 //
-// The optional third element (structured metadata) is accepted and dropped.
+// The optional third element is the entry's structured metadata: an
+// object of string values, as Loki requires (anything else is a
+// malformed push).
 func decodePushJSON(b []byte) ([]pushStream, error) {
 	var req struct {
 		Streams []struct {
@@ -182,6 +187,7 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 		n += len(st.Values)
 	}
 	all := make([]pushEntry, 0, n)
+	var me metaEncoder
 	for i, st := range req.Streams {
 		ps := pushStream{lmap: st.Stream}
 		if st.Stream == nil {
@@ -202,7 +208,17 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 			if err := json.Unmarshal(v[1], &line); err != nil {
 				return nil, fmt.Errorf("stream %d, entry %d: line must be a string", i, j)
 			}
-			all = append(all, pushEntry{Time: ts, Line: []byte(line)})
+			e := pushEntry{Time: ts, Line: []byte(line)}
+			if len(v) == 3 {
+				var r *metaRefusal
+				if e.Attrs, r, err = me.fromJSON(v[2]); err != nil {
+					return nil, fmt.Errorf("stream %d, entry %d: %w", i, j, err)
+				}
+				if r != nil {
+					ps.setMetaRefusal(j, r)
+				}
+			}
+			all = append(all, e)
 		}
 		ps.entries = all[len(all)-len(st.Values):]
 		out = append(out, ps)
@@ -216,7 +232,9 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 //	{"labels":{"app":"x"},"ts":"1764467400123456789","line":"text"}
 //
 // labels is an object or Loki's text form ("{app=\"x\"}"); "stream" is
-// accepted as its synonym. ts (or "time") is optional: a string or number
+// accepted as its synonym. structuredMetadata (or "metadata") is optional:
+// the entry's structured metadata, an object of string values as the
+// third element of a Loki push JSON value. ts (or "time") is optional: a string or number
 // of Unix nanoseconds, or an RFC 3339 string; absent means the time of
 // arrival (now). line is required. Lines whose labels are written the
 // same form one stream, in the order of their first line; their labels
@@ -227,6 +245,7 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 	var out []pushStream
 	byLabels := map[string]int{} // labels as written -> index in out
 	n := 0
+	var me metaEncoder
 	for len(b) > 0 {
 		var ln []byte
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -245,6 +264,8 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			TS     json.RawMessage `json:"ts"`
 			Time   json.RawMessage `json:"time"`
 			Line   *string         `json:"line"`
+			Meta   json.RawMessage `json:"structuredMetadata"`
+			Meta2  json.RawMessage `json:"metadata"`
 		}
 		if err := json.Unmarshal(ln, &obj); err != nil {
 			return nil, fmt.Errorf("line %d: invalid JSON: %w", n, err)
@@ -269,7 +290,26 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			ts = t
 		}
 		e := pushEntry{Time: ts, Line: []byte(*obj.Line)}
+		var refusal *metaRefusal
+		meta := obj.Meta
+		if meta == nil || string(meta) == "null" {
+			meta = obj.Meta2
+		} else if obj.Meta2 != nil && string(obj.Meta2) != "null" {
+			return nil, fmt.Errorf("line %d: both \"structuredMetadata\" and its synonym \"metadata\"", n)
+		}
+		if meta != nil && string(meta) != "null" {
+			var err error
+			if e.Attrs, refusal, err = me.fromJSON(meta); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+			if refusal != nil {
+				refusal.msg = fmt.Sprintf("line %d: %s", n, refusal.msg)
+			}
+		}
 		if k, ok := byLabels[string(lab)]; ok {
+			if refusal != nil {
+				out[k].setMetaRefusal(len(out[k].entries), refusal)
+			}
 			out[k].entries = append(out[k].entries, e)
 			continue
 		}
@@ -290,6 +330,9 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			}
 		}
 		ps.entries = []pushEntry{e}
+		if refusal != nil {
+			ps.setMetaRefusal(0, refusal)
+		}
 		byLabels[string(lab)] = len(out)
 		out = append(out, ps)
 	}
@@ -421,8 +464,12 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 				line = append(line[:cut:cut], truncMarker...)
 				cuts++
 			}
+			if r := st.metaErrs[j]; r != nil {
+				rj.add(1, r.reason, "stream %d %s, entry %d: %s", i, key, j, r.msg)
+				continue
+			}
 			// In place, this writes at or before the entry just read.
-			out = append(out, store.LabeledEntry{Labels: key, Time: e.Time, Line: line})
+			out = append(out, store.LabeledEntry{Labels: key, Time: e.Time, Line: line, Attrs: e.Attrs})
 		}
 	}
 	clear(out[len(out):cap(out)]) // refused lines need not stay reachable
@@ -693,12 +740,14 @@ func (s *Server) storeEntries(ctx context.Context, tenant string, entries []stor
 	if s.cfg.MaxStreamsPerTenant > 0 {
 		s.pushLim.rememberPartial(tenant, fp, entries, sr != nil, now)
 	}
-	var nbytes int64
+	var nbytes, mbytes int64
 	for _, e := range entries {
 		nbytes += int64(len(e.Line))
+		mbytes += int64(len(e.Attrs))
 	}
 	s.met.lines.Add(float64(len(entries)))
 	s.met.bytes.Add(float64(nbytes))
+	s.met.metaBytes.Add(float64(mbytes))
 	// Cut lines count only once stored: a failed write stored nothing,
 	// so cut nothing.
 	if cuts > 0 {
@@ -1036,6 +1085,11 @@ func pushFingerprint(tenant string, entries []store.LabeledEntry) uint64 {
 		binary.LittleEndian.PutUint64(n[:], uint64(len(e.Line)))
 		h.Write(n[:])
 		h.Write(e.Line)
+		// The metadata too: entries differing only in it are other
+		// entries (its encoding is canonical, so equal sets hash equal).
+		binary.LittleEndian.PutUint64(n[:], uint64(len(e.Attrs)))
+		h.Write(n[:])
+		h.Write(e.Attrs)
 	}
 	return h.Sum64()
 }

@@ -1,0 +1,210 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"haystack/internal/attrs"
+)
+
+// Structured metadata on push: the name=value pairs a shipper sends with
+// an entry (Loki push JSON's third value element, push protobuf's
+// EntryAdapter.structuredMetadata, jsonl's "structuredMetadata", OTLP's
+// attributes and record fields) become the entry's Attrs, package attrs'
+// encoding. As Loki's distributor does for every push format, names are
+// normalized to label names (metaName). What Loki would accept and then
+// silently lose is refused instead, as a 400 naming the stream and entry:
+// a value that is not UTF-8 (Loki strips the bytes), and two pairs of an
+// entry that end up with one name but different values (one would be
+// dropped). Entries over attrs' limits (Loki's default
+// max_structured_metadata_entries_count and _size) are refused as Loki
+// refuses them. An entry refused for its metadata is refused whole, as
+// for a line over --max-line; the push's other entries are stored.
+
+// metaRefusal is why an entry's metadata was refused: the reason is the
+// hay_rejected_total label, msg what the answer says.
+type metaRefusal struct {
+	reason, msg string
+}
+
+// metaName normalizes a metadata name as Prometheus' otlptranslator
+// LabelNamer does, which Loki applies to every entry's metadata at push:
+// each rune outside [a-zA-Z0-9] becomes '_' (one '_' a rune; an invalid
+// UTF-8 byte is one rune), a name starting with a digit gets "key_" in
+// front, one starting with a single '_' gets "key" ("__x" is kept). An
+// empty name, or one that only became underscores, is refused.
+func metaName(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("empty name")
+	}
+	if attrs.ValidName(s) && (s[0] != '_' || strings.HasPrefix(s, "__")) {
+		return s, nil // the common case: nothing to change, no allocation
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	for _, r := range s {
+		if r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	n := b.String()
+	switch {
+	case n[0] >= '0' && n[0] <= '9':
+		n = "key_" + n
+	case n[0] == '_' && !strings.HasPrefix(n, "__"):
+		n = "key" + n
+	}
+	if n != s && strings.Trim(n, "_") == "" {
+		return "", fmt.Errorf("name %q normalizes to %q, only underscores", s, n)
+	}
+	return n, nil
+}
+
+// metaEncoder encodes the metadata of a push's entries into one arena,
+// so that a push of many entries allocates a few arrays, not one an
+// entry. Each entry's Attrs is a full slice expression of the arena: a
+// later growth moves the arena, never the bytes an entry holds.
+type metaEncoder struct {
+	arena []byte
+	pairs []attrs.Pair // scratch
+	bytes int64        // encoded so far
+}
+
+// encode normalizes names, checks values and limits, and returns the
+// encoding of pairs (nil for none) or why the entry is refused. pairs
+// may be changed (names normalized in place).
+func (me *metaEncoder) encode(pairs []attrs.Pair) ([]byte, *metaRefusal) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	for i := range pairs {
+		n, err := metaName(pairs[i].Name)
+		if err != nil {
+			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata: %v", err)}
+		}
+		pairs[i].Name = n
+		if !utf8.ValidString(pairs[i].Value) {
+			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata %s: value %+.40q… is not valid UTF-8", n, pairs[i].Value)}
+		}
+	}
+	// Same name twice: the same value is one pair, another value would
+	// be lost (attrs keeps the last), so it is refused.
+	slices.SortStableFunc(pairs, func(a, b attrs.Pair) int { return strings.Compare(a.Name, b.Name) })
+	uniq := pairs[:1]
+	for _, p := range pairs[1:] {
+		last := &uniq[len(uniq)-1]
+		if last.Name != p.Name {
+			uniq = append(uniq, p)
+			continue
+		}
+		if last.Value != p.Value {
+			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata %s given twice with different values (%.40q and %.40q; names are normalized as Loki's: [^a-zA-Z0-9] to _)", p.Name, last.Value, p.Value)}
+		}
+	}
+	if len(uniq) > attrs.MaxPairs {
+		return nil, &metaRefusal{"structured_metadata_too_many", fmt.Sprintf("%d structured metadata pairs, more than the limit of %d", len(uniq), attrs.MaxPairs)}
+	}
+	start := len(me.arena)
+	out, err := attrs.Encode(me.arena, uniq)
+	if err != nil {
+		size := 0
+		for _, p := range uniq {
+			size += len(p.Name) + len(p.Value)
+		}
+		return nil, &metaRefusal{"structured_metadata_too_large", fmt.Sprintf("structured metadata of %d bytes (names and values) exceeds the limit of %d bytes encoded", size, attrs.MaxBytes)}
+	}
+	me.arena = out
+	me.bytes += int64(len(out) - start)
+	return out[start:len(out):len(out)], nil
+}
+
+// setMetaRefusal records that entry j of the stream is refused for its
+// metadata.
+func (ps *pushStream) setMetaRefusal(j int, r *metaRefusal) {
+	if ps.metaErrs == nil {
+		ps.metaErrs = map[int]*metaRefusal{}
+	}
+	ps.metaErrs[j] = r
+}
+
+// parseMetaJSON reads a JSON object of string values (Loki push JSON's
+// third value element, jsonl's structuredMetadata), appending its pairs
+// in order to dst. Anything else (another type, a non-string value) is an
+// error: Loki refuses the push as malformed. Keys given twice are kept
+// twice, for the encoder to dedupe or refuse.
+func parseMetaJSON(raw []byte, dst []attrs.Pair) ([]attrs.Pair, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := d.Token()
+	if err != nil {
+		return dst, fmt.Errorf("structured metadata: %w", err)
+	}
+	if tok != json.Delim('{') {
+		return dst, fmt.Errorf("structured metadata must be an object of strings, got %s", jsonKind(tok))
+	}
+	for d.More() {
+		tok, err = d.Token()
+		if err != nil {
+			return dst, fmt.Errorf("structured metadata: %w", err)
+		}
+		name := tok.(string) // a key, the decoder guarantees it
+		tok, err = d.Token()
+		if err != nil {
+			return dst, fmt.Errorf("structured metadata: %w", err)
+		}
+		v, ok := tok.(string)
+		if !ok {
+			return dst, fmt.Errorf("structured metadata %q: value must be a string, got %s", name, jsonKind(tok))
+		}
+		dst = append(dst, attrs.Pair{Name: name, Value: v})
+	}
+	if _, err := d.Token(); err != nil { // the closing '}'
+		return dst, fmt.Errorf("structured metadata: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return dst, errors.New("structured metadata: data after the object")
+	}
+	return dst, nil
+}
+
+// jsonKind names the JSON type of a token for messages.
+func jsonKind(tok json.Token) string {
+	switch t := tok.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case json.Delim:
+		if t == '[' {
+			return "an array"
+		}
+		return "an object"
+	}
+	return fmt.Sprintf("%T", tok)
+}
+
+// fromJSON encodes the metadata object raw (see parseMetaJSON): an error
+// for a malformed object, a refusal for metadata hay cannot keep as sent.
+func (me *metaEncoder) fromJSON(raw []byte) ([]byte, *metaRefusal, error) {
+	var err error
+	if me.pairs, err = parseMetaJSON(raw, me.pairs[:0]); err != nil {
+		return nil, nil, err
+	}
+	if !utf8.Valid(raw) {
+		// encoding/json would have made each bad byte U+FFFD.
+		return nil, &metaRefusal{"bad_metadata", "structured metadata is not valid UTF-8"}, nil
+	}
+	enc, r := me.encode(me.pairs)
+	return enc, r, nil
+}
