@@ -240,7 +240,7 @@ type Stats struct {
 	PrunedIndex  int64 // ruled out by the skip index
 	Decoded      int64 // block reads: merging streams may read a block once per selected stream in it
 	Compacted    int64 // decoded blocks whose hits a merge of many streams copied out (see compactHits)
-	// PeakCopied is the most bytes (lines, plus 20 a hit for time,
+	// PeakCopied is the most bytes (lines and metadata, plus 20 a hit for time,
 	// stream, offset and index) that time-ordered runs held at once in
 	// copies of the hits of blocks they could not deliver yet
 	// (cursor.detach, and compactHits' copies). With a limit it is
@@ -1268,13 +1268,14 @@ func markContext(need []bool, ents, hits []int32, m int) {
 // and the context walk's entries, stay valid; nil when it would keep more
 // than half of b's bytes.
 func contextCopy(b *segment.Block, need []bool) *segment.Block {
-	n := 0
+	n, na := 0, 0
 	for k, x := range need {
 		if x {
 			n += int(b.Offsets[k+1] - b.Offsets[k])
+			na += attrLen(b, k)
 		}
 	}
-	if 2*n > len(b.Data) {
+	if 2*(n+na) > len(b.Data)+len(b.AttrData) {
 		return nil
 	}
 	c := &segment.Block{
@@ -1283,13 +1284,66 @@ func contextCopy(b *segment.Block, need []bool) *segment.Block {
 		Times:   slices.Clone(b.Times),
 		Streams: slices.Clone(b.Streams),
 	}
+	hasAttrs := len(b.AttrOffsets) > 0
+	if hasAttrs {
+		c.AttrData = make([]byte, 0, na)
+		c.AttrOffsets = make([]uint32, len(need)+1)
+	}
 	for k, x := range need {
 		if x {
 			c.Data = append(c.Data, b.Line(k)...)
+			if hasAttrs {
+				c.AttrData = append(c.AttrData, b.Attrs(k)...)
+			}
 		}
 		c.Offsets[k+1] = uint32(len(c.Data))
+		if hasAttrs {
+			c.AttrOffsets[k+1] = uint32(len(c.AttrData))
+		}
 	}
 	return c
+}
+
+// attrLen is the length of entry k's metadata in b.
+func attrLen(b *segment.Block, k int) int {
+	if len(b.AttrOffsets) == 0 {
+		return 0
+	}
+	return int(b.AttrOffsets[k+1] - b.AttrOffsets[k])
+}
+
+// copyOf returns an empty block on the heap for n entries of b whose
+// lines take dataLen bytes and metadata attrLen, to be filled by
+// appendCopy.
+func copyOf(b *segment.Block, n, dataLen, attrLen int) *segment.Block {
+	c := &segment.Block{
+		Data:    make([]byte, 0, dataLen),
+		Offsets: make([]uint32, 1, n+1),
+		Times:   make([]int64, 0, n),
+		Streams: make([]uint32, 0, n),
+	}
+	if len(b.AttrOffsets) > 0 {
+		// Empty (no entry has metadata) like a decoded block's when none
+		// of the copied entries has any.
+		if attrLen > 0 {
+			c.AttrData = make([]byte, 0, attrLen)
+			c.AttrOffsets = make([]uint32, 1, n+1)
+		}
+	}
+	return c
+}
+
+// appendCopy appends a copy of entry k of b (line, metadata, time and
+// stream) to c, made by copyOf.
+func appendCopy(c, b *segment.Block, k int) {
+	c.Data = append(c.Data, b.Line(k)...)
+	c.Offsets = append(c.Offsets, uint32(len(c.Data)))
+	c.Times = append(c.Times, b.Times[k])
+	c.Streams = append(c.Streams, b.Streams[k])
+	if len(c.AttrOffsets) > 0 {
+		c.AttrData = append(c.AttrData, b.Attrs(k)...)
+		c.AttrOffsets = append(c.AttrOffsets, uint32(len(c.AttrData)))
+	}
 }
 
 // compactHits returns a block of just the entries hits of b, on the heap
@@ -1305,24 +1359,17 @@ func compactHits(b *segment.Block, hits []int32) *segment.Block {
 	if len(hits) == 0 {
 		return nil
 	}
-	n := 0
+	n, na := 0, 0
 	for _, k := range hits {
 		n += int(b.Offsets[k+1] - b.Offsets[k])
+		na += attrLen(b, int(k))
 	}
-	if 2*n > len(b.Data) {
+	if 2*(n+na) > len(b.Data)+len(b.AttrData) {
 		return nil
 	}
-	c := &segment.Block{
-		Data:    make([]byte, 0, n),
-		Offsets: make([]uint32, 1, len(hits)+1),
-		Times:   make([]int64, 0, len(hits)),
-		Streams: make([]uint32, 0, len(hits)),
-	}
+	c := copyOf(b, len(hits), n, na)
 	for i, k := range hits {
-		c.Data = append(c.Data, b.Line(int(k))...)
-		c.Offsets = append(c.Offsets, uint32(len(c.Data)))
-		c.Times = append(c.Times, b.Times[k])
-		c.Streams = append(c.Streams, b.Streams[k])
+		appendCopy(c, b, int(k))
 		hits[i] = int32(i)
 	}
 	return c
@@ -1893,7 +1940,7 @@ func (r *run) advanceByTime(ctx context.Context, onErr func(error)) (bool, error
 		c.r = r
 		if t.res.own {
 			// compactHits' copy of the run's hits: held as detach's.
-			c.bytes = int64(len(t.res.blk.Data)) + 20*int64(t.res.blk.Len())
+			c.bytes = int64(len(t.res.blk.Data)+len(t.res.blk.AttrData)) + 20*int64(t.res.blk.Len())
 			e.copyBytes += c.bytes
 			e.peakCopy = max(e.peakCopy, e.copyBytes)
 			if r.cut {
@@ -2014,7 +2061,7 @@ func (r *run) pastCut() bool {
 func (r *run) deliver(c *cursor) {
 	b, k := c.t.res.blk, int(c.k())
 	r.cur = c.t
-	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
+	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k), Attrs: b.Attrs(k)}
 }
 
 // drop removes cursor c, which has no hit left, from the run (and from
@@ -2117,11 +2164,11 @@ func (c *cursor) lastHit(rev bool) int32 {
 	return c.hits[len(c.hits)-1]
 }
 
-// hitBytes is what a copy spends on block entry k: its line, and 20
-// bytes for its time, stream, offset and hit index.
+// hitBytes is what a copy spends on block entry k: its line and
+// metadata, and 20 bytes for its time, stream, offset and hit index.
 func (c *cursor) hitBytes(k int32) int64 {
 	b := c.t.res.blk
-	return int64(b.Offsets[k+1]-b.Offsets[k]) + 20
+	return int64(b.Offsets[k+1]-b.Offsets[k]) + int64(attrLen(b, int(k))) + 20
 }
 
 // liveBytes is what a copy spends on the hits it has left.
@@ -2182,25 +2229,18 @@ func (c *cursor) detach(e *exec, rev bool) {
 		left = c.hits[:c.i+1]
 	}
 	b := c.t.res.blk
-	n := 0
+	n, na := 0, 0
 	for _, k := range left {
 		n += int(b.Offsets[k+1] - b.Offsets[k])
+		na += attrLen(b, int(k))
 	}
-	cp := &segment.Block{
-		Data:    make([]byte, 0, n),
-		Offsets: make([]uint32, 1, len(left)+1),
-		Times:   make([]int64, 0, len(left)),
-		Streams: make([]uint32, 0, len(left)),
-	}
+	cp := copyOf(b, len(left), n, na)
 	hits := make([]int32, len(left))
 	for i, k := range left {
-		cp.Data = append(cp.Data, b.Line(int(k))...)
-		cp.Offsets = append(cp.Offsets, uint32(len(cp.Data)))
-		cp.Times = append(cp.Times, b.Times[k])
-		cp.Streams = append(cp.Streams, b.Streams[k])
+		appendCopy(cp, b, int(k))
 		hits[i] = int32(i)
 	}
-	size := int64(n) + 20*int64(len(left))
+	size := int64(n+na) + 20*int64(len(left))
 	if c.bytes == 0 && c.r.cut {
 		e.copyLive += size // else they were live in the old copy
 	}
@@ -2406,7 +2446,7 @@ func (cb *cachedBlock) size() int {
 
 // blockBytes is about the memory of a decoded block.
 func blockBytes(b *segment.Block) int {
-	return len(b.Data) + 16*b.Len()
+	return len(b.Data) + len(b.AttrData) + 16*b.Len()
 }
 
 // buckets are entry indexes grouped by stream: the entries of the i-th
@@ -2603,7 +2643,7 @@ func (c *blockCache) unkeep(cb *cachedBlock) {
 
 func (r *run) fill() {
 	b, k := r.cur.res.blk, int(r.cur.res.hits[r.hit])
-	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k)}
+	r.m = Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k), Attrs: b.Attrs(k)}
 }
 
 // ctxState walks a run's stream entry by entry to deliver context. Its
@@ -2630,9 +2670,10 @@ type ctxState struct {
 
 // carried is a copy of an entry of an earlier block, for Before context.
 type carried struct {
-	seq  int64
-	m    Match
-	line []byte
+	seq   int64
+	m     Match
+	line  []byte
+	attrs []byte
 }
 
 func (r *run) advanceCtx(ctx context.Context, onErr func(error)) (bool, error) {
@@ -2688,7 +2729,7 @@ func (r *run) advanceCtx(ctx context.Context, onErr func(error)) (bool, error) {
 }
 
 func entryMatch(b *segment.Block, k int, context bool) Match {
-	return Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k), Context: context}
+	return Match{Time: b.Times[k], Stream: b.Streams[k], Line: b.Line(k), Attrs: b.Attrs(k), Context: context}
 }
 
 func (c *ctxState) push(seq int64, m Match) {
@@ -2773,15 +2814,23 @@ func (c *ctxState) saveCarry(b *segment.Block) {
 	c.spare, c.carry = c.carry, next
 }
 
-// appendCarried appends a copy of m, reusing the slot's line buffer.
+// appendCarried appends a copy of m, reusing the slot's line and
+// metadata buffers.
 func appendCarried(dst []carried, seq int64, m Match) []carried {
-	var buf []byte
+	var buf, abuf []byte
 	if len(dst) < cap(dst) {
-		buf = dst[:len(dst)+1][len(dst)].line
+		slot := dst[:len(dst)+1][len(dst)]
+		buf, abuf = slot.line, slot.attrs
 	}
 	buf = append(buf[:0], m.Line...)
 	m.Line = buf
-	return append(dst, carried{seq: seq, m: m, line: buf})
+	if len(m.Attrs) > 0 {
+		abuf = append(abuf[:0], m.Attrs...)
+		m.Attrs = abuf
+	} else {
+		m.Attrs = nil
+	}
+	return append(dst, carried{seq: seq, m: m, line: buf, attrs: abuf})
 }
 
 // runHeap orders runs by their current entry's time, then by stream;
