@@ -58,32 +58,38 @@ func TestArenaFit(t *testing.T) {
 		t.Skip("no arenas on this platform (Linux only)")
 	}
 	cases := []struct {
-		data, meta, n int
-		fits          bool
+		data, meta, attrs, n int
+		fits                 bool
 	}{
-		{0, 0, 0, false}, // small blocks stay on the heap (from a heap buffer)
-		{1, 3, 1, false},
-		{smallBlockBytes - 4096, 3, 1, false},
-		{smallBlockBytes, 3, 1, true},
-		{1 << 20, 20_000, 4000, true}, // a default block of ~260-byte lines
-		{1<<20 - 7, 3, 1, true},
-		{arenaSize - 512, 1, 1, true},
-		{arenaSize, 0, 1, false},
-		{1 << 20, 160_000, 80_000, false}, // 13-byte lines: per-entry arrays too large
-		{100, 1 << 20, arenaSize / 8, false},
+		{0, 0, 0, 0, false}, // small blocks stay on the heap (from a heap buffer)
+		{1, 3, 0, 1, false},
+		{smallBlockBytes - 4096, 3, 0, 1, false},
+		{smallBlockBytes, 3, 0, 1, true},
+		{1 << 20, 20_000, 0, 4000, true}, // a default block of ~260-byte lines
+		{1<<20 - 7, 3, 0, 1, true},
+		{arenaSize - 512, 1, 0, 1, true},
+		{arenaSize, 0, 0, 1, false},
+		{1 << 20, 160_000, 0, 80_000, false}, // 13-byte lines: per-entry arrays too large
+		{100, 1 << 20, 0, arenaSize / 8, false},
+		{600_000, 20_000, 400_000, 6000, true}, // lines and OTel metadata
+		{smallBlockBytes - 4096, 3, 4096, 1, true},
+		{1 << 20, 3, 1 << 20, 1, false},
+		{100, 3, 1, 1, false},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%d/%d/%d", c.data, c.meta, c.n), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/%d/%d/%d", c.data, c.meta, c.attrs, c.n), func(t *testing.T) {
 			heap := []byte("heap")
 			b.Data, b.meta, b.Offsets, b.Times, b.Streams = heap, nil, nil, nil, nil
-			b.fit(c.data, c.meta, 0, c.n)
+			b.attrs, b.AttrOffsets = heap, []uint32{1}
+			b.fit(c.data, c.meta, c.attrs, c.n)
 			if !c.fits {
-				if addr(b.Data) != addr(heap) || b.meta != nil || b.Offsets != nil {
+				if addr(b.Data) != addr(heap) || b.meta != nil || b.Offsets != nil || addr(b.attrs) != addr(heap) {
 					t.Fatal("a block too large or too small for the arena was put in it")
 				}
 				return
 			}
-			if len(b.Data) != 0 || len(b.meta) != 0 || len(b.Offsets) != 0 || len(b.Times) != 0 || len(b.Streams) != 0 {
+			if len(b.Data) != 0 || len(b.meta) != 0 || len(b.Offsets) != 0 || len(b.Times) != 0 || len(b.Streams) != 0 ||
+				len(b.attrs) != 0 || len(b.AttrOffsets) != 0 || len(b.AttrData) != 0 {
 				t.Fatal("fit left non-empty buffers")
 			}
 			if cap(b.Data) < c.data+decodeSlack || cap(b.meta) < c.meta+decodeSlack || cap(b.Offsets) < c.n+1 ||
@@ -93,6 +99,18 @@ func TestArenaFit(t *testing.T) {
 			spans := []span{spanOf("Data", b.Data), spanOf("meta", b.meta), spanOf("Offsets", b.Offsets)}
 			if c.n > 0 {
 				spans = append(spans, spanOf("Times", b.Times), spanOf("Streams", b.Streams))
+			}
+			if c.attrs == 0 {
+				// No metadata: no buffer left where an earlier layout put
+				// it (it could overlap this one's).
+				if b.attrs != nil || b.AttrOffsets != nil {
+					t.Fatal("fit kept attrs buffers for a block without metadata")
+				}
+			} else {
+				if cap(b.attrs) < c.attrs+decodeSlack || cap(b.AttrOffsets) < c.n+1 {
+					t.Fatalf("attrs capacities %d %d too small", cap(b.attrs), cap(b.AttrOffsets))
+				}
+				spans = append(spans, spanOf("attrs", b.attrs), spanOf("AttrOffsets", b.AttrOffsets))
 			}
 			for i, s := range spans {
 				if !within(b.arena.mem, s.lo, int(s.hi-s.lo)) {
@@ -132,8 +150,9 @@ func TestArenaBlocksMatchHeap(t *testing.T) {
 	p1, _ := writeSegment(t, dir, "mixed", mixed, Options{BlockSize: 16 << 10})
 	p2, _ := writeSegment(t, dir, "tiny", tiny, Options{BlockSize: MaxBlockSize})
 	p3, _ := writeSegment(t, dir, "logs", corpora()["logs"], Options{BlockSize: 1 << 20, Codec: CodecLZ4})
+	p4, _ := writeSegment(t, dir, "otel", otelEntries(t, 12_000, true), Options{BlockSize: 1 << 20, Codec: CodecLZ4})
 	var rs []*Reader
-	for _, p := range []string{p1, p2, p3} {
+	for _, p := range []string{p1, p2, p3, p4} {
 		r, err := Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +188,8 @@ func TestArenaBlocksMatchHeap(t *testing.T) {
 		}
 		checkBlock(t, m, pooled)
 		if !bytes.Equal(pooled.Data, want.Data) || !slices.Equal(pooled.Offsets, want.Offsets) ||
-			!slices.Equal(pooled.Times, want.Times) || !slices.Equal(pooled.Streams, want.Streams) {
+			!slices.Equal(pooled.Times, want.Times) || !slices.Equal(pooled.Streams, want.Streams) ||
+			!bytes.Equal(pooled.AttrData, want.AttrData) || !slices.Equal(pooled.AttrOffsets, want.AttrOffsets) {
 			t.Fatalf("segment %d block %d: pooled block differs from the heap one", o.r, o.i)
 		}
 		if pooled.arena != nil && m.RawBytes >= smallBlockBytes && m.RawBytes < 1<<20 && m.Entries < 10_000 {
