@@ -366,7 +366,7 @@ func (w *Writer) isOneBlock(b *Block) bool {
 		}
 		if hasAttrs {
 			a := int(b.AttrOffsets[k+1]) - int(b.AttrOffsets[k])
-			if a < 0 || w.checkAttrs(b.AttrData[b.AttrOffsets[k]:b.AttrOffsets[k+1]]) != nil {
+			if a < 0 || int(b.AttrOffsets[k+1]) > len(b.AttrData) || w.checkAttrs(b.AttrData[b.AttrOffsets[k]:b.AttrOffsets[k+1]]) != nil {
 				return false
 			}
 			l += a
