@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,8 +30,12 @@ import (
 //	ResourceLogs   { Resource resource = 1; repeated ScopeLogs scope_logs = 2; }
 //	Resource       { repeated KeyValue attributes = 1; }
 //	ScopeLogs      { InstrumentationScope scope = 1; repeated LogRecord log_records = 2; }
+//	InstrumentationScope { string name = 1; string version = 2; repeated KeyValue attributes = 3;
+//	                 uint32 dropped_attributes_count = 4; }
 //	LogRecord      { fixed64 time_unix_nano = 1; fixed64 observed_time_unix_nano = 11;
-//	                 AnyValue body = 5; (severity, attributes, trace ids: not stored) }
+//	                 SeverityNumber severity_number = 2; string severity_text = 3; AnyValue body = 5;
+//	                 repeated KeyValue attributes = 6; uint32 dropped_attributes_count = 7;
+//	                 fixed32 flags = 8; bytes trace_id = 9; bytes span_id = 10; string event_name = 12; }
 //	KeyValue       { string key = 1; AnyValue value = 2; }
 //	AnyValue       { oneof { string string_value = 1; bool bool_value = 2; int64 int_value = 3;
 //	                 double double_value = 4; ArrayValue array_value = 5;
@@ -53,9 +58,16 @@ import (
 //     the collector's AsString renders them. Without service.name (or
 //     with it empty) the stream gets service_name="unknown_service", as
 //     Loki names a stream it finds no service for.
-//   - Everything else (other resource attributes, the scope, the record's
-//     attributes, severity, trace and span ids) is structured metadata in
-//     Loki; hay accepts it and does not store it (see the package doc).
+//   - Everything else is the entry's structured metadata (otlp_attrs.go,
+//     as Loki's OTLP ingestion: its pkg/loghttp/push/otlplabels): the
+//     other resource attributes, the scope's attributes, scope_name,
+//     scope_version and scope_dropped_attributes_count, the record's
+//     attributes, severity_number, severity_text, dropped_attributes_count,
+//     flags, trace_id and span_id (lower-case hex), event_name, and
+//     observed_timestamp (Unix ns; only when the record has both times).
+//     Attribute names are normalized as Loki's (metaName: service.version
+//     → service_version), a map value is flattened into one pair a key
+//     (names joined by '_'), other values rendered as the body is (String).
 //   - Line: the body; a string as it is, other values as the collector's
 //     AsString renders them (Loki's docs name that method): JSON for maps
 //     and arrays, base64 for bytes, decimal for numbers.
@@ -129,16 +141,38 @@ type otlpKV struct {
 	val otlpValue
 }
 
-// otlpResource is one ResourceLogs: its attributes and the records of
-// all its scopes, in order.
+// otlpResource is one ResourceLogs: its attributes and scopes.
 type otlpResource struct {
-	attrs   []otlpKV
-	records []otlpRecord
+	attrs  []otlpKV
+	scopes []otlpScope
+}
+
+// nrecords counts the records of all the resource's scopes.
+func (r *otlpResource) nrecords() int {
+	n := 0
+	for _, sc := range r.scopes {
+		n += len(sc.records)
+	}
+	return n
+}
+
+// otlpScope is one ScopeLogs: its InstrumentationScope and records.
+type otlpScope struct {
+	name, version []byte
+	attrs         []otlpKV
+	dropped       uint64
+	records       []otlpRecord
 }
 
 type otlpRecord struct {
-	time, observed uint64
-	body           otlpValue
+	time, observed  uint64
+	body            otlpValue
+	sevNum          int64 // severity_number (an enum: int32)
+	sevText         []byte
+	attrs           []otlpKV
+	dropped, flags  uint64 // uint32 fields
+	traceID, spanID []byte // 16 and 8 bytes, or none
+	eventName       []byte
 }
 
 // ---- protobuf ----
@@ -196,29 +230,64 @@ func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 				res.attrs = append(res.attrs, a)
 			}
 		case f == 2 && t == wireLen: // ScopeLogs
+			var sc otlpScope
 			for len(v) > 0 {
 				f, t, _, rv, rest, err := protoField(v)
 				if err != nil {
 					return res, fmt.Errorf("scope_logs: %w", err)
 				}
 				v = rest
-				if f != 2 {
-					continue
+				switch {
+				case f == 1 && t == wireLen:
+					if err := decodeOTLPScope(rv, &sc); err != nil {
+						return res, fmt.Errorf("scope: %w", err)
+					}
+				case f == 2 && t == wireLen:
+					rec, err := decodeOTLPRecord(rv)
+					if err != nil {
+						return res, fmt.Errorf("log record %d: %w", res.nrecords()+len(sc.records), err)
+					}
+					sc.records = append(sc.records, rec)
+				case f == 2:
+					return res, fmt.Errorf("log record %d: wrong wire type %d", res.nrecords()+len(sc.records), t)
+				case f == 1:
+					return res, fmt.Errorf("scope: wrong wire type %d", t)
 				}
-				if t != wireLen {
-					return res, fmt.Errorf("log record %d: wrong wire type %d", len(res.records), t)
-				}
-				rec, err := decodeOTLPRecord(rv)
-				if err != nil {
-					return res, fmt.Errorf("log record %d: %w", len(res.records), err)
-				}
-				res.records = append(res.records, rec)
 			}
+			res.scopes = append(res.scopes, sc)
 		case f == 1 || f == 2:
 			return res, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
 	}
 	return res, nil
+}
+
+// decodeOTLPScope decodes an InstrumentationScope into sc.
+func decodeOTLPScope(b []byte, sc *otlpScope) error {
+	for len(b) > 0 {
+		f, t, num, v, rest, err := protoField(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			sc.name = v
+		case f == 2 && t == wireLen:
+			sc.version = v
+		case f == 3 && t == wireLen:
+			kv, err := decodeOTLPKeyValue(v, 0)
+			if err != nil {
+				return fmt.Errorf("attribute %d: %w", len(sc.attrs), err)
+			}
+			sc.attrs = append(sc.attrs, kv)
+		case f == 4 && t == wireVarint:
+			sc.dropped = uint64(uint32(num)) // a uint32: protobuf keeps the low bits
+		case f >= 1 && f <= 4:
+			return fmt.Errorf("field %d: wrong wire type %d", f, t)
+		}
+	}
+	return nil
 }
 
 func decodeOTLPRecord(b []byte) (otlpRecord, error) {
@@ -238,7 +307,33 @@ func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 			if rec.body, err = decodeOTLPValue(v, 0); err != nil {
 				return rec, fmt.Errorf("body: %w", err)
 			}
-		case f == 1 || f == 11 || f == 5:
+		case f == 2 && t == wireVarint:
+			rec.sevNum = int64(int32(num)) // an enum is an int32
+		case f == 3 && t == wireLen:
+			rec.sevText = v
+		case f == 6 && t == wireLen:
+			kv, err := decodeOTLPKeyValue(v, 0)
+			if err != nil {
+				return rec, fmt.Errorf("attribute %d: %w", len(rec.attrs), err)
+			}
+			rec.attrs = append(rec.attrs, kv)
+		case f == 7 && t == wireVarint:
+			rec.dropped = uint64(uint32(num))
+		case f == 8 && t == wireI32:
+			rec.flags = num
+		case f == 9 && t == wireLen:
+			if len(v) != 0 && len(v) != 16 {
+				return rec, fmt.Errorf("trace_id of %d bytes, want 16", len(v))
+			}
+			rec.traceID = v
+		case f == 10 && t == wireLen:
+			if len(v) != 0 && len(v) != 8 {
+				return rec, fmt.Errorf("span_id of %d bytes, want 8", len(v))
+			}
+			rec.spanID = v
+		case f == 12 && t == wireLen:
+			rec.eventName = v
+		case f >= 1 && f <= 3 || f >= 5 && f <= 12:
 			return rec, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
 	}
@@ -343,10 +438,24 @@ type otlpJSONRequest struct {
 			Attributes []otlpJSONKV `json:"attributes"`
 		} `json:"resource"`
 		ScopeLogs []struct {
+			Scope struct {
+				Name                   string       `json:"name"`
+				Version                string       `json:"version"`
+				Attributes             []otlpJSONKV `json:"attributes"`
+				DroppedAttributesCount otlpJSONUint `json:"droppedAttributesCount"`
+			} `json:"scope"`
 			LogRecords []struct {
-				TimeUnixNano         otlpJSONUint `json:"timeUnixNano"`
-				ObservedTimeUnixNano otlpJSONUint `json:"observedTimeUnixNano"`
-				Body                 *otlpJSONAny `json:"body"`
+				TimeUnixNano           otlpJSONUint     `json:"timeUnixNano"`
+				ObservedTimeUnixNano   otlpJSONUint     `json:"observedTimeUnixNano"`
+				SeverityNumber         otlpJSONSeverity `json:"severityNumber"`
+				SeverityText           string           `json:"severityText"`
+				Body                   *otlpJSONAny     `json:"body"`
+				Attributes             []otlpJSONKV     `json:"attributes"`
+				DroppedAttributesCount otlpJSONUint     `json:"droppedAttributesCount"`
+				Flags                  otlpJSONUint     `json:"flags"`
+				TraceID                string           `json:"traceId"`
+				SpanID                 string           `json:"spanId"`
+				EventName              string           `json:"eventName"`
 			} `json:"logRecords"`
 		} `json:"scopeLogs"`
 	} `json:"resourceLogs"`
@@ -492,22 +601,123 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 			res.attrs = append(res.attrs, kv)
 		}
 		for _, sl := range rl.ScopeLogs {
-			for _, lr := range sl.LogRecords {
-				rec := otlpRecord{time: uint64(lr.TimeUnixNano), observed: uint64(lr.ObservedTimeUnixNano)}
-				if lr.Body != nil {
-					v, err := lr.Body.decode(0)
-					if err != nil {
-						return nil, fmt.Errorf("resourceLogs %d: log record %d: body: %w", i, len(res.records), err)
-					}
-					rec.body = v
-				}
-				res.records = append(res.records, rec)
+			sc := otlpScope{name: []byte(sl.Scope.Name), version: []byte(sl.Scope.Version)}
+			var err error
+			if sc.attrs, err = decodeOTLPJSONAttrs(sl.Scope.Attributes); err != nil {
+				return nil, fmt.Errorf("resourceLogs %d: scope: %w", i, err)
 			}
+			if sc.dropped, err = jsonUint32(sl.Scope.DroppedAttributesCount, "droppedAttributesCount"); err != nil {
+				return nil, fmt.Errorf("resourceLogs %d: scope: %w", i, err)
+			}
+			for _, lr := range sl.LogRecords {
+				rec := otlpRecord{time: uint64(lr.TimeUnixNano), observed: uint64(lr.ObservedTimeUnixNano),
+					sevNum: int64(lr.SeverityNumber), sevText: []byte(lr.SeverityText), eventName: []byte(lr.EventName)}
+				err := func() (err error) {
+					if lr.Body != nil {
+						if rec.body, err = lr.Body.decode(0); err != nil {
+							return fmt.Errorf("body: %w", err)
+						}
+					}
+					if rec.attrs, err = decodeOTLPJSONAttrs(lr.Attributes); err != nil {
+						return err
+					}
+					if rec.dropped, err = jsonUint32(lr.DroppedAttributesCount, "droppedAttributesCount"); err != nil {
+						return err
+					}
+					if rec.flags, err = jsonUint32(lr.Flags, "flags"); err != nil {
+						return err
+					}
+					if rec.traceID, err = jsonHexID(lr.TraceID, 16, "traceId"); err != nil {
+						return err
+					}
+					rec.spanID, err = jsonHexID(lr.SpanID, 8, "spanId")
+					return err
+				}()
+				if err != nil {
+					return nil, fmt.Errorf("resourceLogs %d: log record %d: %w", i, res.nrecords()+len(sc.records), err)
+				}
+				sc.records = append(sc.records, rec)
+			}
+			res.scopes = append(res.scopes, sc)
 		}
 		out = append(out, res)
 	}
 	return out, nil
 }
+
+// decodeOTLPJSONAttrs decodes a list of attributes.
+func decodeOTLPJSONAttrs(kvs []otlpJSONKV) ([]otlpKV, error) {
+	var out []otlpKV
+	for j, a := range kvs {
+		kv, err := a.decode(0)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %d: %w", j, err)
+		}
+		out = append(out, kv)
+	}
+	return out, nil
+}
+
+// jsonUint32 checks that a uint32 field's value fits.
+func jsonUint32(v otlpJSONUint, name string) (uint64, error) {
+	if v > math.MaxUint32 {
+		return 0, fmt.Errorf("%s %d does not fit 32 bits", name, v)
+	}
+	return uint64(v), nil
+}
+
+// jsonHexID decodes a trace or span id, which OTLP/JSON writes as hex
+// (not base64, unlike other bytes); "" is none.
+func jsonHexID(s string, n int, name string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != n {
+		return nil, fmt.Errorf("%s %.40q is not %d bytes of hex", name, s, n)
+	}
+	return b, nil
+}
+
+// otlpJSONSeverity is a SeverityNumber: a number, or the enum value's
+// name (proto3 JSON accepts both).
+type otlpJSONSeverity int32
+
+func (sv *otlpJSONSeverity) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var name string
+		if err := json.Unmarshal(b, &name); err != nil {
+			return err
+		}
+		if n, ok := otlpSeverityNames[name]; ok {
+			*sv = otlpJSONSeverity(n)
+			return nil
+		}
+	}
+	s, ok := jsonNumberText(b)
+	if !ok {
+		return nil
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return fmt.Errorf("severityNumber %s is neither a number nor a SeverityNumber name", b)
+	}
+	*sv = otlpJSONSeverity(v)
+	return nil
+}
+
+// otlpSeverityNames are SeverityNumber's values by name
+// (opentelemetry-proto logs.proto): TRACE 1-4, DEBUG 5-8, INFO 9-12,
+// WARN 13-16, ERROR 17-20, FATAL 21-24.
+var otlpSeverityNames = func() map[string]int32 {
+	m := map[string]int32{"SEVERITY_NUMBER_UNSPECIFIED": 0}
+	for i, lvl := range []string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"} {
+		for j, suffix := range []string{"", "2", "3", "4"} {
+			m["SEVERITY_NUMBER_"+lvl+suffix] = int32(4*i + j + 1)
+		}
+	}
+	return m
+}()
 
 func (a otlpJSONKV) decode(depth int) (otlpKV, error) {
 	kv := otlpKV{key: a.Key}
@@ -689,45 +899,6 @@ func otlpLabels(attrs []otlpKV) map[string]string {
 	return labels
 }
 
-// otlpStreams turns decoded resources into push streams, one a resource.
-// A record whose time does not fit Unix nanoseconds (after 2262) is
-// refused into rj.
-func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
-	out := make([]pushStream, 0, len(res))
-	n := 0
-	for _, r := range res {
-		n += len(r.records)
-	}
-	all := make([]pushEntry, 0, n) // every stream's entries, in order (inPlace)
-	for i, r := range res {
-		ps := pushStream{lmap: otlpLabels(r.attrs)}
-		start := len(all)
-		for j, rec := range r.records {
-			ts := rec.time
-			if ts == 0 {
-				ts = rec.observed
-			}
-			if ts > math.MaxInt64 {
-				rj.add(1, "bad_timestamp", "resource %d, log record %d: time %d ns is past the year 2262", i, j, ts)
-				continue
-			}
-			e := pushEntry{Time: int64(ts)}
-			if ts == 0 {
-				e.Time = now
-			}
-			if rec.body.kind == otlpString {
-				e.Line = rec.body.bytes
-			} else {
-				e.Line = []byte(rec.body.String())
-			}
-			all = append(all, e)
-		}
-		ps.entries = all[start:]
-		out = append(out, ps)
-	}
-	return out
-}
-
 // ---- HTTP ----
 
 type otlpEncoding int
@@ -807,6 +978,19 @@ func (s *Server) otlpPush(r *http.Request, tenant string, enc otlpEncoding) (int
 	}
 	if err != nil {
 		return 0, "", badRequest("malformed", "malformed OTLP %s logs request: %v; nothing was stored", name, err)
+	}
+	// Resource and scope attributes are repeated in each record's
+	// metadata: beyond the body's size, that memory takes budget too.
+	if n := otlpSharedMetaBytes(res); n > int64(len(body)) {
+		if limit := s.inflightLimit(); limit >= 0 && n > limit {
+			return 0, "", &httpError{status: http.StatusRequestEntityTooLarge, reason: "inflight_too_large", msg: fmt.Sprintf(
+				"the request's resource and scope attributes, repeated as the structured metadata of each of its records, come to %d bytes, more than --max-inflight-push-bytes (%d); nothing was stored; send fewer records a request", n, limit)}
+		}
+		release, err := s.admitPush(r.Context(), n)
+		if err != nil {
+			return 0, "", err
+		}
+		defer release()
 	}
 	pre := new(pushRejects)
 	streams := otlpStreams(res, s.cfg.Now().UnixNano(), pre)

@@ -38,17 +38,21 @@ type tkv struct {
 }
 
 type tRec struct {
-	time, observed uint64
-	body           *tv
-	sev            string
-	sevNum         int
-	attrs          []tkv
-	traceID        []byte
+	time, observed  uint64
+	body            *tv
+	sev             string
+	sevNum          int
+	attrs           []tkv
+	traceID, spanID []byte
+	flags, dropped  uint32
+	event           string
 }
 
 type tScope struct {
-	name string
-	recs []tRec
+	name, version string
+	attrs         []tkv
+	dropped       uint32
+	recs          []tRec
 }
 
 type tRes struct {
@@ -126,8 +130,18 @@ func otlpProtoReq(res []tRes) []byte {
 		rl := pbLen(1, resource)
 		for _, sc := range r.scopes {
 			var sl []byte
-			if sc.name != "" {
-				sl = pbLen(1, append(pbLen(1, []byte(sc.name)), pbLen(2, []byte("1.0"))...)) // InstrumentationScope
+			if sc.name != "" || sc.version != "" || sc.attrs != nil || sc.dropped != 0 {
+				scope := pbLen(1, []byte(sc.name))
+				if sc.version != "" {
+					scope = append(scope, pbLen(2, []byte(sc.version))...)
+				}
+				for _, a := range sc.attrs {
+					scope = append(scope, pbLen(3, a.proto())...)
+				}
+				if sc.dropped != 0 {
+					scope = append(scope, pbVarint(4, uint64(sc.dropped))...)
+				}
+				sl = pbLen(1, scope) // InstrumentationScope
 			}
 			for _, rec := range sc.recs {
 				var lr []byte
@@ -146,16 +160,25 @@ func otlpProtoReq(res []tRes) []byte {
 				for _, a := range rec.attrs {
 					lr = append(lr, pbLen(6, a.proto())...)
 				}
-				lr = append(lr, pbFixed32(8, 1)...) // flags
+				if rec.dropped != 0 {
+					lr = append(lr, pbVarint(7, uint64(rec.dropped))...)
+				}
+				if rec.flags != 0 {
+					lr = append(lr, pbFixed32(8, rec.flags)...)
+				}
 				if rec.traceID != nil {
 					lr = append(lr, pbLen(9, rec.traceID)...)
-					lr = append(lr, pbLen(10, rec.traceID[:8])...)
+				}
+				if rec.spanID != nil {
+					lr = append(lr, pbLen(10, rec.spanID)...)
 				}
 				if rec.observed != 0 {
 					lr = append(lr, pbFixed64(11, rec.observed)...)
 				}
-				lr = append(lr, pbLen(12, []byte("event.name"))...)
-				lr = append(lr, pbVarint(99, 7)...)
+				if rec.event != "" {
+					lr = append(lr, pbLen(12, []byte(rec.event))...)
+				}
+				lr = append(lr, pbVarint(99, 7)...) // a field not defined yet
 				sl = append(sl, pbLen(2, lr)...)
 			}
 			sl = append(sl, pbLen(3, []byte("https://opentelemetry.io/schemas/1.21.0"))...)
@@ -220,7 +243,16 @@ func otlpJSONReq(res []tRes) []byte {
 		for _, sc := range r.scopes {
 			var recs []string
 			for _, rec := range sc.recs {
-				f := []string{`"flags":1`}
+				f := []string{`"someFutureField":{"a":[1,2]}`}
+				if rec.flags != 0 {
+					f = append(f, fmt.Sprintf(`"flags":%d`, rec.flags))
+				}
+				if rec.dropped != 0 {
+					f = append(f, fmt.Sprintf(`"droppedAttributesCount":%d`, rec.dropped))
+				}
+				if rec.event != "" {
+					f = append(f, `"eventName":`+jsonQ(rec.event))
+				}
 				if rec.time != 0 {
 					f = append(f, fmt.Sprintf(`"timeUnixNano":"%d"`, rec.time))
 				}
@@ -242,14 +274,21 @@ func otlpJSONReq(res []tRes) []byte {
 				}
 				f = append(f, `"attributes":[`+strings.Join(la, ",")+`]`)
 				if rec.traceID != nil {
-					f = append(f, fmt.Sprintf(`"traceId":"%X","spanId":"%x"`, rec.traceID, rec.traceID[:8]))
+					f = append(f, fmt.Sprintf(`"traceId":"%X"`, rec.traceID)) // hex, either case
 				}
-				f = append(f, `"eventName":"x","someFutureField":{"a":[1,2]}`)
+				if rec.spanID != nil {
+					f = append(f, fmt.Sprintf(`"spanId":"%x"`, rec.spanID))
+				}
 				recs = append(recs, "{"+strings.Join(f, ",")+"}")
 			}
 			scope := ""
-			if sc.name != "" {
-				scope = `"scope":{"name":` + jsonQ(sc.name) + `,"version":"1.0"},`
+			if sc.name != "" || sc.version != "" || sc.attrs != nil || sc.dropped != 0 {
+				var sa []string
+				for _, a := range sc.attrs {
+					sa = append(sa, a.json())
+				}
+				scope = fmt.Sprintf(`"scope":{"name":%s,"version":%s,"attributes":[%s],"droppedAttributesCount":%d},`,
+					jsonQ(sc.name), jsonQ(sc.version), strings.Join(sa, ","), sc.dropped)
 			}
 			sls = append(sls, "{"+scope+`"logRecords":[`+strings.Join(recs, ",")+`],"schemaUrl":"s"}`)
 		}
@@ -263,8 +302,10 @@ func otlpJSONReq(res []tRes) []byte {
 // string an entry, streams sorted by their labels.
 func (e *testEnv) otlpRead(tenant, query string) []string {
 	e.t.Helper()
+	// categorize-labels: the stream's own labels, the entries'
+	// structured metadata apart (checked by the metadata tests).
 	code, body := e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d&direction=forward&limit=5000",
-		q(query), base-3600e9, base+1), "X-Scope-OrgID", tenant)
+		q(query), base-3600e9, base+1), "X-Scope-OrgID", tenant, "X-Loki-Response-Encoding-Flags", "categorize-labels")
 	if code != 200 {
 		e.t.Fatalf("query_range %s: %d %s", query, code, body)
 	}
@@ -272,7 +313,7 @@ func (e *testEnv) otlpRead(tenant, query string) []string {
 		Data struct {
 			Result []struct {
 				Stream map[string]string `json:"stream"`
-				Values [][2]string       `json:"values"`
+				Values [][]any           `json:"values"`
 			} `json:"result"`
 		} `json:"data"`
 	}
@@ -292,7 +333,7 @@ func (e *testEnv) otlpRead(tenant, query string) []string {
 		slices.Sort(ls)
 		s := st{key: strings.Join(ls, ",")}
 		for _, v := range r.Values {
-			s.lines = append(s.lines, s.key+" "+v[0]+" "+v[1])
+			s.lines = append(s.lines, fmt.Sprintf("%s %s %s", s.key, v[0], v[1]))
 		}
 		sts = append(sts, s)
 	}
@@ -323,13 +364,19 @@ func otlpSample() []tRes {
 		kvS("deployment.environment.name", "staging"), {"service.instance.id", tInt(42)}, kvS("service.version", "1.2")}
 	return []tRes{
 		{attrs: r1attrs, scopes: []tScope{
-			{name: "lib-a", recs: []tRec{
-				{time: ns(10 * time.Second), body: strBody("payment failed"), sev: "ERROR", sevNum: 17, attrs: []tkv{{"user.id", tInt(7)}}, traceID: tid},
+			{name: "lib-a", version: "1.0", attrs: []tkv{kvS("scope.attr", "s")}, recs: []tRec{
+				{time: ns(10 * time.Second), body: strBody("payment failed"), sev: "ERROR", sevNum: 17, attrs: []tkv{{"user.id", tInt(7)}},
+					traceID: tid, spanID: tid[:8], flags: 1},
 				{observed: ns(9 * time.Second), body: bodyOf(tMap(tkv{"b", tInt(1)}, kvS("a", "x<y"), tkv{"c", tArr(tBool(true), tDbl(1.5), tv{})}, tkv{"d", tBytes([]byte{0, 1, 2})}))},
 			}},
-			{name: "lib-b", recs: []tRec{
+			{name: "lib-b", dropped: 2, recs: []tRec{
 				{body: bodyOf(tInt(-7))}, // no time at all: now
-				{time: ns(8 * time.Second), body: bodyOf(tDbl(1e21))},
+				{time: ns(8 * time.Second), body: bodyOf(tDbl(1e21)), event: "login", dropped: 3, attrs: []tkv{
+					{"http", tMap(kvS("method", "GET"), tkv{"status.code", tInt(200)})}, {"tags", tArr(tStr("a"), tInt(2))},
+					{"ok", tBool(true)}, {"ratio", tDbl(0.5)}, {"raw", tBytes([]byte{0, 1, 2})}, {"empty", tv{}},
+					kvS("1st", "x"), kvS("_priv", "y"), kvS("__sys", "z"), kvS("event_name", "the field wins"),
+					{"nothing", tMap()}, // an empty map: no pair
+				}},
 				{time: ns(7 * time.Second), body: bodyOf(tDbl(1e-7))},
 				{time: ns(6 * time.Second), body: bodyOf(tBytes([]byte("hi")))},
 				{time: ns(5 * time.Second)}, // no body
@@ -368,6 +415,39 @@ func otlpSampleWant() []string {
 		r1 + " " + at(2*time.Second) + " 0.000001",
 		r1 + " " + at(0) + " -7",
 	}
+}
+
+// otlpSampleStored is the store's entries after otlpSample (as
+// testEnv.stored writes them): lines, and each entry's structured
+// metadata written out by hand from Loki's OTLP mapping.
+func otlpSampleStored() []string {
+	r1 := `{deployment_environment_name="staging", k8s_namespace_name="prod", service_instance_id="42", service_name="checkout"}`
+	r2 := `{cloud_region="eu-west-1", container_name="web", service_name="unknown_service"}`
+	libA := `host_name="h1", scope_attr="s", scope_name="lib-a", scope_version="1.0", service_version="1.2"`
+	libB := `host_name="h1", scope_dropped_attributes_count="2", scope_name="lib-b", service_version="1.2"`
+	e := func(labels string, d time.Duration, line, meta string) string {
+		return fmt.Sprintf("%s %d %q | %s", labels, base-int64(d), line, meta)
+	}
+	out := []string{
+		e(r1, 10*time.Second, "payment failed", `flags="1", host_name="h1", scope_attr="s", scope_name="lib-a", scope_version="1.0", service_version="1.2", `+
+			`severity_number="17", severity_text="ERROR", span_id="5b8efff798038103", trace_id="5b8efff798038103d269b633813fc60c", user_id="7"`),
+		e(r1, 9*time.Second, `{"a":"x\u003cy","b":1,"c":[true,1.5,null],"d":"AAEC"}`, libA),
+		e(r1, 0, "-7", libB),
+		e(r1, 8*time.Second, "1e+21", `__sys="z", dropped_attributes_count="3", empty="", event_name="login", host_name="h1", http_method="GET", `+
+			`http_status_code="200", key_1st="x", key_priv="y", ok="true", ratio="0.5", raw="AAEC", scope_dropped_attributes_count="2", `+
+			`scope_name="lib-b", service_version="1.2", tags="[\"a\",2]"`),
+		e(r1, 7*time.Second, "1e-7", libB),
+		e(r1, 6*time.Second, "aGk=", libB),
+		e(r1, 5*time.Second, "", libB),
+		e(r1, 4*time.Second, `["a",2,false]`, libB),
+		e(r1, 3*time.Second, "true", libB),
+		e(r1, 2*time.Second, "0.000001", fmt.Sprintf(`host_name="h1", observed_timestamp="%d", scope_dropped_attributes_count="2", scope_name="lib-b", service_version="1.2"`, base-int64(100*time.Second))),
+		e(r1, 10*time.Second, "from another resource", `host_name="h1"`),
+		e(r2, time.Second, "line1\nline2", `os_type="linux", severity_text="INFO"`),
+		e(r2, time.Second, "second at the same time", `os_type="linux"`),
+	}
+	slices.Sort(out)
+	return out
 }
 
 // otlpPost sends an OTLP request and returns status, Content-Type and body.
@@ -416,6 +496,7 @@ func TestOTLPLogs(t *testing.T) {
 			t.Errorf("%s: %d %q %q, want 200 %q %q", c.tenant, code, ct, body, c.wantCT, c.wantBody)
 		}
 		wantLines(t, c.tenant, e.otlpRead(c.tenant, `{service_name=~".+"}`), otlpSampleWant())
+		wantLines(t, c.tenant+" stored", e.stored(c.tenant), otlpSampleStored())
 	}
 	// Labels select as Loki's would.
 	got := e.otlpRead("json", `{service_name="unknown_service", container_name="web"}`)
@@ -799,26 +880,52 @@ func encodeOTLP(res []otlpResource) []byte {
 		}
 		return nil
 	}
+	kvs := func(f int, kvs []otlpKV) (b []byte) {
+		for _, a := range kvs {
+			b = append(b, pbLen(f, kv(a))...)
+		}
+		return b
+	}
 	var out []byte
 	for _, r := range res {
-		var resource, sl []byte
-		for _, a := range r.attrs {
-			resource = append(resource, pbLen(1, kv(a))...)
+		rl := pbLen(1, kvs(1, r.attrs))
+		for _, sc := range r.scopes {
+			scope := append(pbLen(1, sc.name), pbLen(2, sc.version)...)
+			scope = append(scope, kvs(3, sc.attrs)...)
+			scope = append(scope, pbVarint(4, sc.dropped)...)
+			sl := pbLen(1, scope)
+			for _, rec := range sc.records {
+				var lr []byte
+				if rec.time != 0 {
+					lr = append(lr, pbFixed64(1, rec.time)...)
+				}
+				if rec.observed != 0 {
+					lr = append(lr, pbFixed64(11, rec.observed)...)
+				}
+				if rec.body.kind != otlpEmpty {
+					lr = append(lr, pbLen(5, val(rec.body))...)
+				}
+				lr = append(lr, pbVarint(2, uint64(rec.sevNum))...)
+				if rec.sevText != nil {
+					lr = append(lr, pbLen(3, rec.sevText)...)
+				}
+				lr = append(lr, kvs(6, rec.attrs)...)
+				lr = append(lr, pbVarint(7, rec.dropped)...)
+				lr = append(lr, pbFixed32(8, uint32(rec.flags))...)
+				if rec.traceID != nil {
+					lr = append(lr, pbLen(9, rec.traceID)...)
+				}
+				if rec.spanID != nil {
+					lr = append(lr, pbLen(10, rec.spanID)...)
+				}
+				if rec.eventName != nil {
+					lr = append(lr, pbLen(12, rec.eventName)...)
+				}
+				sl = append(sl, pbLen(2, lr)...)
+			}
+			rl = append(rl, pbLen(2, sl)...)
 		}
-		for _, rec := range r.records {
-			var lr []byte
-			if rec.time != 0 {
-				lr = append(lr, pbFixed64(1, rec.time)...)
-			}
-			if rec.observed != 0 {
-				lr = append(lr, pbFixed64(11, rec.observed)...)
-			}
-			if rec.body.kind != otlpEmpty {
-				lr = append(lr, pbLen(5, val(rec.body))...)
-			}
-			sl = append(sl, pbLen(2, lr)...)
-		}
-		out = append(out, pbLen(1, append(pbLen(1, resource), pbLen(2, sl)...))...)
+		out = append(out, pbLen(1, rl)...)
 	}
 	return out
 }
@@ -839,10 +946,11 @@ func otlpCheckDecoded(t *testing.T, res []otlpResource) {
 	streams := otlpStreams(res, 42, rj)
 	n, m := 0, 0
 	for _, r := range res {
-		n += len(r.records)
+		n += r.nrecords()
 	}
 	for _, s := range streams {
 		m += len(s.entries)
+		checkDecodedMeta(t, s)
 		if s.lmap["service_name"] == "" {
 			t.Fatal("a stream without service_name")
 		}

@@ -815,6 +815,14 @@ func (s *Server) admitRaw(r *http.Request) (func(), error) {
 	return s.admitPush(r.Context(), min(r.ContentLength, s.cfg.MaxBody))
 }
 
+// inflightLimit is the in-flight push budget in bytes (< 0: none).
+func (s *Server) inflightLimit() int64 {
+	if s.cfg.MaxInflightPushBytes == 0 {
+		return defaultInflightPushBytes
+	}
+	return s.cfg.MaxInflightPushBytes
+}
+
 // admitPush takes n bytes of the in-flight push budget for a push whose
 // body decompressed to n bytes, waiting up to PushQueueWait for pushes in
 // flight to release theirs. A body larger than the whole budget gets 413;
@@ -822,10 +830,7 @@ func (s *Server) admitRaw(r *http.Request) (func(), error) {
 // many bytes as the budget already wait (they hold their bodies too),
 // 429 with Retry-After. The returned release gives the bytes back.
 func (s *Server) admitPush(ctx context.Context, n int64) (func(), error) {
-	limit := s.cfg.MaxInflightPushBytes
-	if limit == 0 {
-		limit = defaultInflightPushBytes
-	}
+	limit := s.inflightLimit()
 	if limit < 0 {
 		return func() {}, nil
 	}

@@ -1,0 +1,222 @@
+package server
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+
+	"haystack/internal/attrs"
+)
+
+// The structured metadata of OTLP records, as Loki 3's OTLP ingestion
+// makes it (pkg/loghttp/push/otlplabels; its docs' "Format
+// considerations" name the parts): each record's own attributes and
+// fields, then its resource's attributes that are not stream labels and
+// its scope's attributes and fields, which every record of the resource
+// and scope repeats. Names are normalized by metaName; values are
+// rendered as the collector's AsString renders them, maps flattened.
+
+// otlpAttrPairs appends the metadata pairs of attributes kvs to dst: a
+// map value is flattened into one pair a key, its name the parent's and
+// the key's joined by '_' (an empty map gives none), each name normalized
+// at each level as Loki normalizes it. skip leaves out keys.
+func otlpAttrPairs(dst []attrs.Pair, kvs []otlpKV, prefix string, skip func(string) bool) ([]attrs.Pair, error) {
+	for _, kv := range kvs {
+		if skip != nil && skip(kv.key) {
+			continue
+		}
+		name := kv.key
+		if prefix != "" {
+			name = prefix + "_" + kv.key
+		}
+		n, err := metaName(name)
+		if err != nil {
+			return dst, fmt.Errorf("attribute %q: %w", kv.key, err)
+		}
+		if kv.val.kind == otlpMap {
+			if dst, err = otlpAttrPairs(dst, kv.val.kvs, n, nil); err != nil {
+				return dst, err
+			}
+			continue
+		}
+		dst = append(dst, attrs.Pair{Name: n, Value: kv.val.String()})
+	}
+	return dst, nil
+}
+
+// otlpResourcePairs is the metadata every record of r repeats: its
+// attributes that are not stream labels.
+func otlpResourcePairs(r *otlpResource) ([]attrs.Pair, error) {
+	return otlpAttrPairs(nil, r.attrs, "", func(k string) bool { return otlpIndexAttributes[k] })
+}
+
+// otlpScopePairs is the metadata every record of sc repeats.
+func otlpScopePairs(sc *otlpScope) ([]attrs.Pair, error) {
+	p, err := otlpAttrPairs(nil, sc.attrs, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(sc.name) > 0 {
+		p = append(p, attrs.Pair{Name: "scope_name", Value: string(sc.name)})
+	}
+	if len(sc.version) > 0 {
+		p = append(p, attrs.Pair{Name: "scope_version", Value: string(sc.version)})
+	}
+	if sc.dropped != 0 {
+		p = append(p, attrs.Pair{Name: "scope_dropped_attributes_count", Value: strconv.FormatUint(sc.dropped, 10)})
+	}
+	return p, nil
+}
+
+// otlpRecordPairs appends a record's own metadata to dst.
+func otlpRecordPairs(dst []attrs.Pair, rec *otlpRecord) ([]attrs.Pair, error) {
+	var skip func(string) bool
+	if len(rec.eventName) > 0 {
+		// The record's event_name field wins over an attribute of
+		// that name, as in Loki.
+		skip = func(k string) bool { return k == "event_name" }
+	}
+	dst, err := otlpAttrPairs(dst, rec.attrs, "", skip)
+	if err != nil {
+		return dst, err
+	}
+	if rec.time != 0 && rec.observed != 0 {
+		// (With no time, the observed time is the entry's time.)
+		dst = append(dst, attrs.Pair{Name: "observed_timestamp", Value: strconv.FormatUint(rec.observed, 10)})
+	}
+	if rec.sevNum != 0 {
+		dst = append(dst, attrs.Pair{Name: "severity_number", Value: strconv.FormatInt(rec.sevNum, 10)})
+	}
+	if len(rec.sevText) > 0 {
+		dst = append(dst, attrs.Pair{Name: "severity_text", Value: string(rec.sevText)})
+	}
+	if rec.dropped != 0 {
+		dst = append(dst, attrs.Pair{Name: "dropped_attributes_count", Value: strconv.FormatUint(rec.dropped, 10)})
+	}
+	if rec.flags != 0 {
+		dst = append(dst, attrs.Pair{Name: "flags", Value: strconv.FormatUint(rec.flags, 10)})
+	}
+	if id := rec.traceID; len(id) > 0 && !allZero(id) {
+		dst = append(dst, attrs.Pair{Name: "trace_id", Value: hex.EncodeToString(id)})
+	}
+	if id := rec.spanID; len(id) > 0 && !allZero(id) {
+		dst = append(dst, attrs.Pair{Name: "span_id", Value: hex.EncodeToString(id)})
+	}
+	if len(rec.eventName) > 0 {
+		dst = append(dst, attrs.Pair{Name: "event_name", Value: string(rec.eventName)})
+	}
+	return dst, nil
+}
+
+// allZero reports whether an id is all zero bytes: OTLP's "no id".
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// otlpSharedMetaBytes is about how many bytes the metadata the records
+// of res repeat from their resources and scopes comes to over all the
+// records: a small request can expand to much more (a 1 KiB resource
+// repeated by 100,000 one-byte records), so the push budget counts it.
+func otlpSharedMetaBytes(res []otlpResource) int64 {
+	var total int64
+	for i := range res {
+		r := &res[i]
+		rp, _ := otlpResourcePairs(r)
+		rs := pairsSize(rp)
+		for j := range r.scopes {
+			sc := &r.scopes[j]
+			sp, _ := otlpScopePairs(sc)
+			total += int64(rs+pairsSize(sp)) * int64(len(sc.records))
+		}
+	}
+	return total
+}
+
+// pairsSize is the most bytes pairs take in attrs' encoding.
+func pairsSize(ps []attrs.Pair) int {
+	n := 0
+	for _, p := range ps {
+		n += len(p.Name) + len(p.Value) + 2*binaryMaxVarintLen32
+	}
+	return n
+}
+
+// binaryMaxVarintLen32 bounds a uvarint of a length under 4 GiB.
+const binaryMaxVarintLen32 = 5
+
+// otlpStreams turns decoded resources into push streams, one a resource,
+// each record an entry with its structured metadata. A record whose time
+// does not fit Unix nanoseconds (after 2262), or whose metadata cannot be
+// kept (an attribute name Loki's normalization refuses, attrs' limits, a
+// name given twice with different values, a value not UTF-8), is refused
+// into rj.
+func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
+	out := make([]pushStream, 0, len(res))
+	n := 0
+	for i := range res {
+		n += res[i].nrecords()
+	}
+	all := make([]pushEntry, 0, n) // every stream's entries, in order (inPlace)
+	var me metaEncoder
+	var scratch []attrs.Pair
+	for i := range res {
+		r := &res[i]
+		ps := pushStream{lmap: otlpLabels(r.attrs)}
+		start := len(all)
+		rp, rerr := otlpResourcePairs(r)
+		j := 0 // record number in the resource, for messages
+		for k := range r.scopes {
+			sc := &r.scopes[k]
+			sp, serr := otlpScopePairs(sc)
+			for l := range sc.records {
+				rec := &sc.records[l]
+				j++
+				ts := rec.time
+				if ts == 0 {
+					ts = rec.observed
+				}
+				if ts > math.MaxInt64 {
+					rj.add(1, "bad_timestamp", "resource %d, log record %d: time %d ns is past the year 2262", i, j-1, ts)
+					continue
+				}
+				var err error
+				scratch, err = otlpRecordPairs(scratch[:0], rec)
+				switch {
+				case rerr != nil:
+					err = fmt.Errorf("resource %w", rerr)
+				case serr != nil:
+					err = fmt.Errorf("scope %w", serr)
+				}
+				if err != nil {
+					rj.add(1, "bad_metadata", "resource %d, log record %d: structured metadata: %v", i, j-1, err)
+					continue
+				}
+				scratch = append(append(scratch, rp...), sp...)
+				e := pushEntry{Time: int64(ts)}
+				if ts == 0 {
+					e.Time = now
+				}
+				var refusal *metaRefusal
+				if e.Attrs, refusal = me.encode(scratch); refusal != nil {
+					rj.add(1, refusal.reason, "resource %d, log record %d: %s", i, j-1, refusal.msg)
+					continue
+				}
+				if rec.body.kind == otlpString {
+					e.Line = rec.body.bytes
+				} else {
+					e.Line = []byte(rec.body.String())
+				}
+				all = append(all, e)
+			}
+		}
+		ps.entries = all[start:]
+		out = append(out, ps)
+	}
+	return out
+}
