@@ -479,6 +479,21 @@ func detectFields(ctx context.Context, ts *tenantStore, q string, start, end int
 			sl = queryLabels(v.Labels(h.Stream))
 			streams[h.Stream] = sl
 		}
+		// Structured metadata are fields too, found by no parser (Loki
+		// lists them with "parsers": null).
+		for name, value := range metadataMap(h.Attrs) {
+			if value == "" {
+				continue
+			}
+			f := fields[name]
+			if f == nil {
+				f = &detectedField{Label: name, Type: fieldType(value), values: map[string]bool{}}
+				fields[name] = f
+			} else {
+				f.Type = mergeFieldType(f.Type, fieldType(value))
+			}
+			f.values[value] = true
+		}
 		for i, name := range []string{"json", "logfmt"} {
 			ext, ok := parsers[i].Labels(sl, h.Line)
 			if !ok || slices.ContainsFunc(ext, func(l query.Label) bool { return l.Name == "__error__" }) {

@@ -24,6 +24,61 @@ import (
 type lokiStream struct {
 	Stream map[string]string `json:"stream"`
 	Values [][2]string       `json:"values"`
+	// cats, with categorize-labels, is each value's third element.
+	cats []lokiCats
+}
+
+// lokiCats is the third element of a value in Loki's categorize-labels
+// encoding: the entry's structured metadata and parsed labels, each only
+// when it has some (so {} for neither).
+type lokiCats struct {
+	StructuredMetadata map[string]string `json:"structuredMetadata,omitempty"`
+	Parsed             map[string]string `json:"parsed,omitempty"`
+}
+
+// MarshalJSON writes [ts, line] values, or [ts, line, {...}] when the
+// stream is categorized (as Loki 3 writes every value then).
+func (s *lokiStream) MarshalJSON() ([]byte, error) {
+	type plain lokiStream // without this method
+	if s.cats == nil {
+		return json.Marshal((*plain)(s))
+	}
+	values := make([][3]any, len(s.Values))
+	for i, v := range s.Values {
+		values[i] = [3]any{v[0], v[1], s.cats[i]}
+	}
+	return json.Marshal(struct {
+		Stream map[string]string `json:"stream"`
+		Values [][3]any          `json:"values"`
+	}{s.Stream, values})
+}
+
+// categorizeFlag is the encoding flag of Loki's
+// X-Loki-Response-Encoding-Flags request header that asks for each
+// entry's structured metadata and parsed labels apart from its stream's
+// labels.
+const categorizeFlag = "categorize-labels"
+
+// categorized reports whether r asks for categorize-labels (the header is
+// a comma-separated list of flags, as Loki reads it).
+func categorized(r *http.Request) bool {
+	for _, v := range r.Header.Values("X-Loki-Response-Encoding-Flags") {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(f) == categorizeFlag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// encodingFlags is data.encodingFlags of an answer to r: the flags
+// honoured (Loki echoes them; unknown ones are not echoed here).
+func encodingFlags(r *http.Request) []string {
+	if categorized(r) {
+		return []string{categorizeFlag}
+	}
+	return nil
 }
 
 // labelMap parses canonical labels into a map (never nil, so JSON says {}).
@@ -42,9 +97,10 @@ type lokiResponse struct {
 }
 
 type lokiData struct {
-	ResultType string `json:"resultType"`
-	Result     any    `json:"result"`
-	Stats      any    `json:"stats"`
+	ResultType    string   `json:"resultType"`
+	EncodingFlags []string `json:"encodingFlags,omitempty"`
+	Result        any      `json:"result"`
+	Stats         any      `json:"stats"`
 }
 
 func lokiStats(lines, bytes int64, took time.Duration) any {
@@ -145,30 +201,70 @@ func (s *Server) lokiLog(w http.ResponseWriter, r *http.Request, ts *tenantStore
 		return
 	}
 	sel.start, sel.end = start, end
+	sel.categorize = categorized(r)
 	hits, _, err := collect(r.Context(), ts, sel, limit, backward)
 	if err != nil {
 		s.queryErr(w, err)
 		return
 	}
-	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "streams", Result: groupStreams(hits), Stats: lokiStats(int64(len(hits)), 0, time.Since(t0))}})
+	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "streams", EncodingFlags: encodingFlags(r), Result: groupStreams(hits, sel.categorize), Stats: lokiStats(int64(len(hits)), 0, time.Since(t0))}})
 }
 
 // groupStreams groups ordered hits by labels, streams in order of first
-// appearance, entries in the hits' order.
-func groupStreams(hits []hit) []*lokiStream {
+// appearance, entries in the hits' order. Without categorize, the labels
+// are each entry's whole set (its metadata and parsed labels make other
+// streams, as in Loki 3); with it, the stream's labels alone, each value
+// carrying the entry's metadata and parsed labels (Loki's
+// categorize-labels encoding).
+func groupStreams(hits []hit, categorize bool) []*lokiStream {
 	out := []*lokiStream{}
 	idx := map[string]*lokiStream{}
 	for i := range hits {
 		h := &hits[i]
-		st := idx[h.Labels]
+		key := h.Labels
+		if categorize {
+			key = streamPart(h)
+		}
+		st := idx[key]
 		if st == nil {
-			st = &lokiStream{Stream: labelMap(h.Labels)}
-			idx[h.Labels] = st
+			st = &lokiStream{Stream: labelMap(key)}
+			if categorize {
+				st.cats = []lokiCats{}
+			}
+			idx[key] = st
 			out = append(out, st)
 		}
 		st.Values = append(st.Values, [2]string{strconv.FormatInt(h.Time, 10), string(h.Line)})
+		if categorize {
+			st.cats = append(st.cats, hitCats(h))
+		}
 	}
 	return out
+}
+
+// streamPart is h's labels without its metadata and parsed ones, as
+// Loki's categorize-labels iterator takes them out.
+func streamPart(h *hit) string {
+	labels := h.Labels
+	if h.Meta != "" {
+		labels = withoutLabels(labels, h.Meta)
+	}
+	if h.Parsed != "" {
+		labels = withoutLabels(labels, h.Parsed)
+	}
+	return labels
+}
+
+// hitCats is the third element of h's value with categorize-labels.
+func hitCats(h *hit) lokiCats {
+	var c lokiCats
+	if h.Meta != "" {
+		c.StructuredMetadata = labelMap(h.Meta)
+	}
+	if h.Parsed != "" {
+		c.Parsed = labelMap(h.Parsed)
+	}
+	return c
 }
 
 // series is one metric series: labels and points at step times.
@@ -215,7 +311,7 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 				res = append(res, map[string]any{"metric": lm(se.labels), "value": []any{unixSecondsJSON(se.ts[0]), val(se.vs[0])}})
 			}
 		}
-		writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "vector", Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
+		writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "vector", EncodingFlags: encodingFlags(r), Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
 		return
 	}
 	res := []any{}
@@ -225,7 +321,7 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		}
 		res = append(res, map[string]any{"metric": lm(se.labels), "values": matrixValues{se.ts, se.vs}})
 	}
-	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "matrix", Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
+	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "matrix", EncodingFlags: encodingFlags(r), Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
 }
 
 // matrixValues is a series' points as Prometheus's matrix writes them,

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"haystack/internal/attrs"
 	"haystack/internal/ingest"
 	"haystack/internal/search"
 	"haystack/internal/store"
@@ -32,6 +33,52 @@ type nativeLine struct {
 	// UTF-8 (Line then has U+FFFD for each bad byte), as std base64;
 	// []byte fields are encoded so by encoding/json.
 	LineBase64 []byte `json:"line_base64,omitempty"`
+	// Metadata is the entry's structured metadata as stored (names and
+	// values as pushed; absent when it has none). Unlike Loki's answers,
+	// labels does not repeat it.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// nativeHit is h as a native line: its labels without the metadata part
+// (the stream's, and a pipeline's), and its metadata as stored.
+func nativeHit(h *hit) nativeLine {
+	labels := h.Labels
+	if h.Meta != "" {
+		labels = withoutLabels(h.Labels, h.Meta)
+	}
+	e := nativeEntry(h.Time, labels, h.Line)
+	e.Metadata = metadataMap(h.Attrs)
+	return e
+}
+
+// metadataMap decodes structured metadata (nil for none, or when it does
+// not decode: the segment reader validated it).
+func metadataMap(b []byte) map[string]string {
+	if len(b) == 0 {
+		return nil
+	}
+	ps, err := attrs.Decode(b)
+	if err != nil || len(ps) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(ps))
+	for _, p := range ps {
+		m[p.Name] = p.Value
+	}
+	return m
+}
+
+// withoutLabels is the canonical labels all without those named in drop.
+func withoutLabels(all, drop string) string {
+	ls, _ := ingest.ParseLabels(all)
+	d, _ := ingest.ParseLabels(drop)
+	kept := ls[:0]
+	for _, l := range ls {
+		if d.Get(l.Name) == "" {
+			kept = append(kept, l)
+		}
+	}
+	return kept.String()
 }
 
 func nativeEntry(t int64, labels string, line []byte) nativeLine {
@@ -152,13 +199,13 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 		skip = 0
 		start()
 		count++
-		labels := h.Labels
+		e := *h
 		if view != nil {
 			if l := view.Labels(h.Stream); l != "" {
-				labels = l
+				e.Labels, e.Meta = l, ""
 			}
 		}
-		return enc.Encode(nativeEntry(h.Time, labels, h.Line))
+		return enc.Encode(nativeHit(&e))
 	})
 	if err != nil {
 		if enc == nil {

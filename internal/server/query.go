@@ -296,6 +296,9 @@ type selection struct {
 	pat        []byte
 	fold       bool
 	start, end int64
+	// categorize asks for each hit's parsed labels apart (hit.Parsed),
+	// for Loki's categorize-labels responses.
+	categorize bool
 }
 
 // parseSelection parses q: LogQL when it starts with '{' (after any #
@@ -323,12 +326,48 @@ func parseSelection(q string, fold bool) (*selection, error) {
 type hit struct {
 	Time   int64
 	Stream uint32
-	Ord    int64  // the entry's position in store order (scanBlocksOpt only)
-	Labels string // the stream's labels, plus a pipeline's extracted ones
-	Line   []byte
+	Ord    int64 // the entry's position in store order (scanBlocksOpt only)
+	// Labels are the entry's labels as Loki 3 gives them: the stream's,
+	// plus its structured metadata and a pipeline's extracted ones.
+	Labels string
+	// Meta is the part of Labels that came from the entry's structured
+	// metadata, Parsed (only when selection.categorize) the part a parser
+	// extracted with __error__ and __error_details__; "" for none. Both
+	// canonical label text.
+	Meta, Parsed string
+	Line         []byte
+	// Attrs is the entry's structured metadata as stored (package attrs'
+	// encoding, empty for none), valid like Line.
+	Attrs []byte
 }
 
-// streamInfo caches a stream's labels, parsed once per query.
+// labelHit runs sel's LogQL pipeline on an entry of a stream (its labels
+// parsed, and text, their canonical form) and sets h's labels: text when
+// the pipeline changed nothing, else the whole set, with Meta and Parsed
+// (see hit). It reports whether the entry passed.
+func (sel *selection) labelHit(h *hit, stream []query.Label, text string, meta, line []byte) bool {
+	l, changed, ok := sel.plan.LabelSetAttrs(stream, meta, line)
+	if !ok {
+		return false
+	}
+	h.Labels, h.Meta, h.Parsed = text, "", ""
+	if !changed {
+		return true
+	}
+	h.Labels = labelText(l.All)
+	if l.Meta != nil {
+		h.Meta = labelText(l.Meta)
+	}
+	if sel.categorize {
+		if _, parsed := l.Split(stream); parsed != nil {
+			h.Parsed = labelText(parsed)
+		}
+	}
+	return true
+}
+
+// streamInfo caches a stream's labels, parsed once per query (known)
+// when needed.
 type streamInfo struct {
 	known  bool
 	labels []query.Label
@@ -404,14 +443,14 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 	// stream of the tenant per query.
 	extract := sel.plan != nil && hasStages(sel.plan)
 	infos := map[uint32]*streamInfo{}
-	info := func(id uint32) *streamInfo {
+	info := func(id uint32, parse bool) *streamInfo {
 		si := infos[id]
 		if si == nil {
-			si = &streamInfo{known: true, text: v.Labels(id)}
-			if extract {
-				si.labels = queryLabels(si.text)
-			}
+			si = &streamInfo{text: v.Labels(id)}
 			infos[id] = si
+		}
+		if parse && !si.known {
+			si.labels, si.known = queryLabels(si.text), true
 		}
 		return si
 	}
@@ -423,12 +462,14 @@ func run(ctx context.Context, v *store.View, sel *selection, order search.Order,
 		if m.Time < sel.start || m.Time > sel.end {
 			return nil
 		}
-		si := info(m.Stream)
-		h = hit{Time: m.Time, Stream: m.Stream, Labels: si.text, Line: m.Line}
-		if extract {
-			if set, changed, ok := sel.plan.LabelSet(si.labels, m.Line); ok && changed {
-				h.Labels = labelText(set)
-			}
+		// Metadata are labels of the entry even without stages (Loki 3).
+		label := extract || sel.plan != nil && len(m.Attrs) > 0
+		si := info(m.Stream, label)
+		h = hit{Time: m.Time, Stream: m.Stream, Labels: si.text, Line: m.Line, Attrs: m.Attrs}
+		if label && !sel.labelHit(&h, si.labels, si.text, m.Attrs, m.Line) {
+			// search.Run decided the stages already; this agrees with it
+			// when it saw the same metadata.
+			return nil
 		}
 		if !fn(&h) {
 			return errStop
@@ -608,9 +649,12 @@ func (t *topK) add(h *hit) {
 	}
 	c := *h
 	c.Line = slices.Clone(h.Line)
+	if len(h.Attrs) > 0 {
+		c.Attrs = slices.Clone(h.Attrs)
+	}
 	t.hits = append(t.hits, c)
 	t.seqs = append(t.seqs, t.seen)
-	t.bytes += int64(len(c.Line))
+	t.bytes += int64(len(c.Line) + len(c.Attrs))
 	t.sorted = false
 	// Compact by count, and by bytes so that long lines cannot pile up:
 	// when what arrived since the last compaction outweighs what it kept
@@ -648,7 +692,7 @@ func (t *topK) compact() {
 	t.hits, t.seqs, t.sorted = hits, seqs, true
 	t.bytes = 0
 	for i := range hits {
-		t.bytes += int64(len(hits[i].Line))
+		t.bytes += int64(len(hits[i].Line) + len(hits[i].Attrs))
 	}
 	t.kept = t.bytes
 	if n == t.limit && n > 0 {

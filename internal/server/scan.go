@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"haystack/internal/query"
 	"haystack/internal/search"
 	"haystack/internal/segment"
 	"haystack/internal/store"
@@ -40,6 +41,9 @@ type scanOpts struct {
 	// in visiting order (nil after the last); an error stops the scan.
 	blockDone func(next *segment.BlockMeta) error
 }
+
+// hitLabels are a hit's label texts (see hit), computed in a worker.
+type hitLabels struct{ labels, meta, parsed string }
 
 func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanOpts, fn func(*hit) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -74,7 +78,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		done    chan struct{}
 		blk     *segment.Block
 		hits    []int32
-		labels  []string // per hit, when the plan extracts labels
+		labels  []hitLabels // per hit, when the plan extracts labels or the block has metadata
 		err     error
 	}
 	if len(refs) == 0 {
@@ -91,6 +95,24 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		slices.SortStableFunc(tasks, func(a, b *task) int { return cmp.Compare(a.ref.Meta.MinTime, b.ref.Meta.MinTime) })
 	}
 	extract := sel.plan != nil && hasStages(sel.plan)
+	// Without stages search does not parse the streams' labels; metadata
+	// still merge with them (Loki 3), so they are parsed here when an
+	// entry has some, once per stream, shared by the workers.
+	var streamMu sync.Mutex
+	parsed := map[uint32][]query.Label{}
+	streamLabels := func(id uint32) []query.Label {
+		if extract {
+			return scanner.StreamLabels(id)
+		}
+		streamMu.Lock()
+		defer streamMu.Unlock()
+		ls, ok := parsed[id]
+		if !ok {
+			ls = queryLabels(v.Labels(id))
+			parsed[id] = ls
+		}
+		return ls
+	}
 	do := func(t *task, sc *search.Scratch) {
 		if opt.skip != nil && opt.skip(t.ref.Meta) {
 			t.skipped = true
@@ -114,19 +136,31 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				if id >= known {
 					return false
 				}
-				set, changed, ok := sel.plan.LabelSet(scanner.StreamLabels(id), b.Line(k))
-				if !ok {
+				var h hit
+				if !sel.labelHit(&h, streamLabels(id), v.Labels(id), b.Attrs(k), b.Line(k)) {
 					return false
 				}
-				l := v.Labels(id)
-				if changed {
-					l = labelText(set)
-				}
-				t.labels = append(t.labels, l)
+				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed})
 				return true
 			}
 		}
 		t.hits = scanner.MatchStages(t.ref, b, sc, t.hits, stages)
+		withLabels := extract
+		if !extract && sel.plan != nil && len(b.AttrOffsets) > 0 {
+			// No stages, but entries with metadata: their labels.
+			withLabels = true
+			t.labels = t.labels[:0]
+			for _, k := range t.hits {
+				id := b.Streams[k]
+				var h hit
+				if id < known && len(b.Attrs(int(k))) > 0 {
+					sel.labelHit(&h, streamLabels(id), v.Labels(id), b.Attrs(int(k)), b.Line(int(k)))
+				} else if id < known {
+					h.Labels = v.Labels(id)
+				}
+				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed})
+			}
+		}
 		// search reads a zero Since or Until as no bound (see
 		// searchQuery): re-check the range. A stream the view does not
 		// name is never selected.
@@ -137,11 +171,14 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				continue
 			}
 			kept = append(kept, k)
-			if extract {
+			if withLabels {
 				labels = append(labels, t.labels[j])
 			}
 		}
 		t.hits, t.labels = kept, labels
+		if !withLabels {
+			t.labels = nil
+		}
 	}
 
 	workers := runtime.GOMAXPROCS(0)
@@ -209,12 +246,13 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		stop := false
 		for j, k := range t.hits {
 			id := b.Streams[k]
-			h = hit{Time: b.Times[k], Stream: id, Labels: v.Labels(id), Line: b.Line(int(k))}
+			h = hit{Time: b.Times[k], Stream: id, Labels: v.Labels(id), Line: b.Line(int(k)), Attrs: b.Attrs(int(k))}
 			if ords != nil {
 				h.Ord = ords[t.ref.Part][t.ref.Block] + int64(k)
 			}
-			if extract {
-				h.Labels = t.labels[j]
+			if t.labels != nil {
+				l := &t.labels[j]
+				h.Labels, h.Meta, h.Parsed = l.labels, l.meta, l.parsed
 			}
 			if !fn(&h) {
 				stop = true

@@ -147,7 +147,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	}
 	wantJSON(t, "query_range backward", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
 		{"stream":{"app":"auth","service_name":"auth"},"values":[["%d","token timeout"],["%d","login timeout for bob"]]},
-		{"stream":{"app":"api","level":"info","service_name":"api"},"values":[["%d","GET /d timeout"]]},
+		{"stream":{"app":"api","level":"info","service_name":"api","trace":"x"},"values":[["%d","GET /d timeout"]]},
 		{"stream":{"app":"api","level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"]]}]}}`,
 		base-5*s, base-45*s, base-20*s, base-50*s))
 
@@ -211,7 +211,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		t.Fatalf("search: %q", body)
 	}
 	wantJSON(t, "search 1", lines[0], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:15Z","labels":{"app":"auth","service_name":"auth"},"line":"token timeout"}`, base-5*s))
-	wantJSON(t, "search 2", lines[1], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:00Z","labels":{"app":"api","level":"info","service_name":"api"},"line":"GET /d timeout"}`, base-20*s))
+	wantJSON(t, "search 2", lines[1], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:00Z","labels":{"app":"api","level":"info","service_name":"api"},"line":"GET /d timeout","metadata":{"trace":"x"}}`, base-20*s))
 	var tr map[string]any
 	json.Unmarshal([]byte(lines[2]), &tr)
 	if tr["done"] != true || tr["count"] != 2.0 || tr["limited"] != true {

@@ -48,6 +48,9 @@ func (h *hub) publish(es []store.LabeledEntry) {
 	cp := make([]store.LabeledEntry, len(es))
 	for i, e := range es {
 		cp[i] = store.LabeledEntry{Labels: e.Labels, Time: e.Time, Line: slices.Clone(e.Line)}
+		if len(e.Attrs) > 0 {
+			cp[i].Attrs = slices.Clone(e.Attrs)
+		}
 	}
 	for s := range h.subs {
 		select {
@@ -105,15 +108,19 @@ type tailFilter struct {
 	cache map[string][]query.Label
 }
 
-func (f *tailFilter) match(e *store.LabeledEntry) (string, bool) {
+// match reports whether e matches and gives the entry as a hit: its
+// labels as a query's (metadata and a pipeline's labels merged in), Meta
+// and Parsed apart (see hit).
+func (f *tailFilter) match(e *store.LabeledEntry) (hit, bool) {
+	h := hit{Time: e.Time, Labels: e.Labels, Line: e.Line, Attrs: e.Attrs}
 	if f.sel.plan == nil {
 		if len(f.sel.pat) == 0 {
-			return e.Labels, true
+			return h, true
 		}
 		if f.sel.fold {
-			return e.Labels, containsFold(e.Line, f.sel.pat)
+			return h, containsFold(e.Line, f.sel.pat)
 		}
-		return e.Labels, strings.Contains(string(e.Line), string(f.sel.pat))
+		return h, strings.Contains(string(e.Line), string(f.sel.pat))
 	}
 	labs, ok := f.cache[e.Labels]
 	if !ok {
@@ -121,16 +128,9 @@ func (f *tailFilter) match(e *store.LabeledEntry) (string, bool) {
 		f.cache[e.Labels] = labs
 	}
 	if !f.sel.plan.MatchStream(labs) {
-		return "", false
+		return h, false
 	}
-	set, changed, ok := f.sel.plan.LabelSet(labs, e.Line)
-	if !ok {
-		return "", false
-	}
-	if changed {
-		return labelText(set), true
-	}
-	return e.Labels, true
+	return h, f.sel.labelHit(&h, labs, e.Labels, e.Attrs, e.Line)
 }
 
 // tailSetup resolves the tenant and subscribes; the caller unsubscribes
@@ -236,9 +236,14 @@ func parseTailParams(p url.Values, maxLimit int, now time.Time) (tailParams, err
 // tailEntry is a live or replayed entry that matched, with the labels it
 // is reported under (the stream's, plus a pipeline's extracted ones).
 type tailEntry struct {
-	labels string
-	time   int64
-	line   []byte
+	labels       string
+	meta, parsed string // as hit's Meta and Parsed
+	time         int64
+	line         []byte
+}
+
+func newTailEntry(h *hit) tailEntry {
+	return tailEntry{labels: h.Labels, meta: h.Meta, parsed: h.Parsed, time: h.Time, line: h.Line}
 }
 
 func (e tailEntry) key() string {
@@ -381,6 +386,7 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.tailDone()
 	defer ts.hub.unsubscribe(sb)
+	f.sel.categorize = categorized(r)
 	// The replay reads the store as a query does: it takes a query slot
 	// (before the upgrade, so that none free is a 429 the client reads)
 	// and runs under the query timeout. It went around both (auth audit
@@ -409,24 +415,16 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 		if len(es) == 0 && dropped == 0 {
 			return nil
 		}
-		groups := map[string]*lokiStream{}
-		var order []string
-		for _, e := range es {
-			g := groups[e.labels]
-			if g == nil {
-				g = &lokiStream{Stream: labelMap(e.labels)}
-				groups[e.labels] = g
-				order = append(order, e.labels)
-			}
-			g.Values = append(g.Values, [2]string{strconv.FormatInt(e.time, 10), string(e.line)})
+		hits := make([]hit, len(es))
+		for i, e := range es {
+			hits[i] = hit{Time: e.time, Labels: e.labels, Meta: e.meta, Parsed: e.parsed, Line: e.line}
 		}
+		// As Loki's tail: encodingFlags after the streams when asked.
 		msg := struct {
-			Streams []*lokiStream `json:"streams"`
-			Dropped []any         `json:"dropped_entries"`
-		}{Streams: []*lokiStream{}}
-		for _, k := range order {
-			msg.Streams = append(msg.Streams, groups[k])
-		}
+			Streams       []*lokiStream `json:"streams"`
+			Dropped       []any         `json:"dropped_entries"`
+			EncodingFlags []string      `json:"encodingFlags,omitempty"`
+		}{Streams: groupStreams(hits, f.sel.categorize), EncodingFlags: encodingFlags(r)}
 		if dropped > 0 {
 			msg.Dropped = []any{map[string]any{"labels": map[string]string{}, "timestamp": fmt.Sprint(time.Now().UnixNano()), "count": dropped}}
 		}
@@ -457,7 +455,7 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	replayed := map[string]int{}
 	var es []tailEntry
 	for i := len(hits) - 1; i >= 0; i-- {
-		e := tailEntry{labels: hits[i].Labels, time: hits[i].Time, line: hits[i].Line}
+		e := newTailEntry(&hits[i])
 		es = append(es, e)
 		replayed[e.key()]++
 	}
@@ -469,11 +467,11 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	live := func(batch []store.LabeledEntry) []tailEntry {
 		var out []tailEntry
 		for i := range batch {
-			labels, ok := f.match(&batch[i])
+			h, ok := f.match(&batch[i])
 			if !ok {
 				continue
 			}
-			e := tailEntry{labels: labels, time: batch[i].Time, line: batch[i].Line}
+			e := newTailEntry(&h)
 			if len(replayed) > 0 {
 				if time.Now().After(dedupUntil) {
 					clear(replayed)
@@ -596,14 +594,14 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 			}
 			deadline()
 			for i := range es {
-				labels, ok := f.match(&es[i])
+				h, ok := f.match(&es[i])
 				if !ok {
 					continue
 				}
 				if streamLabels {
-					labels = es[i].Labels
+					h.Labels, h.Meta = es[i].Labels, ""
 				}
-				b, _ := json.Marshal(nativeEntry(es[i].Time, labels, es[i].Line))
+				b, _ := json.Marshal(nativeHit(&h))
 				if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 					return
 				}
