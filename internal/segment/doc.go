@@ -75,7 +75,8 @@
 //
 // A block's file offset is 16 plus the lengths of the blocks before it.
 //
-// Block (stored length L, as recorded in the index):
+// Block (stored length L, as recorded in the index; the attrs fields and
+// section exist from version 4 on):
 //
 //	u8       data codec      1 none, 2 LZ4 (one raw LZ4 block), 3 zstd (one frame)
 //	u8       meta codec      the same codes
