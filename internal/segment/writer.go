@@ -109,8 +109,8 @@ func timeScale(times []int64) int {
 type Options struct {
 	// BlockSize is the target raw bytes per block, counting each entry as
 	// its length plus its metadata's length plus one (its newline in the
-	// text). 0 means
-	// DefaultBlockSize. An entry longer than BlockSize gets a block of its own.
+	// text). 0 means DefaultBlockSize. An entry longer than BlockSize gets
+	// a block of its own.
 	BlockSize int
 
 	// Codec compresses the blocks. CodecDefault (0), chosen by
