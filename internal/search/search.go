@@ -1479,7 +1479,7 @@ func (f *filter) keep(k int) bool {
 		if f.stagesFn != nil {
 			return f.stagesFn(k)
 		}
-		return f.e.q.Plan.MatchEntry(f.e.labels[b.Streams[k]], line)
+		return f.e.q.Plan.MatchEntryAttrs(f.e.labels[b.Streams[k]], b.Attrs(k), line)
 	}
 	for _, c := range f.checks {
 		if !c.Pass(line) {
