@@ -293,6 +293,18 @@ func TestMetadataQueryEndToEnd(t *testing.T) {
 			t.Fatalf("%s metric: %d %s", when, code, body)
 		}
 		wantJSON(t, when+" sum by (trace_id)", dropStats(t, body), want)
+		// One stream: search.Run's ordered path decides the filter.
+		n := 0
+		for _, e := range es {
+			if v, _ := attrs.Get(e.Attrs, "trace_id"); string(v) == "t1" && strings.Contains(e.Labels, "prod") {
+				n++
+			}
+		}
+		code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`sum(count_over_time({app="api", env="prod"} | trace_id="t1" [1h]))`), base))
+		if code != 200 {
+			t.Fatalf("%s metric: %d %s", when, code, body)
+		}
+		wantJSON(t, when+" one stream", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"%d"]}]}}`, base/1e9, n))
 	}
 	check("head")
 	if err := ts.w.Flush(); err != nil {
