@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"haystack/internal/attrs"
 	"haystack/internal/ingest"
 	"haystack/internal/search"
 )
@@ -55,6 +56,7 @@ type remoteLine struct {
 	Labels     map[string]string `json:"labels"`
 	Line       string            `json:"line"`
 	LineBase64 []byte            `json:"line_base64"`
+	Metadata   map[string]string `json:"metadata"`
 	Done       bool              `json:"done"`
 	Limited    bool              `json:"limited"`
 	Error      string            `json:"error"`
@@ -327,7 +329,17 @@ func (rs *remoteSearch) match(l *remoteLine) (search.Match, error) {
 	if l.LineBase64 != nil {
 		line = l.LineBase64 // the exact bytes of a line that is not UTF-8
 	}
-	return search.Match{Time: ts, Stream: rs.streams.id(l.Labels), Line: line}, nil
+	m := search.Match{Time: ts, Stream: rs.streams.id(l.Labels), Line: line}
+	if len(l.Metadata) > 0 {
+		ps := make([]attrs.Pair, 0, len(l.Metadata))
+		for k, v := range l.Metadata {
+			ps = append(ps, attrs.Pair{Name: k, Value: v})
+		}
+		if m.Attrs, err = attrs.Encode(nil, ps); err != nil {
+			return search.Match{}, fmt.Errorf("an entry from the server has bad metadata: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // remoteStreams numbers the label sets a remote search meets, so that the

@@ -20,6 +20,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"haystack/internal/attrs"
 	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/search"
@@ -144,7 +145,7 @@ func searchCommand(args []string) error {
 	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
 	until := fs.String("until", "", "only entries before `T` (as --since)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
-	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8)")
+	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8; metadata when the entry has structured metadata)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream. With -c, a count per stream with a match; --json has the labels anyway")
 	word := fs.Bool("w", false, "match whole words only, as grep -w: a match may be neither preceded nor followed by a letter, digit or '_' (applies to PATTERN, -e, -E and -v)")
@@ -1000,6 +1001,7 @@ func (p *printer) printJSON(m *search.Match) error {
 		b = base64.StdEncoding.AppendEncode(b, m.Line)
 		b = append(b, '"')
 	}
+	b = appendMetadataJSON(b, m.Attrs)
 	if m.Context {
 		b = append(b, `,"context":true`...)
 	}
@@ -1010,6 +1012,32 @@ func (p *printer) printJSON(m *search.Match) error {
 	p.buf = b
 	_, err := p.w.Write(b)
 	return err
+}
+
+// appendMetadataJSON appends ,"metadata":{...}, the entry's structured
+// metadata as stored (names in order), as the server's native API gives
+// it; nothing when the entry has none.
+func appendMetadataJSON(b, meta []byte) []byte {
+	if len(meta) == 0 {
+		return b
+	}
+	b = append(b, `,"metadata":{`...)
+	first := true
+	err := attrs.Each(meta, func(name, value []byte) bool {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		nj, _ := json.Marshal(string(name))
+		vj, _ := json.Marshal(string(value))
+		b = append(append(append(b, nj...), ':'), vj...)
+		return true
+	})
+	if err != nil {
+		// Not reached: the store validated it. Say so rather than cut.
+		b = append(b, `"":"corrupt metadata"`...)
+	}
+	return append(b, '}')
 }
 
 // escapeJSONControls writes DEL and the C1 controls (U+0080-U+009F) of a
