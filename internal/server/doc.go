@@ -47,8 +47,7 @@
 //
 // Where this differs from Loki on purpose: an entry pushed twice with the
 // same stream, time and line is stored twice (Loki drops a line equal to
-// the stream's previous one; here every acknowledged entry is kept), and
-// structured metadata sent with an entry is accepted and not stored.
+// the stream's previous one; here every acknowledged entry is kept).
 // Entries with the same timestamp come in store order (push order within
 // a stream) in both directions (Loki reverses them for backward queries),
 // so a stack trace pushed line by line at one time reads top-down in
@@ -60,6 +59,25 @@
 // delay_for holds an entry until delay_for has passed since its own time
 // (or since it arrived, for a time in the future), as Loki's
 // "let slow loggers catch up", and each message is sorted by time.
+//
+// Structured metadata (an entry's name=value pairs beside its line) is
+// returned as Loki 3 returns it. By default each entry's metadata, and
+// the labels a parser extracted, are merged into its labels, so entries
+// of one stream with different metadata are different result streams,
+// and metric series carry them (`sum by (trace_id) (...)`; `| keep` or
+// `| drop` trims them). With the request header
+// X-Loki-Response-Encoding-Flags: categorize-labels (query, query_range,
+// tail), a result stream has the stream's labels alone (those the
+// pipeline kept) and every value is [ts, line, {"structuredMetadata":
+// {...}, "parsed": {...}}], each part only when non-empty ({} for
+// neither; __error__ counts as parsed), and data (the tail's message) has
+// "encodingFlags": ["categorize-labels"]; only that flag is recognised
+// and echoed. In a pipeline, metadata are labels of the entry (label
+// filters, drop, keep; internal/query's doc has the precedence rules);
+// line filters never see them, and the skip index does not index them:
+// a label filter on metadata reads every block of the selected streams.
+// The native API gives each entry's metadata as stored, in "metadata"
+// (web/API.md).
 //
 // LogQL log queries are internal/query's: a stream selector, line
 // filters, json and logfmt, label filters, drop and keep, and # comments
