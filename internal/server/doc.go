@@ -22,9 +22,9 @@
 //
 //	GET  /ready, /health                      200 when serving (/ready: 503 once a tenant's store has failed)
 //	GET  /metrics                             Prometheus metrics
-//	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); Content-Encoding gzip, deflate or snappy for both
-//	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"..."} (ts optional: now)
-//	POST /otlp/v1/logs                        OTLP/HTTP logs (protobuf or JSON, gzip): Loki's default resource attributes as labels, the body as the line (otlp.go); other attributes are structured metadata, not stored
+//	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); Content-Encoding gzip, deflate or snappy for both; structured metadata as Loki's (below)
+//	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"...","structuredMetadata":{"trace_id":"..."}} (ts optional: now; structuredMetadata, or "metadata", optional)
+//	POST /otlp/v1/logs                        OTLP/HTTP logs (protobuf or JSON, gzip): Loki's default resource attributes as labels, the body as the line, the rest structured metadata (otlp.go, otlp_attrs.go)
 //	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats (a plain selector's stats from the block index, exact)
@@ -156,6 +156,34 @@
 // when as many bytes already wait); a body larger than it gets 413. A
 // push that declares its Content-Length is admitted by it before its
 // body is read, then again by its decompressed size.
+//
+// Structured metadata at push (push_attrs.go): the name=value pairs sent
+// beside a line are stored with its entry (not part of its stream: a
+// trace id an entry makes no stream an entry). Loki push JSON's optional
+// third value element, an object of string values ([ts, line,
+// {"trace_id":"ab12"}]; another type, or a value that is not a string,
+// is a malformed push, as in Loki), push protobuf's
+// EntryAdapter.structuredMetadata, jsonl's structuredMetadata (synonym
+// metadata; both at once is malformed; null is none), OTLP's attributes
+// and record fields (otlp.go). Names are normalized as Loki's
+// distributor normalizes them: each character outside [a-zA-Z0-9] to
+// '_', "key_" before a leading digit, "key" before a single leading '_'
+// (k8s.pod → k8s_pod, 1st → key_1st, _x → key_x, __x kept); values
+// are kept as sent, the empty one too. An entry's metadata is refused
+// with the entry (400 naming stream and entry, counted in
+// hay_rejected_total; the push's other entries are stored) when it has
+// more than 128 pairs (structured_metadata_too_many) or encodes to more
+// than 64 KiB (structured_metadata_too_large), Loki's default limits,
+// and, where Loki would keep the entry and lose part of its metadata
+// silently (bad_metadata): a value that is not UTF-8 (Loki strips the
+// bytes), an empty name or one normalized to underscores only, or one
+// name given twice with different values (after normalization: a.b and
+// a_b). The same pair twice is one pair. Metadata counts in
+// hay_ingested_structured_metadata_bytes_total, is hashed in the resend
+// check of the stream limit (entries differing only in metadata are
+// other entries), and, for OTLP, the resource and scope metadata every
+// record repeats counts toward --max-inflight-push-bytes (a request
+// whose repeated metadata alone exceeds it gets 413).
 //
 // A pushed stream without service_name gets one, as Loki's
 // discover_service_name gives it (Logs Drilldown lists services by it):
