@@ -306,6 +306,18 @@ func TestMetadataQueryEndToEnd(t *testing.T) {
 		}
 		wantJSON(t, when+" one stream", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"%d"]}]}}`, base/1e9, n))
 	}
+	// The native API: each line's metadata as stored (not renamed), and
+	// facets without metadata.
+	code, body := e.get(fmt.Sprintf("/api/v1/search?q=%s&start=%d&end=%d&limit=1&direction=forward", q(`{app="api"}`), base-int64(time.Hour), base))
+	want := fmt.Sprintf(`{"ts":"%d","time":"%s","labels":{"app":"api","env":"prod"},"line":"line 0","metadata":{"env":"m0"}}`, es[0].Time, time.Unix(0, es[0].Time).UTC().Format(time.RFC3339Nano))
+	if first, _, _ := strings.Cut(body, "\n"); code != 200 || first != want {
+		t.Errorf("native search: %d\n got %s\nwant %s", code, first, want)
+	}
+	code, body = e.get(fmt.Sprintf("/api/v1/facets?q=%s&start=%d&end=%d", q(`{app="api"}`), base-int64(time.Hour), base))
+	if code != 200 {
+		t.Fatalf("facets: %d %s", code, body)
+	}
+	wantJSON(t, "facets", body, `{"labels":{"app":{"api":60},"env":{"dev":30,"prod":30}}}`)
 	check("head")
 	if err := ts.w.Flush(); err != nil {
 		t.Fatal(err)

@@ -348,7 +348,13 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 			return
 		}
 		err = run(r.Context(), v, sel, anyOrder, 0, func(h *hit) bool {
-			byStream[h.Labels]++
+			// The labels a search line shows: without metadata, whose
+			// values (trace ids) would make a key per entry.
+			labels := h.Labels
+			if h.Meta != "" {
+				labels = withoutLabels(labels, h.Meta)
+			}
+			byStream[labels]++
 			return true
 		})
 		if err != nil {
