@@ -324,6 +324,29 @@ func TestWALAttrsDamage(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, lostFoundDir)); err != nil {
 		t.Fatalf("no copy in lost+found: %v", err)
 	}
+
+	// A version 3 file: the records with metadata before the damage are
+	// kept, with their metadata, and Open then reads them.
+	dir, seq = emptyStore(t)
+	file := appendRecord(walHeaderFor(0), appendBatch(nil, good))
+	file = appendRecord(file, badAttrs)
+	file = appendRecord(file, next)
+	os.WriteFile(walPath(dir, seq), file, 0o644)
+	if _, err := Open(dir, Options{}); err == nil {
+		t.Fatal("damaged version 3 file opened")
+	}
+	if _, err := RepairWAL(dir); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, []Part{newHeadPart(s.head.blocks)}, func(uint32) string { return "" })
+	if len(got) != 1 || string(got[0].Line) != "one" || !bytes.Equal(got[0].Attrs, good.Entries[0].Attrs) {
+		t.Fatalf("repaired version 3 file: %+v", got)
+	}
+	s.Close()
 }
 
 // emptyStore makes a store with nothing in it and no WAL file, and
