@@ -293,6 +293,14 @@ func TestMetadataQueryEndToEnd(t *testing.T) {
 			t.Fatalf("%s metric: %d %s", when, code, body)
 		}
 		wantJSON(t, when+" sum by (trace_id)", dropStats(t, body), want)
+		// without: metadata are series labels to remove; drop removes the
+		// renamed env (env_extracted).
+		code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`sum without (trace_id) (count_over_time({app="api"} | drop env_extracted [1h]))`), base))
+		if code != 200 {
+			t.Fatalf("%s without: %d %s", when, code, body)
+		}
+		wantJSON(t, when+" without", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[`+
+			`{"metric":{"app":"api","env":"dev"},"value":[%d,"30"]},{"metric":{"app":"api","env":"prod"},"value":[%d,"30"]}]}}`, base/1e9, base/1e9))
 		// One stream: search.Run's ordered path decides the filter.
 		n := 0
 		for _, e := range es {
@@ -318,6 +326,15 @@ func TestMetadataQueryEndToEnd(t *testing.T) {
 		t.Fatalf("facets: %d %s", code, body)
 	}
 	wantJSON(t, "facets", body, `{"labels":{"app":{"api":60},"env":{"dev":30,"prod":30}}}`)
+	// detected_fields: metadata fields, found by no parser (env is the
+	// stored name: the field, not the renamed label).
+	code, body = e.get(fmt.Sprintf("/loki/api/v1/detected_fields?query=%s&start=%d&end=%d", q(`{app="api"}`), base-int64(time.Hour), base))
+	if code != 200 {
+		t.Fatalf("detected_fields: %d %s", code, body)
+	}
+	wantJSON(t, "detected_fields", body, `{"fields":[`+
+		`{"label":"env","type":"string","cardinality":9,"parsers":null},`+
+		`{"label":"trace_id","type":"string","cardinality":3,"parsers":null}],"limit":1000}`)
 	check("head")
 	if err := ts.w.Flush(); err != nil {
 		t.Fatal(err)
