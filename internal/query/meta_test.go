@@ -153,3 +153,65 @@ func TestMetadataCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMetadataLabels runs pipelines on a line with arbitrary metadata
+// bytes (valid encodings and not) and checks what holds for every entry:
+// LabelSetAttrs and MatchEntryAttrs agree; All is sorted with each name
+// once and no empty value; Meta, Split's stream and parsed parts
+// partition it; each Meta label is a stored pair (its name maybe
+// suffixed _extracted) unless dropped; corrupt metadata adds nothing.
+func FuzzMetadataLabels(f *testing.F) {
+	f.Add("level=info trace_id=p", enc(f, "trace_id", "t", "app", "m"))
+	f.Add(`{"a":"b","app":1}`, enc(f, "a", "", "b", "\xff"))
+	f.Add("x", []byte{1, 1, 'a', 0})
+	stream := []Label{{"app", "api"}, {"env", "prod"}}
+	var plans []*Plan
+	for _, q := range []string{`{a="b"}`, `{a="b"} | logfmt`, `{a="b"} | json | drop trace_id`, `{a="b"} | trace_id=~"t.*" | keep app, trace_id, a`} {
+		plans = append(plans, mustPlan(f, q))
+	}
+	f.Fuzz(func(t *testing.T, line string, meta []byte) {
+		pairs, err := attrs.Decode(meta)
+		valid := err == nil
+		for _, p := range plans {
+			l, changed, ok := p.LabelSetAttrs(stream, meta, []byte(line))
+			if ok != p.MatchEntryAttrs(stream, meta, []byte(line)) {
+				t.Fatalf("%s: LabelSetAttrs ok=%v, MatchEntryAttrs disagrees", p.Query, ok)
+			}
+			if !ok {
+				continue
+			}
+			if !changed {
+				if l.All != nil || l.Meta != nil {
+					t.Fatalf("%s: unchanged with labels %s %s", p.Query, fmtLabels(l.All), fmtLabels(l.Meta))
+				}
+				continue
+			}
+			for i, x := range l.All {
+				if x.Value == "" || i > 0 && l.All[i-1].Name >= x.Name {
+					t.Fatalf("%s: All not sorted, unique, non-empty: %s", p.Query, fmtLabels(l.All))
+				}
+			}
+			kept, parsed := l.Split(stream)
+			if len(kept)+len(parsed)+len(l.Meta) != len(l.All) {
+				t.Fatalf("%s: %s is not %s + %s + %s", p.Query, fmtLabels(l.All), fmtLabels(kept), fmtLabels(l.Meta), fmtLabels(parsed))
+			}
+			if !valid && l.Meta != nil {
+				t.Fatalf("%s: corrupt metadata gave %s", p.Query, fmtLabels(l.Meta))
+			}
+			for _, m := range l.Meta {
+				if !hasName(l.All, m.Name) {
+					t.Fatalf("%s: Meta %s not in All", p.Query, m.Name)
+				}
+				found := false
+				for _, p := range pairs {
+					if (p.Name == m.Name || p.Name+"_extracted" == m.Name) && p.Value == m.Value {
+						found = true
+					}
+				}
+				if !found {
+					t.Fatalf("%s: Meta label %s=%q is no stored pair", p.Query, m.Name, m.Value)
+				}
+			}
+		}
+	})
+}
