@@ -14,8 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"haystack/internal/attrs"
+	"haystack/internal/query"
 	"haystack/internal/segment"
 	"haystack/internal/store"
 	"haystack/internal/testseed"
@@ -113,13 +115,18 @@ func appendMeta(t testing.TB, r *rand.Rand, w *store.Writer, es []aEntry) {
 // (Oldest, Newest or Stored), cut at limit (0: none). ids maps a stream
 // to its id in the store (order of first appearance).
 func metaOracle(es []aEntry, ids map[int]uint32, pat string, order Order, limit int) []aEntry {
+	return metaOracleFn(es, ids, func(e aEntry) bool { return strings.Contains(e.line, pat) }, order, limit)
+}
+
+// metaOracleFn is metaOracle for the entries keep accepts.
+func metaOracleFn(es []aEntry, ids map[int]uint32, keep func(aEntry) bool, order Order, limit int) []aEntry {
 	type pos struct {
 		e aEntry
 		i int
 	}
 	var all []pos
 	for i, e := range es {
-		if strings.Contains(e.line, pat) {
+		if keep(e) {
 			all = append(all, pos{e, i})
 		}
 	}
@@ -262,6 +269,44 @@ func checkMeta(t *testing.T, what string, parts, plain []store.Part, es []aEntry
 	}
 	if compacted == 0 {
 		t.Fatalf("%s: no search copied hits (compactHits, contextCopy)", what)
+	}
+
+	// A LogQL label filter on metadata sees each entry's own (the
+	// filter's confirmation, Plan.MatchEntryAttrs), in every order.
+	pq, err := query.Parse(`{s=~".+"} | a=~"v.+"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := query.Compile(pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(e aEntry) bool {
+		v, ok := attrs.Get([]byte(e.attrs), "a")
+		return ok && len(v) >= 2 && v[0] == 'v' && utf8.Valid(v)
+	}
+	labels := func(id uint32) string {
+		for s, x := range ids {
+			if x == id {
+				return metaLabels(s)
+			}
+		}
+		return ""
+	}
+	for _, order := range []Order{Oldest, Newest, Stored} {
+		for _, limit := range []int64{0, 3} {
+			res := runMeta(t, parts, Query{Plan: plan, Labels: labels, Order: order, Limit: limit, Workers: 1})
+			want := metaOracleFn(es, ids, keep, order, int(limit))
+			if len(res) != len(want) || len(want) == 0 && limit == 0 {
+				t.Fatalf("%s: label filter on metadata, order %d limit %d: %d entries, want %d", what, order, limit, len(res), len(want))
+			}
+			for i, g := range res {
+				w := want[i]
+				if g.time != w.time || g.stream != ids[w.stream] || g.line != w.line || g.attrs != w.attrs {
+					t.Fatalf("%s: label filter on metadata, order %d: entry %d: got %q attrs %q, want %q attrs %q", what, order, i, g.line, g.attrs, w.line, w.attrs)
+				}
+			}
+		}
 	}
 }
 
