@@ -230,7 +230,9 @@ func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 				res.attrs = append(res.attrs, a)
 			}
 		case f == 2 && t == wireLen: // ScopeLogs
-			var sc otlpScope
+			// Sized by a first pass: grown by append, the records
+			// (~200 bytes each) were copied again and again.
+			sc := otlpScope{records: make([]otlpRecord, 0, countProtoField(v, 2))}
 			for len(v) > 0 {
 				f, t, _, rv, rest, err := protoField(v)
 				if err != nil {

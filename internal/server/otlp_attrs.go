@@ -21,7 +21,7 @@ import (
 // map value is flattened into one pair a key, its name the parent's and
 // the key's joined by '_' (an empty map gives none), each name normalized
 // at each level as Loki normalizes it. skip leaves out keys.
-func otlpAttrPairs(dst []attrs.Pair, kvs []otlpKV, prefix string, skip func(string) bool) ([]attrs.Pair, error) {
+func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs []otlpKV, prefix string, skip func(string) bool) ([]attrs.Pair, error) {
 	for _, kv := range kvs {
 		if skip != nil && skip(kv.key) {
 			continue
@@ -30,12 +30,12 @@ func otlpAttrPairs(dst []attrs.Pair, kvs []otlpKV, prefix string, skip func(stri
 		if prefix != "" {
 			name = prefix + "_" + kv.key
 		}
-		n, err := metaName(name)
+		n, err := me.name(name)
 		if err != nil {
 			return dst, fmt.Errorf("attribute %q: %w", kv.key, err)
 		}
 		if kv.val.kind == otlpMap {
-			if dst, err = otlpAttrPairs(dst, kv.val.kvs, n, nil); err != nil {
+			if dst, err = otlpAttrPairs(me, dst, kv.val.kvs, n, nil); err != nil {
 				return dst, err
 			}
 			continue
@@ -47,13 +47,13 @@ func otlpAttrPairs(dst []attrs.Pair, kvs []otlpKV, prefix string, skip func(stri
 
 // otlpResourcePairs is the metadata every record of r repeats: its
 // attributes that are not stream labels.
-func otlpResourcePairs(r *otlpResource) ([]attrs.Pair, error) {
-	return otlpAttrPairs(nil, r.attrs, "", func(k string) bool { return otlpIndexAttributes[k] })
+func otlpResourcePairs(me *metaEncoder, r *otlpResource) ([]attrs.Pair, error) {
+	return otlpAttrPairs(me, nil, r.attrs, "", func(k string) bool { return otlpIndexAttributes[k] })
 }
 
 // otlpScopePairs is the metadata every record of sc repeats.
-func otlpScopePairs(sc *otlpScope) ([]attrs.Pair, error) {
-	p, err := otlpAttrPairs(nil, sc.attrs, "", nil)
+func otlpScopePairs(me *metaEncoder, sc *otlpScope) ([]attrs.Pair, error) {
+	p, err := otlpAttrPairs(me, nil, sc.attrs, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -70,14 +70,14 @@ func otlpScopePairs(sc *otlpScope) ([]attrs.Pair, error) {
 }
 
 // otlpRecordPairs appends a record's own metadata to dst.
-func otlpRecordPairs(dst []attrs.Pair, rec *otlpRecord) ([]attrs.Pair, error) {
+func otlpRecordPairs(me *metaEncoder, dst []attrs.Pair, rec *otlpRecord) ([]attrs.Pair, error) {
 	var skip func(string) bool
 	if len(rec.eventName) > 0 {
 		// The record's event_name field wins over an attribute of
 		// that name, as in Loki.
 		skip = func(k string) bool { return k == "event_name" }
 	}
-	dst, err := otlpAttrPairs(dst, rec.attrs, "", skip)
+	dst, err := otlpAttrPairs(me, dst, rec.attrs, "", skip)
 	if err != nil {
 		return dst, err
 	}
@@ -125,13 +125,14 @@ func allZero(b []byte) bool {
 // repeated by 100,000 one-byte records), so the push budget counts it.
 func otlpSharedMetaBytes(res []otlpResource) int64 {
 	var total int64
+	var me metaEncoder
 	for i := range res {
 		r := &res[i]
-		rp, _ := otlpResourcePairs(r)
+		rp, _ := otlpResourcePairs(&me, r)
 		rs := pairsSize(rp)
 		for j := range r.scopes {
 			sc := &r.scopes[j]
-			sp, _ := otlpScopePairs(sc)
+			sp, _ := otlpScopePairs(&me, sc)
 			total += int64(rs+pairsSize(sp)) * int64(len(sc.records))
 		}
 	}
@@ -169,11 +170,11 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 		r := &res[i]
 		ps := pushStream{lmap: otlpLabels(r.attrs)}
 		start := len(all)
-		rp, rerr := otlpResourcePairs(r)
+		rp, rerr := otlpResourcePairs(&me, r)
 		j := 0 // record number in the resource, for messages
 		for k := range r.scopes {
 			sc := &r.scopes[k]
-			sp, serr := otlpScopePairs(sc)
+			sp, serr := otlpScopePairs(&me, sc)
 			for l := range sc.records {
 				rec := &sc.records[l]
 				j++
@@ -186,7 +187,7 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 					continue
 				}
 				var err error
-				scratch, err = otlpRecordPairs(scratch[:0], rec)
+				scratch, err = otlpRecordPairs(&me, scratch[:0], rec)
 				switch {
 				case rerr != nil:
 					err = fmt.Errorf("resource %w", rerr)

@@ -76,6 +76,24 @@ type metaEncoder struct {
 	arena []byte
 	pairs []attrs.Pair // scratch
 	bytes int64        // encoded so far
+	// names caches the names metaName changed: the entries of a push
+	// repeat the same few names (http.route in every OTLP record).
+	names map[string]string
+}
+
+// name is metaName, cached.
+func (me *metaEncoder) name(s string) (string, error) {
+	if n, ok := me.names[s]; ok {
+		return n, nil
+	}
+	n, err := metaName(s)
+	if err == nil && n != s && len(me.names) < 4096 {
+		if me.names == nil {
+			me.names = map[string]string{}
+		}
+		me.names[s] = n
+	}
+	return n, err
 }
 
 // encode normalizes names, checks values and limits, and returns the
@@ -86,7 +104,7 @@ func (me *metaEncoder) encode(pairs []attrs.Pair) ([]byte, *metaRefusal) {
 		return nil, nil
 	}
 	for i := range pairs {
-		n, err := metaName(pairs[i].Name)
+		n, err := me.name(pairs[i].Name)
 		if err != nil {
 			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata: %v", err)}
 		}
