@@ -526,3 +526,50 @@ func TestRunAttrsKill(t *testing.T) {
 	}
 	check("reopened", v.Parts)
 }
+
+// TestPeakCopiedCountsAttrs: the copies a time-ordered run keeps of its
+// hits (cursor.detach, compactHits) count each hit's metadata in
+// Stats.PeakCopied. Every entry has a 180-byte line and 68 bytes of
+// metadata, so each copied hit costs 180+68+20 bytes; every block begins
+// with an entry from long ago, so an Oldest run holds copies of them all
+// (resetEntries).
+func TestPeakCopiedCountsAttrs(t *testing.T) {
+	meta, err := attrs.Encode(nil, []attrs.Pair{{Name: "trace_id", Value: strings.Repeat("a", 32)}, {Name: "span_id", Value: strings.Repeat("b", 16)}})
+	if err != nil || len(meta) != 68 {
+		t.Fatalf("metadata of %d bytes: %v", len(meta), err)
+	}
+	const lineLen, hit = 180, 180 + 68 + 20
+	w, err := store.OpenWriter(t.TempDir(), store.WriterOptions{Options: store.Options{Segment: segment.Options{BlockSize: 4 << 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var batch []store.LabeledEntry
+	for i, e := range resetEntries(3000, 1, 1, false) {
+		line := fmt.Sprintf("%06d error %s", i, strings.Repeat("z", lineLen-13))
+		batch = append(batch, store.LabeledEntry{Labels: `{s="0"}`, Time: e.time, Line: []byte(line), Attrs: meta})
+	}
+	if err := w.Append(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := w.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st Stats
+		res := runMeta(t, v.Parts, Query{Pattern: []byte("error"), Workers: 1, Stats: &st})
+		if len(res) != 3000 || res[0].attrs != string(meta) {
+			t.Fatalf("flushed %v: %d entries", flush, len(res))
+		}
+		if st.PeakCopied == 0 || st.PeakCopied%hit != 0 {
+			t.Fatalf("flushed %v: peak copied %d bytes, not a multiple of %d (a hit's line, metadata and 20 bytes)", flush, st.PeakCopied, hit)
+		}
+		t.Logf("flushed %v: peak copied %d hits", flush, st.PeakCopied/hit)
+	}
+}
