@@ -522,7 +522,7 @@ func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
 	t.Helper()
 	size := len(data)
 	ft := data[size-72:]
-	if v := binary.LittleEndian.Uint32(ft[44:]); v != 3 {
+	if v := binary.LittleEndian.Uint32(ft[44:]); v != 3 && v != 4 {
 		t.Fatalf("segment version %d", v)
 	}
 	idxOff, idxLen := int(binary.LittleEndian.Uint64(ft[0:])), int(binary.LittleEndian.Uint64(ft[8:]))
