@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -365,4 +366,60 @@ func emptyStore(t *testing.T) (string, uint64) {
 		t.Fatalf("WAL files %v left", seqs)
 	}
 	return dir, s.man.WALStart
+}
+
+// TestViewAttrsWhileAppending reads views of a Writer's head while
+// entries with and without metadata are appended (a block's first entry
+// with metadata gives the block its offsets then): every entry a view
+// shows carries the metadata it was appended with. Run with -race.
+func TestViewAttrsWhileAppending(t *testing.T) {
+	w, err := OpenWriter(t.TempDir(), WriterOptions{Options: Options{HeadBytes: 64 << 10, Segment: segment.Options{BlockSize: 2 << 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r := rand.New(rand.NewPCG(7, 7))
+	es := make([]LabeledEntry, 2000)
+	want := map[string][]byte{}
+	for i := range es {
+		var a []byte
+		if r.IntN(3) == 0 {
+			a = mustAttrs(t, "i", strconv.Itoa(i))
+		}
+		es[i] = LabeledEntry{Labels: `{a="b"}`, Time: int64(i), Line: []byte(fmt.Sprint("line ", i)), Attrs: a}
+		want[string(es[i].Line)] = a
+	}
+	done := make(chan error)
+	go func() {
+		for i := 0; i < len(es); i += 3 {
+			if err := w.Append(context.Background(), es[i:min(i+3, len(es))]); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	check := func() {
+		v, err := w.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range readAll(t, v.Parts, v.Labels) {
+			if !bytes.Equal(e.Attrs, want[string(e.Line)]) {
+				t.Fatalf("%s: metadata %q, want %q", e.Line, e.Attrs, want[string(e.Line)])
+			}
+		}
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			check()
+			return
+		default:
+			check()
+		}
+	}
 }
