@@ -293,6 +293,13 @@ func TestMetadataQueryEndToEnd(t *testing.T) {
 			t.Fatalf("%s metric: %d %s", when, code, body)
 		}
 		wantJSON(t, when+" sum by (trace_id)", dropStats(t, body), want)
+		// The flag is echoed for metric answers too (Loki's encodeData);
+		// they are not otherwise changed.
+		code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`sum by (trace_id) (count_over_time({app="api"}[1h]))`), base), categorizeHdr, categorizeFlag)
+		if code != 200 {
+			t.Fatalf("%s metric: %d %s", when, code, body)
+		}
+		wantJSON(t, when+" sum by (trace_id) categorized", dropStats(t, body), strings.Replace(want, `"resultType":"vector",`, `"resultType":"vector","encodingFlags":["categorize-labels"],`, 1))
 		// without: metadata are series labels to remove; drop removes the
 		// renamed env (env_extracted).
 		code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`sum without (trace_id) (count_over_time({app="api"} | drop env_extracted [1h]))`), base))
