@@ -408,3 +408,36 @@ func TestMetadataTail(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestMetadataUnwrap: a metric query unwraps a metadata value (Loki's
+// unwrap reads any label of the entry), and label filters after the
+// unwrap see metadata too.
+func TestMetadataUnwrap(t *testing.T) {
+	e := newEnv(t, nil)
+	ts, err := e.srv.openTenant(DefaultTenant, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []store.LabeledEntry
+	sum := map[string]int{}
+	for i := range 40 {
+		route := []string{"/a", "/b"}[i%2]
+		es = append(es, store.LabeledEntry{Labels: `{app="api"}`, Time: base - int64(i+1)*int64(time.Second), Line: []byte("served"),
+			Attrs: metaEnc(t, "dur_ms", strconv.Itoa(i), "route", route)})
+		if i%3 != 0 {
+			sum[route] += i
+		}
+		if i%3 == 0 {
+			es[i].Attrs = metaEnc(t, "dur_ms", strconv.Itoa(i), "route", route, "skip", "1")
+		}
+	}
+	if err := ts.w.Append(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`sum by (route) (sum_over_time({app="api"} | unwrap dur_ms | skip!="1" [1h]))`), base))
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	wantJSON(t, "unwrap", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[`+
+		`{"metric":{"route":"/a"},"value":[%d,"%d"]},{"metric":{"route":"/b"},"value":[%d,"%d"]}]}}`, base/1e9, sum["/a"], base/1e9, sum["/b"]))
+}
