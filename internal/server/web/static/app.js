@@ -437,6 +437,15 @@
       appendText(l, k + '=' + e.labels[k]);
       labels.appendChild(l);
     }
+    // The entry's structured metadata (API.md), after its labels.
+    const meta = e.metadata && typeof e.metadata === 'object' ? e.metadata : {};
+    for (const k of Object.keys(meta).sort()) {
+      const l = document.createElement('span');
+      l.className = 'lbl';
+      l.title = 'metadata ' + k + '=' + meta[k];
+      appendText(l, k + '=' + meta[k]);
+      labels.appendChild(l);
+    }
     row.appendChild(labels);
     const line = document.createElement('span');
     line.className = 'line';

@@ -1,0 +1,38 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"haystack/internal/browsertest"
+)
+
+// TestBrowserMetadata: a row shows the entry's structured metadata as
+// chips after its labels (names sorted, text not HTML), and a row of an
+// entry without metadata only its labels.
+func TestBrowserMetadata(t *testing.T) {
+	env := newSecEnv(t)
+	ts := time.Now().Add(-time.Minute).UnixNano()
+	body := fmt.Sprintf(`{"streams":[{"stream":{"app":"metaui"},"values":[["%d","metamark one",{"trace_id":"abc","user":"<b>x</b>"}],["%d","metamark two"]]}]}`, ts, ts+1)
+	res, err := http.Post(env.hay.URL+"/loki/api/v1/push", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("push: %s", res.Status)
+	}
+	ctx, _ := env.tab(t)
+	env.open(t, ctx, "/?q=metamark")
+	got := browsertest.Eval[[]string](t, ctx, `[...document.querySelectorAll('#rows .row')].map(r => [...r.querySelectorAll('.lbl')].map(l => l.textContent).join(' ') + ' | ' + r.querySelector('.line').textContent)`)
+	want := []string{
+		"app=metaui service_name=metaui | metamark two",
+		"app=metaui service_name=metaui trace_id=abc user=<b>x</b> | metamark one",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows:\n got %q\nwant %q", got, want)
+	}
+}
