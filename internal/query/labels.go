@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -37,12 +38,36 @@ type labelSet struct {
 	dropped    bool    // a drop or keep removed a stream label
 }
 
+// labelSets recycles the per-entry label state: a pipeline runs once per
+// entry, and nothing of a labelSet outlives the call that ran it (results
+// are copied out), so its struct and its slices' arrays are reused.
+var labelSets = sync.Pool{New: func() any { return new(labelSet) }}
+
+// newLabelSet returns a labelSet from the pool; the caller gives it back
+// with release once done with it.
 func newLabelSet(stream []Label, meta []byte) *labelSet {
-	ls := &labelSet{stream: stream, base: stream}
+	ls := labelSets.Get().(*labelSet)
+	ls.stream, ls.base = stream, stream
 	if len(meta) > 0 {
 		ls.addMeta(meta)
 	}
 	return ls
+}
+
+// maxPooledLabels bounds the arrays a pooled labelSet keeps: a line with
+// thousands of keys must not pin them.
+const maxPooledLabels = 256
+
+func (ls *labelSet) release() {
+	keep := func(l []Label) []Label {
+		if cap(l) > maxPooledLabels {
+			return nil
+		}
+		clear(l) // no strings kept alive
+		return l[:0]
+	}
+	*ls = labelSet{meta: keep(ls.meta), ext: keep(ls.ext)}
+	labelSets.Put(ls)
 }
 
 // addMeta records the entry's structured metadata (package attrs'

@@ -516,12 +516,13 @@ func (p *Plan) MatchEntryAttrs(stream []Label, meta, line []byte) bool {
 	if p.noLabelFilter {
 		return true // parsers, drop and keep never drop a line
 	}
-	_, ok := p.run(stream, meta, line)
+	ls, ok := p.run(stream, meta, line)
+	ls.release()
 	return ok
 }
 
 // run runs the stages after the line filters on an entry: its final label
-// state, and whether it passed.
+// state, and whether it passed. The caller releases the state.
 func (p *Plan) run(stream []Label, meta, line []byte) (*labelSet, bool) {
 	ls := newLabelSet(stream, meta)
 	for _, st := range p.stages {
@@ -531,7 +532,7 @@ func (p *Plan) run(stream []Label, meta, line []byte) (*labelSet, bool) {
 		case st.drop != nil:
 			st.drop.apply(ls)
 		case !st.filter.eval(ls):
-			return nil, false
+			return ls, false
 		}
 	}
 	return ls, true
@@ -575,6 +576,7 @@ func (p *Plan) Labels(stream []Label, line []byte) ([]Label, bool) {
 		return nil, false
 	}
 	ls, ok := p.run(stream, nil, line)
+	defer ls.release()
 	if !ok {
 		return nil, false
 	}
@@ -661,6 +663,7 @@ func (p *Plan) LabelSetAttrs(stream []Label, meta, line []byte) (l EntryLabels, 
 		return l, changed, true
 	}
 	ls, ok := p.run(stream, meta, line)
+	defer ls.release()
 	if !ok {
 		return l, false, false
 	}
