@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"haystack/internal/attrs"
 )
@@ -195,7 +196,10 @@ func decodeEntryProto(b []byte, me *metaEncoder) (e pushEntry, r *metaRefusal, e
 	return e, r, nil
 }
 
-// decodeLabelPairProto decodes a LabelPairAdapter.
+// decodeLabelPairProto decodes a LabelPairAdapter. Its strings alias b
+// (the push body, never changed while the push is decoded): they only
+// live until the entry's metadata is encoded, which copies them, and
+// copying each first was 4 of 5 allocations an entry of two pairs.
 func decodeLabelPairProto(b []byte) (attrs.Pair, error) {
 	var p attrs.Pair
 	for len(b) > 0 {
@@ -206,9 +210,9 @@ func decodeLabelPairProto(b []byte) (attrs.Pair, error) {
 		b = rest
 		switch {
 		case f == 1 && t == wireLen:
-			p.Name = string(v)
+			p.Name = aliasString(v)
 		case f == 2 && t == wireLen:
-			p.Value = string(v)
+			p.Value = aliasString(v)
 		case f == 1 || f == 2:
 			return p, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
@@ -302,4 +306,13 @@ func appendBytesField(dst []byte, field int, v []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(field)<<3|wireLen)
 	dst = binary.AppendUvarint(dst, uint64(len(v)))
 	return append(dst, v...)
+}
+
+// aliasString is b as a string without a copy; b must not change while
+// the string is in use.
+func aliasString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -68,10 +66,10 @@ func metaName(s string) (string, error) {
 	return n, nil
 }
 
-// metaEncoder encodes the metadata of a push's entries into one arena,
-// so that a push of many entries allocates a few arrays, not one an
-// entry. Each entry's Attrs is a full slice expression of the arena: a
-// later growth moves the arena, never the bytes an entry holds.
+// metaEncoder encodes the metadata of a push's entries into an arena of
+// chunks (up to 64 KiB), so that a push of many entries allocates a few arrays,
+// not one an entry, and never copies what it encoded. Each entry's Attrs
+// is a full slice expression of a chunk.
 type metaEncoder struct {
 	arena []byte
 	pairs []attrs.Pair // scratch
@@ -95,6 +93,9 @@ func (me *metaEncoder) name(s string) (string, error) {
 	}
 	return n, err
 }
+
+// metaChunk is the largest arena chunk of metaEncoder.
+const metaChunk = 64 << 10
 
 // encode normalizes names, checks values and limits, and returns the
 // encoding of pairs (nil for none) or why the entry is refused. pairs
@@ -130,6 +131,14 @@ func (me *metaEncoder) encode(pairs []attrs.Pair) ([]byte, *metaRefusal) {
 	if len(uniq) > attrs.MaxPairs {
 		return nil, &metaRefusal{"structured_metadata_too_many", fmt.Sprintf("%d structured metadata pairs, more than the limit of %d", len(uniq), attrs.MaxPairs)}
 	}
+	// A new chunk when this entry's encoding might not fit: growing the
+	// arena by append copied all of it each time (a third of a protobuf
+	// push's decoding).
+	if bound := pairsSize(uniq) + binaryMaxVarintLen32; cap(me.arena)-len(me.arena) < bound {
+		// Chunks double from 1 KiB (a push of one entry allocates
+		// little) up to 64 KiB.
+		me.arena = make([]byte, 0, max(min(2*cap(me.arena), metaChunk), 1<<10, bound))
+	}
 	start := len(me.arena)
 	out, err := attrs.Encode(me.arena, uniq)
 	if err != nil {
@@ -158,58 +167,100 @@ func (ps *pushStream) setMetaRefusal(j int, r *metaRefusal) {
 // in order to dst. Anything else (another type, a non-string value) is an
 // error: Loki refuses the push as malformed. Keys given twice are kept
 // twice, for the encoder to dedupe or refuse.
+//
+// raw must be valid JSON (a json.RawMessage of a document encoding/json
+// decoded), so this only walks it: a json.Decoder's tokens cost 35
+// allocations an entry of two pairs, a third of a push's decoding.
 func parseMetaJSON(raw []byte, dst []attrs.Pair) ([]attrs.Pair, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := d.Token()
-	if err != nil {
-		return dst, fmt.Errorf("structured metadata: %w", err)
+	i := skipJSONSpace(raw, 0)
+	if i == len(raw) || raw[i] != '{' {
+		return dst, fmt.Errorf("structured metadata must be an object of strings, got %s", jsonKindAt(raw, i))
 	}
-	if tok != json.Delim('{') {
-		return dst, fmt.Errorf("structured metadata must be an object of strings, got %s", jsonKind(tok))
-	}
-	for d.More() {
-		tok, err = d.Token()
+	i = skipJSONSpace(raw, i+1)
+	for i < len(raw) && raw[i] != '}' {
+		name, j, err := jsonStringAt(raw, i)
 		if err != nil {
-			return dst, fmt.Errorf("structured metadata: %w", err)
+			return dst, err
 		}
-		name := tok.(string) // a key, the decoder guarantees it
-		tok, err = d.Token()
+		j = skipJSONSpace(raw, j)
+		if j == len(raw) || raw[j] != ':' {
+			return dst, errors.New("structured metadata: invalid JSON")
+		}
+		j = skipJSONSpace(raw, j+1)
+		if j == len(raw) || raw[j] != '"' {
+			return dst, fmt.Errorf("structured metadata %q: value must be a string, got %s", name, jsonKindAt(raw, j))
+		}
+		value, k, err := jsonStringAt(raw, j)
 		if err != nil {
-			return dst, fmt.Errorf("structured metadata: %w", err)
+			return dst, err
 		}
-		v, ok := tok.(string)
-		if !ok {
-			return dst, fmt.Errorf("structured metadata %q: value must be a string, got %s", name, jsonKind(tok))
+		dst = append(dst, attrs.Pair{Name: name, Value: value})
+		i = skipJSONSpace(raw, k)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipJSONSpace(raw, i+1)
 		}
-		dst = append(dst, attrs.Pair{Name: name, Value: v})
 	}
-	if _, err := d.Token(); err != nil { // the closing '}'
-		return dst, fmt.Errorf("structured metadata: %w", err)
+	if i == len(raw) {
+		return dst, errors.New("structured metadata: invalid JSON")
 	}
-	if _, err := d.Token(); err != io.EOF {
+	if skipJSONSpace(raw, i+1) != len(raw) {
 		return dst, errors.New("structured metadata: data after the object")
 	}
 	return dst, nil
 }
 
-// jsonKind names the JSON type of a token for messages.
-func jsonKind(tok json.Token) string {
-	switch t := tok.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case json.Delim:
-		if t == '[' {
-			return "an array"
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonStringAt reads the JSON string starting at b[i] (a '"'),
+// returning it and the index after it. One without escapes is taken as
+// it is; one with escapes is unquoted by encoding/json.
+func jsonStringAt(b []byte, i int) (string, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return "", i, errors.New("structured metadata: invalid JSON")
+	}
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++ // the escaped byte (a \u's hex digits are not quotes)
+		case '"':
+			if !escaped {
+				return string(b[i+1 : j]), j + 1, nil
+			}
+			var s string
+			if err := json.Unmarshal(b[i:j+1], &s); err != nil {
+				return "", j + 1, fmt.Errorf("structured metadata: %w", err)
+			}
+			return s, j + 1, nil
 		}
+	}
+	return "", len(b), errors.New("structured metadata: invalid JSON")
+}
+
+// jsonKindAt names the JSON type of the value starting at b[i].
+func jsonKindAt(b []byte, i int) string {
+	if i >= len(b) {
+		return "nothing"
+	}
+	switch b[i] {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
 		return "an object"
 	}
-	return fmt.Sprintf("%T", tok)
+	return "a number"
 }
 
 // fromJSON encodes the metadata object raw (see parseMetaJSON): an error
