@@ -336,7 +336,7 @@ func (w *Writer) appendLocked(entries []LabeledEntry) error {
 			size += len(e.Labels) + 16
 		}
 		if size >= maxGroupRecord || i == len(entries)-1 {
-			if err := w.s.Append(&b); err != nil {
+			if err := w.s.append(&b); err != nil { // metadata checked by Append
 				return err
 			}
 			b.Entries, size = b.Entries[:0], 0

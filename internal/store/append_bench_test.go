@@ -158,3 +158,27 @@ func BenchmarkWALRecord(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeadAdd measures adding entries to the head (the blocks
+// reused), without metadata and with OTel-like metadata.
+func BenchmarkHeadAdd(b *testing.B) {
+	for _, meta := range []string{"none", "otel"} {
+		b.Run(meta, func(b *testing.B) {
+			es := benchEntries(1000, meta == "otel")
+			n := 0
+			for _, e := range es {
+				n += len(e.Line)
+			}
+			b.SetBytes(int64(n))
+			var h head
+			for b.Loop() {
+				blocks := h.blocks
+				h.reset()
+				h.recycle(blocks)
+				for _, e := range es {
+					h.add(e)
+				}
+			}
+		})
+	}
+}
