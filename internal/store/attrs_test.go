@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,8 +152,16 @@ func TestWriterAttrsRoundTrip(t *testing.T) {
 	}
 	appendAll(es[:200])
 	check("head", es[:200])
+	v, _ := w.View()
+	headCuts := blockCuts(v.Parts)
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
+	}
+	// The head cuts its blocks where the segment writer cuts them,
+	// metadata counted, so each is written as it is (AddBlock).
+	v, _ = w.View()
+	if segCuts := blockCuts(v.Parts); !slices.Equal(headCuts, segCuts) {
+		t.Fatalf("head blocks of %v entries, segment blocks of %v", headCuts, segCuts)
 	}
 	appendAll(es[200:400])
 	check("segment and head", es[:400])
@@ -422,4 +431,15 @@ func TestViewAttrsWhileAppending(t *testing.T) {
 			check()
 		}
 	}
+}
+
+// blockCuts lists the entry counts of the blocks of parts.
+func blockCuts(parts []Part) []int {
+	var n []int
+	for _, p := range parts {
+		for i := range p.NumBlocks() {
+			n = append(n, p.BlockMeta(i).Entries)
+		}
+	}
+	return n
 }
