@@ -334,6 +334,14 @@ func TestPushMetadataStored(t *testing.T) {
 		}
 		wantLines(t, c.tenant, e.stored(c.tenant), want)
 	}
+	// And OTLP, to its own tenant.
+	if code, _, b := e.otlpPost(otlpProtoReq(otlpSample()), "Content-Type", "application/x-protobuf", "X-Scope-OrgID", "otlp"); code != 200 {
+		t.Fatalf("otlp: %d %q", code, b)
+	}
+	wantLines(t, "otlp", e.stored("otlp"), otlpSampleStored())
+	wants := map[string][]string{"json": want, "proto": want, "jsonl": want, "otlp": otlpSampleStored()}
+	tenants := []string{"json", "proto", "jsonl", "otlp"}
+
 	// The metrics count the stored metadata bytes.
 	_, m := e.get("/metrics")
 	if !strings.Contains(m, "hay_ingested_structured_metadata_bytes_total ") || strings.Contains(m, "hay_ingested_structured_metadata_bytes_total 0\n") {
@@ -348,12 +356,15 @@ func TestPushMetadataStored(t *testing.T) {
 	crash := t.TempDir()
 	copyDir(t, dir, crash)
 	e2 := newEnv(t, func(c *Config) { c.DataDir = crash })
-	for _, tenant := range []string{"json", "proto", "jsonl"} {
-		wantLines(t, tenant+" after a WAL replay", e2.stored(tenant), want)
+	for _, tenant := range tenants {
+		wantLines(t, tenant+" after a WAL replay", e2.stored(tenant), wants[tenant])
+		if ts, _ := e2.srv.openTenant(tenant, false); ts.w.Stats().Segments != 0 {
+			t.Errorf("%s: the copy has segments: not a WAL replay", tenant)
+		}
 	}
 
 	// Flushed to a segment, then after a clean restart.
-	for _, tenant := range []string{"json", "proto", "jsonl"} {
+	for _, tenant := range tenants {
 		ts, err := e.srv.openTenant(tenant, false)
 		if err != nil {
 			t.Fatal(err)
@@ -364,15 +375,15 @@ func TestPushMetadataStored(t *testing.T) {
 		if st := ts.w.Stats(); st.Segments == 0 {
 			t.Fatalf("%s: no segment after Flush: %+v", tenant, st)
 		}
-		wantLines(t, tenant+" after a flush", e.stored(tenant), want)
+		wantLines(t, tenant+" after a flush", e.stored(tenant), wants[tenant])
 	}
 	e.ts.Close()
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	e3 := newEnv(t, func(c *Config) { c.DataDir = dir })
-	for _, tenant := range []string{"json", "proto", "jsonl"} {
-		wantLines(t, tenant+" after a restart", e3.stored(tenant), want)
+	for _, tenant := range tenants {
+		wantLines(t, tenant+" after a restart", e3.stored(tenant), wants[tenant])
 	}
 }
 
