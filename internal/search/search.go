@@ -119,6 +119,15 @@
 // the output is the Oldest (with context: Stored) output backwards. With a
 // limit, the trailing After context of the last match is still delivered,
 // whatever it holds, as grep -m does.
+//
+// # Structured metadata
+//
+// Each delivered entry, context entries included, carries its structured
+// metadata (Match.Attrs, package attrs' encoding), read from the block
+// with its line and copied with it wherever a merge copies hits. Patterns
+// and line filters match the line only, never the metadata; a plan's
+// label filters see the metadata as labels of the entry
+// (Plan.MatchEntryAttrs). The skip index does not cover metadata.
 package search
 
 import (
@@ -1313,22 +1322,19 @@ func attrLen(b *segment.Block, k int) int {
 }
 
 // copyOf returns an empty block on the heap for n entries of b whose
-// lines take dataLen bytes and metadata attrLen, to be filled by
+// lines take dataLen bytes and metadata metaLen, to be filled by
 // appendCopy.
-func copyOf(b *segment.Block, n, dataLen, attrLen int) *segment.Block {
+func copyOf(b *segment.Block, n, dataLen, metaLen int) *segment.Block {
 	c := &segment.Block{
 		Data:    make([]byte, 0, dataLen),
 		Offsets: make([]uint32, 1, n+1),
 		Times:   make([]int64, 0, n),
 		Streams: make([]uint32, 0, n),
 	}
-	if len(b.AttrOffsets) > 0 {
-		// Empty (no entry has metadata) like a decoded block's when none
-		// of the copied entries has any.
-		if attrLen > 0 {
-			c.AttrData = make([]byte, 0, attrLen)
-			c.AttrOffsets = make([]uint32, 1, n+1)
-		}
+	if len(b.AttrOffsets) > 0 && metaLen > 0 {
+		// Else empty, as a decoded block's when no entry has metadata.
+		c.AttrData = make([]byte, 0, metaLen)
+		c.AttrOffsets = make([]uint32, 1, n+1)
 	}
 	return c
 }

@@ -20,7 +20,10 @@
 // the WAL when FsyncInterval has passed or FsyncBytes are unsynced. When
 // the head reaches HeadBytes it is flushed on a background goroutine while
 // a new head fills (one flush at a time; Flush and Close flush in the
-// foreground):
+// foreground). An entry's structured metadata (Entry.Attrs, package
+// attrs' encoding) goes with it through the WAL (record kind 2, WAL
+// version 3), the head, the segment (its block's attrs section) and
+// compaction; it is not part of the stream. The steps of a flush:
 //
 //  1. close the current WAL file and start the next one, so the head is
 //     exactly the WAL files below the new one;
