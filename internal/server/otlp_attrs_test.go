@@ -168,7 +168,10 @@ func TestOTLPMetadataBudget(t *testing.T) {
 	if got := e.stored("fake"); len(got) != 500 || !strings.HasSuffix(got[0], `| host_tags="`+strings.Repeat("t", 1000)+`"`) {
 		t.Errorf("stored %d entries", len(got))
 	}
-	if peak := e.srv.pushLim.peak; peak < 500*1000 {
+	e.srv.pushLim.mu.Lock()
+	peak := e.srv.pushLim.peak
+	e.srv.pushLim.mu.Unlock()
+	if peak < 500*1000 {
 		t.Errorf("budget peak %d: the repeated metadata took no budget", peak)
 	}
 }
