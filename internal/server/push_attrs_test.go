@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -539,6 +540,42 @@ func FuzzParseMetaJSON(f *testing.F) {
 		// walk keeps it, and fromJSON refuses such metadata.)
 		if utf8.Valid(raw) && !slices.Equal(got, want) {
 			t.Fatalf("%q: %q, oracle %q", raw, got, want)
+		}
+	})
+}
+
+// FuzzMetaName: metaName against Loki's rule written with a regexp (as
+// Prometheus' strutil.SanitizeLabelName writes the replacement), and its
+// results are label names that normalize to themselves.
+func FuzzMetaName(f *testing.F) {
+	for _, s := range []string{"", "a", "k8s.pod.name", "1st", "_x", "__x", "_", "__", ".", "__.", "é", "a\xffb", "A_b9", "9", "_9"} {
+		f.Add(s)
+	}
+	nonAlnum := regexp.MustCompile(`[^a-zA-Z0-9]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := metaName(s)
+		want := nonAlnum.ReplaceAllString(s, "_")
+		switch {
+		case want == "":
+		case want[0] >= '0' && want[0] <= '9':
+			want = "key_" + want
+		case want[0] == '_' && !strings.HasPrefix(want, "__"):
+			want = "key" + want
+		}
+		if s == "" || want != s && strings.Trim(want, "_") == "" {
+			if err == nil {
+				t.Fatalf("%q: %q, want an error", s, got)
+			}
+			return
+		}
+		if err != nil || got != want {
+			t.Fatalf("%q: %q %v, want %q", s, got, err, want)
+		}
+		if !attrs.ValidName(got) {
+			t.Fatalf("%q: %q is not a label name", s, got)
+		}
+		if again, err := metaName(got); err != nil || again != got {
+			t.Fatalf("%q: %q normalizes again to %q %v", s, got, again, err)
 		}
 	})
 }
