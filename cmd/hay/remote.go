@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net/http"
@@ -281,41 +283,24 @@ func (rs *remoteSearch) entries(ctx context.Context, base *url.URL, params url.V
 // readPage prints one page's entries and returns how many there were and
 // whether the server stopped at the page's limit.
 func (rs *remoteSearch) readPage(resp *http.Response, p *printer, last *int64, atLast *int) (int64, bool, error) {
-	br := bufio.NewReaderSize(resp.Body, 256<<10)
 	var n int64
-	for {
-		raw, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(raw)) == 0 {
-			if err != nil {
-				// The trailer is the last line; a body without it was cut.
-				return n, false, errors.New("the server's answer ended before its trailer (connection lost?)")
-			}
-			continue
-		}
-		var l remoteLine
-		if jerr := json.Unmarshal(raw, &l); jerr != nil {
-			return n, false, fmt.Errorf("a line of the server's answer is not JSON: %v", jerr)
-		}
-		switch {
-		case l.Error != "":
-			return n, false, fmt.Errorf("the server: %s", appendEscaped(nil, []byte(l.Error)))
-		case l.Done:
-			return n, l.Limited, nil
-		}
-		m, merr := rs.match(&l)
-		if merr != nil {
-			return n, false, merr
+	limited, err := readEntries(resp.Body, func(l *remoteLine) error {
+		m, err := rs.match(l)
+		if err != nil {
+			return err
 		}
 		if *atLast > 0 && m.Time == *last {
 			*atLast++
 		} else {
 			*last, *atLast = m.Time, 1
 		}
-		if perr := p.print(&m); perr != nil {
-			return n, false, perr
+		if err := p.print(&m); err != nil {
+			return err
 		}
 		n++
-	}
+		return nil
+	})
+	return n, limited, err
 }
 
 // match is the entry an answer's line (or a tail's event) holds, its
@@ -377,14 +362,69 @@ var errFollowLimit = errors.New("limit reached")
 
 // follow reads the server's live tail (/api/v1/tail, server-sent events)
 // and prints each entry as it arrives.
+//
+// A tail that breaks (the server restarts, the network drops) is
+// reconnected, and what arrived meanwhile is shown from a search: from
+// the time of the last entry shown (see tailGap). An error the server
+// answers (a bad query, credentials) still ends the command.
 func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer) (int64, error) {
 	params.Set("labels", "stream")
 	params.Set("dropped", "1")
-	resp, err := rs.get(ctx, base, "/api/v1/tail", params)
-	if err != nil {
-		return 0, err
+	var (
+		n    int64
+		gap  = newTailGap(time.Now().UnixNano()) // nothing shown yet: the gap starts now
+		lost error                               // why the last tail ended; nil before the first
+	)
+	for {
+		resp, err := rs.get(ctx, base, "/api/v1/tail", params)
+		if err != nil {
+			var netErr *url.Error
+			if lost == nil || ctx.Err() != nil || !errors.As(err, &netErr) {
+				return n, err
+			}
+			if err := sleepCtx(ctx, gap.backoff()); err != nil {
+				return n, nil
+			}
+			continue
+		}
+		if lost != nil {
+			fmt.Fprintln(os.Stderr, "hay search: the live tail is back; what arrived meanwhile follows")
+			got, err := rs.fillGap(ctx, base, params, p, gap, n)
+			n += got
+			if err != nil {
+				resp.Body.Close()
+				return n, err
+			}
+			if rs.q.Limit > 0 && n >= rs.q.Limit {
+				resp.Body.Close()
+				return n, errFollowLimit
+			}
+		}
+		got, err := rs.readTail(ctx, resp, p, gap, n)
+		resp.Body.Close()
+		n += got
+		if err == nil || ctx.Err() != nil {
+			return n, nil
+		}
+		if !errors.Is(err, errTailLost) {
+			return n, err
+		}
+		if err := p.w.Flush(); err != nil {
+			return n, err
+		}
+		fmt.Fprintln(os.Stderr, "hay search: lost the server's live tail; reconnecting (Ctrl-C to stop)")
+		lost = err
+		gap.tries = 0
 	}
-	defer resp.Body.Close()
+}
+
+// errTailLost is a tail that ended without the server saying why: the
+// connection broke, or the server stopped.
+var errTailLost = errors.New("the server ended the live tail (connection lost?)")
+
+// readTail prints the events of one tail connection until it ends;
+// shown counts the entries printed before it, for --limit.
+func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *printer, gap *tailGap, shown int64) (int64, error) {
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
 	var n int64
 	for {
@@ -393,12 +433,13 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 			if ctx.Err() != nil {
 				return n, nil
 			}
-			return n, errors.New("the server ended the live tail (connection lost?)")
+			return n, errTailLost
 		}
 		data, ok := bytes.CutPrefix(bytes.TrimRight(raw, "\r\n"), []byte("data: "))
 		if !ok {
 			continue // a comment (": ping"), or the blank line ending an event
 		}
+		gap.tries = 0 // the server answers: a later loss starts the backoff again
 		var l remoteLine
 		if jerr := json.Unmarshal(data, &l); jerr != nil {
 			return n, fmt.Errorf("an event of the server's tail is not JSON: %v", jerr)
@@ -419,15 +460,226 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 		if err != nil {
 			return n, err
 		}
+		k := gap.key(&m)
+		if gap.repeated(k) {
+			continue // shown already, from the search that filled a gap
+		}
 		if err := p.print(&m); err != nil {
 			return n, err
 		}
 		if err := p.w.Flush(); err != nil {
 			return n, err
 		}
+		gap.shown(k, m.Time)
 		n++
-		if rs.q.Limit > 0 && n >= rs.q.Limit {
+		if rs.q.Limit > 0 && shown+n >= rs.q.Limit {
 			return n, errFollowLimit
 		}
+	}
+}
+
+// fillGap prints, after a reconnection, the entries the server stored
+// from gap.from() on (a search, oldest first, page by page) that were not
+// shown; shown counts the entries printed before, for --limit. The new
+// tail, connected before the search, may deliver some of them again: gap
+// remembers them.
+func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Values, p *printer, gap *tailGap, shown int64) (int64, error) {
+	params := url.Values{}
+	for _, k := range []string{"q", "text", "fold"} {
+		if v := tail.Get(k); v != "" {
+			params.Set(k, v)
+		}
+	}
+	params.Set("labels", "stream")
+	params.Set("direction", "forward")
+	params.Set("end", strconv.FormatInt(math.MaxInt64, 10))
+	from, skip := gap.from(), 0
+	gap.filled = map[uint64]int{}
+	seen := map[uint64]int{} // occurrences in this search, against gap.recent's
+	var n int64
+	for {
+		params.Set("start", strconv.FormatInt(from, 10))
+		params.Set("skip", strconv.Itoa(skip))
+		params.Set("limit", strconv.Itoa(remotePage))
+		resp, err := rs.get(ctx, base, "/api/v1/search", params)
+		if err != nil {
+			return n, err
+		}
+		var got int
+		limited, err := readEntries(resp.Body, func(l *remoteLine) error {
+			m, err := rs.match(l)
+			if err != nil {
+				return err
+			}
+			got++
+			if m.Time == from {
+				skip++
+			} else {
+				from, skip = m.Time, 1
+			}
+			k := gap.key(&m)
+			if seen[k]++; seen[k] <= gap.recent[k] {
+				return nil // shown before the tail broke
+			}
+			if err := p.print(&m); err != nil {
+				return err
+			}
+			gap.filled[k]++
+			gap.shown(k, m.Time)
+			n++
+			if rs.q.Limit > 0 && shown+n >= rs.q.Limit {
+				return errFollowLimit
+			}
+			return nil
+		})
+		resp.Body.Close()
+		switch {
+		case errors.Is(err, errFollowLimit):
+			return n, p.w.Flush()
+		case err != nil:
+			return n, err
+		case !limited || got == 0:
+			return n, p.w.Flush()
+		case skip > maxRemoteSkip:
+			return n, fmt.Errorf("more than %d entries share the time %s: the server's API cannot page past them", maxRemoteSkip, time.Unix(0, from).UTC().Format(time.RFC3339Nano))
+		}
+	}
+}
+
+// readEntries calls fn for each entry of a /api/v1/search answer and
+// returns whether the server stopped at the page's limit.
+func readEntries(body io.Reader, fn func(*remoteLine) error) (limited bool, err error) {
+	br := bufio.NewReaderSize(body, 256<<10)
+	for {
+		raw, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) == 0 {
+			if err != nil {
+				// The trailer is the last line; a body without it was cut.
+				return false, errors.New("the server's answer ended before its trailer (connection lost?)")
+			}
+			continue
+		}
+		var l remoteLine
+		if jerr := json.Unmarshal(raw, &l); jerr != nil {
+			return false, fmt.Errorf("a line of the server's answer is not JSON: %v", jerr)
+		}
+		switch {
+		case l.Error != "":
+			return false, fmt.Errorf("the server: %s", appendEscaped(nil, []byte(l.Error)))
+		case l.Done:
+			return l.Limited, nil
+		}
+		if err := fn(&l); err != nil {
+			return false, err
+		}
+	}
+}
+
+// tailGap is what a followed tail remembers to fill a gap exactly. A
+// gap's search starts tailWindow before the latest time shown, since
+// entries arrive a little out of time order (shippers batch, clocks
+// differ), and skips the entries shown already; the new tail may then
+// deliver again entries the search showed, and those are skipped too.
+// Entries are known by a hash of time, stream, line and metadata; entries
+// equal in all four are told apart by count. An entry that arrives during
+// a gap stamped more than tailWindow before the latest time shown is not
+// found.
+type tailGap struct {
+	latest int64          // the latest time shown (at first: when the tail started)
+	recent map[uint64]int // entries shown with times from latest-tailWindow on
+	order  []shownEntry   // the same, in the order shown, to forget them
+	filled map[uint64]int // entries the last gap's search showed, not yet seen again
+	tries  int            // reconnection attempts since the tail broke
+	seed   maphash.Seed
+}
+
+type shownEntry struct {
+	time int64
+	key  uint64
+}
+
+const (
+	// tailWindow is how far before the latest time shown a gap's
+	// search starts.
+	tailWindow = int64(time.Minute)
+	// maxRecent bounds the entries remembered (~50 MB of a very busy
+	// tail); the oldest go first.
+	maxRecent = 1 << 20
+)
+
+func newTailGap(now int64) *tailGap {
+	return &tailGap{latest: now, recent: map[uint64]int{}, seed: maphash.MakeSeed()}
+}
+
+func (g *tailGap) key(m *search.Match) uint64 {
+	var h maphash.Hash
+	h.SetSeed(g.seed)
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(m.Time))
+	binary.LittleEndian.PutUint32(b[8:], m.Stream)
+	h.Write(b[:])
+	binary.LittleEndian.PutUint64(b[:], uint64(len(m.Line)))
+	h.Write(b[:8])
+	h.Write(m.Line)
+	h.Write(m.Attrs)
+	return h.Sum64()
+}
+
+// from is where a gap's search starts.
+func (g *tailGap) from() int64 {
+	if g.latest < math.MinInt64+tailWindow {
+		return math.MinInt64
+	}
+	return g.latest - tailWindow
+}
+
+// shown records an entry printed, and forgets those that fell out of the
+// window.
+func (g *tailGap) shown(k uint64, t int64) {
+	g.latest = max(g.latest, t)
+	g.recent[k]++
+	g.order = append(g.order, shownEntry{t, k})
+	cut := 0
+	for cut < len(g.order) && (g.order[cut].time < g.from() || len(g.order)-cut > maxRecent) {
+		o := g.order[cut]
+		if g.recent[o.key]--; g.recent[o.key] <= 0 {
+			delete(g.recent, o.key)
+		}
+		cut++
+	}
+	if cut > 0 {
+		g.order = g.order[cut:]
+		if cap(g.order) > 1024 && len(g.order) < cap(g.order)/4 {
+			g.order = slices.Clone(g.order)
+		}
+	}
+}
+
+// repeated reports (once per entry) whether the tail's entry m was shown
+// by the last gap's search.
+func (g *tailGap) repeated(k uint64) bool {
+	if g.filled[k] == 0 {
+		return false
+	}
+	if g.filled[k]--; g.filled[k] == 0 {
+		delete(g.filled, k)
+	}
+	return true
+}
+
+// backoff is how long to wait before the next reconnection attempt:
+// from a quarter second, doubling, at most 5 s.
+func (g *tailGap) backoff() time.Duration {
+	g.tries++
+	return min(250*time.Millisecond<<min(g.tries-1, 5), 5*time.Second)
+}
+
+// sleepCtx waits d, or returns ctx's error when it ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
