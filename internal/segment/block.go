@@ -84,6 +84,13 @@ func PutBlock(b *Block) {
 // from a file of format version, into dst. Every length is checked before
 // it is used.
 func decodeBlock(src []byte, m *BlockMeta, dst *Block, version uint32) error {
+	return decodeBlockOpt(src, m, dst, version, true)
+}
+
+// decodeBlockOpt is decodeBlock, which decodes the attrs section only
+// when withAttrs (ReadBlockLines): the checksum and the header's sizes
+// and codecs are checked either way.
+func decodeBlockOpt(src []byte, m *BlockMeta, dst *Block, version uint32, withAttrs bool) error {
 	if len(src) < minBlockLen(version) {
 		return errors.New("block shorter than its header")
 	}
@@ -129,6 +136,9 @@ func decodeBlock(src []byte, m *BlockMeta, dst *Block, version uint32) error {
 		return fmt.Errorf("section sizes %d+%d+%d do not fill the %d bytes stored", dataStored, metaStored, attrsStored, len(d.b))
 	}
 	n := int(entries)
+	if !withAttrs {
+		attrsRaw, attrsStored = 0, 0 // checked above; not decoded
+	}
 	dst.fit(int(dataRaw), int(metaRaw), int(attrsRaw), n)
 	var err error
 	dst.Data, err = decompress(dataCodec, dst.Data, d.b[:dataStored], int(dataRaw))

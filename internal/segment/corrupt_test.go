@@ -754,6 +754,9 @@ func TestForgedAttrs(t *testing.T) {
 		"zstd garbage":            func(b *forged) { b.attrsCodec = CodecZstd; b.attrs = []byte("not a zstd frame") },
 		"meta takes attrs' bytes": func(b *forged) { b.meta = append(b.meta, b.attrs...); b.attrs = nil; b.attrsRaw = 0 },
 	}
+	// The cases ReadBlockLines, which does not decode the section, must
+	// still refuse: the header's codecs and sizes are wrong.
+	headerLies := map[string]bool{"header raw over bound": true, "unknown codec": true, "default codec stored": true, "meta takes attrs' bytes": true}
 	for name, mutate := range cases {
 		b := okAttrsBlock(t)
 		raw := b.attrsRaw
@@ -772,7 +775,26 @@ func TestForgedAttrs(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = r.ReadBlock(1, new(Block))
+		// ReadBlockLines checks the checksum, the header's codecs and
+		// sizes, but not what the section holds: it reads the lines of
+		// all but the blocks whose header lies (see readlines_test.go).
+		lines, good := new(Block), new(Block)
+		lerr := r.ReadBlockLines(1, lines)
+		if gerr := r.ReadBlock(0, good); gerr != nil {
+			t.Fatal(gerr)
+		}
 		r.Close()
+		if headerLies[name] {
+			if lerr == nil {
+				t.Errorf("%s: ReadBlockLines succeeded", name)
+			} else {
+				asCorrupt(t, lerr, name)
+			}
+		} else if lerr != nil {
+			t.Errorf("%s: ReadBlockLines: %v", name, lerr)
+		} else {
+			sameLines(t, name, lines, good)
+		}
 		t.Logf("%s: %v", name, err)
 		// The bound is checked before anything is allocated for it.
 		if name == "header raw over bound" && !strings.Contains(err.Error(), "attrs size 196618 too large") {

@@ -91,7 +91,7 @@ func FuzzDecodeBlock(f *testing.F) {
 	for _, seed := range decodeBlockSeeds() {
 		f.Add(seed.body, seed.entries, seed.raw, seed.minT, seed.span, seed.streams)
 	}
-	dst := new(Block)
+	dst, lines := new(Block), new(Block)
 	f.Fuzz(func(t *testing.T, body []byte, entries uint16, raw uint32, minT int64, span uint32, streams []byte) {
 		m := BlockMeta{
 			MinTime: minT, MaxTime: minT + int64(span),
@@ -109,10 +109,17 @@ func FuzzDecodeBlock(f *testing.F) {
 		// The same bytes as a block of each layout: up to version 3, and
 		// from version 4 (with an attrs section).
 		for _, v := range []uint32{formatV3, formatVersion} {
+			// Without its metadata (ReadBlockLines) a block decodes
+			// whenever it does with them, to the same lines.
+			lerr := decodeBlockOpt(src, &m, lines, v, false)
 			if err := decodeBlock(src, &m, dst, v); err != nil {
 				continue
 			}
 			checkBlock(t, m, dst)
+			if lerr != nil {
+				t.Fatalf("version %d: decodes with metadata, not without: %v", v, lerr)
+			}
+			sameLines(t, "without metadata", lines, dst)
 		}
 	})
 }

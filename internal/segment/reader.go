@@ -297,6 +297,24 @@ var errClosed = errors.New("segment: reader is closed")
 // block's checksum and structure and returns a *CorruptError naming the
 // file and block on any damage; dst's contents are then unspecified.
 func (r *Reader) ReadBlock(i int, dst *Block) error {
+	return r.readBlock(i, dst, true)
+}
+
+// ReadBlockLines is ReadBlock without the structured metadata: the attrs
+// section is neither decompressed nor validated, and dst.AttrData and
+// dst.AttrOffsets are left empty. The checksum still covers the whole
+// block and the header, with the section sizes, is checked as in
+// ReadBlock, so damage anywhere in the block is still reported; only a
+// CRC-valid attrs section that fails to decode or validate goes
+// unnoticed, as it does not affect the lines, times and streams. It is
+// for searches that never look at metadata (a count, a text listing):
+// with OTel-like metadata on every entry the section doubles the bytes
+// decompressed and attrs.Validate costs as much again.
+func (r *Reader) ReadBlockLines(i int, dst *Block) error {
+	return r.readBlock(i, dst, false)
+}
+
+func (r *Reader) readBlock(i int, dst *Block, withAttrs bool) error {
 	if r.closed.Load() {
 		return errClosed
 	}
@@ -304,7 +322,7 @@ func (r *Reader) ReadBlock(i int, dst *Block) error {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
 	m := &r.blocks[i]
-	err := decodeBlock(r.data[m.offset:m.offset+m.length], m, dst, r.version)
+	err := decodeBlockOpt(r.data[m.offset:m.offset+m.length], m, dst, r.version, withAttrs)
 	r.release(int(m.offset), int(m.length))
 	if err != nil {
 		return &CorruptError{File: r.path, Block: i, Reason: err.Error()}
