@@ -289,7 +289,10 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 	}
 	// Label by label, as Loki (and Prometheus) sort series: by the
 	// labels' text, {app="a b"} came before {app="a"}.
-	slices.SortStableFunc(out, func(a, b *series) int { return a.labels.Compare(b.labels) })
+	// sort and sort_desc at the root order an instant answer by value.
+	if !instant || !sortsByValue(e) {
+		slices.SortStableFunc(out, func(a, b *series) int { return a.labels.Compare(b.labels) })
+	}
 	if n := nonEmpty(out); n > s.cfg.MaxQuerySeries {
 		// As Loki's max_query_series: a result no one can read, whose
 		// answer alone could take gigabytes.
@@ -412,7 +415,7 @@ func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 			return nil, err
 		}
 		return aggregate(e, in), nil
-	case "binop", "topk", "unwrap": // metricq.go
+	case "binop", "topk", "unwrap", "fn", "offset", "absent": // metricq.go
 		return evalMore(ctx, ts, e, start, end, step)
 	}
 	return nil, fmt.Errorf("unsupported expression")

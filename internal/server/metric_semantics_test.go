@@ -984,18 +984,11 @@ func TestMetricRefusals(t *testing.T) {
 	for _, c := range []struct{ query, names string }{
 		{`stddev(count_over_time({app="a"}[1m]))`, "stddev"},
 		{`stdvar(count_over_time({app="a"}[1m]))`, "stdvar"},
-		{`sort(count_over_time({app="a"}[1m]))`, "sort"},
-		{`sort_desc(count_over_time({app="a"}[1m]))`, "sort_desc"},
 		{`approx_topk(1, count_over_time({app="a"}[1m]))`, "approx_topk"},
-		{`absent_over_time({app="a"}[1m])`, "absent_over_time"},
 		{`count_over_time({app="a"} | json | unwrap n [1m])`, "count_over_time with unwrap"},
-		{`label_replace(count_over_time({app="a"}[1m]), "x", "$1", "app", "(.*)")`, "label_replace"},
-		{`count_over_time({app="a"}[1m] offset 1m)`, "offset"},
 		{`count_over_time({app="a"}[1m:10s])`, "1m:10s"},
-		// Binary operators are evaluated (metricq_binop_test.go) but for
-		// many-to-one matching.
-		{`sum(count_over_time({app="a"}[1m])) / on () group_left sum(count_over_time({app="a"}[5m]))`, "group_left"},
-		{`sum(count_over_time({app="a"}[1m])) / on () group_right sum(count_over_time({app="a"}[5m]))`, "group_right"},
+		// sort, sort_desc, label_replace, absent_over_time, offset and
+		// group_left/group_right are evaluated (metricq_fn_test.go).
 	} {
 		for _, path := range []string{"/loki/api/v1/query?time=1700000000&query=", "/loki/api/v1/query_range?start=1699999000&end=1700000000&step=60&query="} {
 			code, body := env.get(path + url.QueryEscape(c.query))

@@ -83,6 +83,14 @@ type mexpr struct {
 	matching bool     // binop: on (...) or ignoring (...) given
 	on       bool     // binop: on; else ignoring
 	match    []string // binop: the labels of on or ignoring
+	group    string   // binop: "left" or "right" for group_left/group_right (many-to-one)
+	include  []string // binop: the labels group_left/group_right copy from the "one" side
+
+	// offset: the range expression inner evaluated rng earlier (off);
+	// label_replace: its arguments (metricq_fn.go)
+	off    time.Duration
+	lrep   *labelReplace
+	absent ingest.Labels // absent_over_time's labels
 }
 
 // scalar reports whether e is a number rather than an instant vector.
@@ -316,12 +324,7 @@ func (p *mparser) modifiers(e *mexpr) error {
 		}
 		break
 	}
-	for _, w := range []string{"group_left", "group_right"} {
-		if p.word(w) {
-			return fmt.Errorf("%s (many-to-one matching) is not supported: only one-to-one matching with on (...) or ignoring (...)", w)
-		}
-	}
-	return nil
+	return p.groupModifier(e)
 }
 
 // fold checks a binary operation's operand types and folds it when both
@@ -443,7 +446,10 @@ func (p *mparser) term() (*mexpr, error) {
 		}
 		return e, nil
 	}
-	if c >= '0' && c <= '9' || c == '.' || c == '-' {
+	if (c == '-' || c == '+') && !p.signedNumber() {
+		return p.unary(c == '-')
+	}
+	if c >= '0' && c <= '9' || c == '.' || c == '-' || c == '+' {
 		v, err := p.number()
 		if err != nil {
 			return nil, err
@@ -497,7 +503,9 @@ func (p *mparser) term() (*mexpr, error) {
 			return nil, fmt.Errorf("%s wants a vector, got the scalar %v", name, e.inner.val)
 		}
 		return e, nil
-	case "count_over_time", "rate", "bytes_over_time", "bytes_rate",
+	case "sort", "sort_desc", "label_replace":
+		return p.function(name)
+	case "absent_over_time", "count_over_time", "rate", "bytes_over_time", "bytes_rate",
 		"sum_over_time", "avg_over_time", "max_over_time", "min_over_time", "first_over_time", "last_over_time",
 		"stdvar_over_time", "stddev_over_time", "quantile_over_time", "rate_counter":
 		if !p.eat('(') {
@@ -537,6 +545,10 @@ func (p *mparser) term() (*mexpr, error) {
 			return nil, fmt.Errorf("%s: bad range %q", name, p.s[p.pos:p.pos+end])
 		}
 		p.pos += end + 1
+		off, err := p.offset()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 		// The range may also follow the selector, with the pipeline after
 		// it ("count_over_time({a="b"}[5m] |= "x")", as Loki allows): the
 		// rest, up to the closing parenthesis, continues the log query.
@@ -569,7 +581,7 @@ func (p *mparser) term() (*mexpr, error) {
 		if !p.eat(')') {
 			return nil, fmt.Errorf("%s: missing ) at column %d", name, p.pos+1)
 		}
-		return p.rangeExpr(&mexpr{kind: "range", fn: name, log: logq, rng: d, q: q})
+		return p.rangeOffset(&mexpr{kind: "range", fn: name, log: logq, rng: d, q: q}, off)
 	}
 	if name == "" {
 		return nil, fmt.Errorf("unexpected %q at column %d", p.rest(8), st+1)
@@ -687,6 +699,8 @@ func evalMore(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step i
 		return topkSeries(ctx, e, in, start, end, step, limit)
 	case "unwrap":
 		return evalUnwrap(ctx, ts, e, start, end, step)
+	case "fn", "offset", "absent":
+		return evalFunction(ctx, ts, e, start, end, step)
 	}
 	return nil, fmt.Errorf("unsupported expression %q", e.kind)
 }
@@ -1029,6 +1043,9 @@ func binopSeries(ctx context.Context, e *mexpr, lss, rss []*series, start, end, 
 		}
 		return b.out, nil
 	}
+	if e.group != "" {
+		return groupSeries(ctx, e, lss, rss, g, limit)
+	}
 	left, right := newStepSide(lss, g), newStepSide(rss, g)
 	// Each series' signature once, as a number shared by both sides.
 	sigIDs := map[string]int32{}
@@ -1110,7 +1127,7 @@ func binopSeries(ctx context.Context, e *mexpr, lss, rss []*series, start, end, 
 				continue
 			}
 			if lStamp[id] == stamp {
-				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right), which is not supported", sigs[id], lss[lWho[id]].labels, lss[i].labels)
+				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right)", sigs[id], lss[lWho[id]].labels, lss[i].labels)
 			}
 			lStamp[id], lWho[id] = stamp, i
 			v, keep := binopValue(e, v, rVal[id])

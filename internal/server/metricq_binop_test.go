@@ -705,7 +705,7 @@ func TestMetricBinopErrors(t *testing.T) {
 		{`sum(count_over_time({app="x"}[1m])) or 0`, `set operator \"or\" not allowed between scalars`},
 		{`0 and vector(1)`, `set operator \"and\" not allowed`},
 		{`vector(1) + bool 1`, "bool modifier can only be used on comparison operators"},
-		{`sum(count_over_time({app="x"}[1m])) * on (app) group_left vector(2)`, "group_left (many-to-one matching) is not supported"},
+		{`sum(count_over_time({app="x"}[1m])) * group_left vector(2)`, "group_left must follow on (...) or ignoring (...)"},
 		{`vector(1) / on (app) 2`, "vector matching (on, ignoring) only allowed between vectors"},
 		{`sum(count_over_time({app="x"}[1m])) >`, "unexpected end of query"},
 		{`sum(count_over_time({app="x"}[1m])) => 1`, "unexpected"},

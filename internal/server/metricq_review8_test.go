@@ -76,13 +76,16 @@ func TestMetricUnarySign(t *testing.T) {
 		{`vector(2) * -1`, `"-2"`},
 		{`vector(2) - - 3`, `"5"`},
 		{`vector(2) - 1e-1`, `"1.9"`},
+		// A sign before a sign is unary minus on what follows, as in
+		// PromQL (metricq_fn.go).
+		{`vector(2) * - - 1`, `"2"`},
 	} {
 		code, body := env.get("/loki/api/v1/query?time=1700000000&query=" + url.QueryEscape(c.q))
 		if code != 200 || !strings.Contains(body, c.want) {
 			t.Errorf("%s: %d %s, want %s", c.q, code, body, c.want)
 		}
 	}
-	for _, q := range []string{`vector(2) * - - 1`, `vector(2) * -`} {
+	for _, q := range []string{`vector(2) * -`, `vector(2) * - -`} {
 		if code, body := env.get("/loki/api/v1/query?time=1700000000&query=" + url.QueryEscape(q)); code != 400 {
 			t.Errorf("%s: %d %s, want 400", q, code, body)
 		}

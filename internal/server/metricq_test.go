@@ -122,7 +122,8 @@ func TestParseMetric(t *testing.T) {
 		{`vector(1) or 0`, "set operator"},
 		{`vector(1) + bool vector(1)`, "bool modifier"},
 		{`vector(1) + on (a) 2`, "vector matching"},
-		{`vector(1) * on (a) group_left (b) vector(2)`, "group_left"},
+		{`vector(1) * group_left (b) vector(2)`, "group_left must follow on"},
+		{`vector(1) * on (b) group_left (b) vector(2)`, "must not occur in ON and GROUP clause"},
 		{`vector(1) > on (a vector(2)`, "bad label list"},
 		{`quantile_over_time(0.9, {a="b"} [1m])`, "without unwrap"},
 		{`quantile_over_time({a="b"} | unwrap x [1m])`, "wants a number"},
@@ -186,6 +187,11 @@ func FuzzParseMetric(f *testing.F) {
 				}
 				check(e.l)
 				check(e.r)
+			case "fn", "offset", "absent":
+				if e.inner == nil || e.inner.scalar() || e.fn == "label_replace" && e.lrep == nil || e.kind == "offset" && e.off <= 0 {
+					t.Fatalf("%s %v", e.kind, e)
+				}
+				check(e.inner)
 			default:
 				t.Fatalf("kind %q", e.kind)
 			}
