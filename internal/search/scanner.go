@@ -51,6 +51,13 @@ func NewScanner(parts []store.Part, q Query) (*Scanner, []BlockRef, error) {
 	return &Scanner{e: e}, refs, nil
 }
 
+// ReadBlock decodes the kept block r into b as Run would: without its
+// structured metadata when the query's SkipAttrs allows (see
+// Query.SkipAttrs), else whole.
+func (s *Scanner) ReadBlock(r BlockRef, b *segment.Block) error {
+	return s.e.readBlock(s.e.parts[r.Part], r.Block, b)
+}
+
 // Match appends to hits the matching entries of b, the decoded block r,
 // ascending.
 func (s *Scanner) Match(r BlockRef, b *segment.Block, sc *Scratch, hits []int32) []int32 {

@@ -217,6 +217,17 @@ type Query struct {
 	Grouped bool
 	Workers int // 0 means GOMAXPROCS
 
+	// SkipAttrs says the caller never looks at Match.Attrs (a count, a
+	// listing of lines): segment blocks are then read without their
+	// structured metadata (segment.Reader.ReadBlockLines: the attrs
+	// section is neither decompressed nor validated, which with OTel
+	// trace and span ids on every entry cost ~3x a scan's decoding), and
+	// Match.Attrs may be empty. A plan whose matching can depend on
+	// metadata (NeedsAttrs: a label filter) still reads it, so results
+	// are the same with and without. The zero value reads metadata: a
+	// caller that does not know about the field never loses it.
+	SkipAttrs bool
+
 	// NoIndex bypasses the skip index: every block in the time range with
 	// a selected stream is decoded (brute force). Results are identical;
 	// it exists as a built-in oracle for the index and for measuring it.
@@ -470,6 +481,9 @@ type exec struct {
 	excl    []*needle.Searcher // negative literals: entries holding one are dropped by a block scan
 	stages  bool               // the plan has parser or label stages: confirm with MatchEntry
 	none    bool               // nothing can match
+	// linesOnly: read blocks without their metadata (Query.SkipAttrs,
+	// and the plan does not need it to match).
+	linesOnly bool
 
 	sel     []bool                   // by stream id: selected; nil selects all
 	labels  map[uint32][]query.Label // of the selected streams, for MatchEntry
@@ -529,6 +543,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	e := &exec{q: q, last: last, parts: parts, workers: workers, rev: q.Order == Newest, work: make(chan *task, workers)}
+	e.linesOnly = q.SkipAttrs && !NeedsAttrs(q.Plan)
 	if err := e.prepare(); err != nil {
 		return nil, err
 	}
@@ -1169,6 +1184,44 @@ func (e *exec) worker(ctx context.Context) {
 	}
 }
 
+// linesPart is a part that can read a block without its structured
+// metadata (store.SegmentPart). The head's blocks are in memory: copying
+// their metadata costs little, and they keep it.
+type linesPart interface {
+	ReadBlockLines(i int, dst *segment.Block) error
+}
+
+// readBlock reads block i of p into b, without its metadata when
+// e.linesOnly and p can.
+func (e *exec) readBlock(p store.Part, i int, b *segment.Block) error {
+	if e.linesOnly {
+		if lp, ok := p.(linesPart); ok {
+			return lp.ReadBlockLines(i, b)
+		}
+	}
+	return p.ReadBlock(i, b)
+}
+
+// NeedsAttrs reports whether which entries match p may depend on their
+// structured metadata: p has a label filter (which sees metadata as
+// labels of the entry), or a stage this package does not know. Line
+// filters match the line only; parsers, drop and keep never drop an
+// entry. A nil plan (a plain pattern) needs none. Whether a caller shows
+// metadata (labels in a response) is its own question.
+func NeedsAttrs(p *query.Plan) bool {
+	if p == nil {
+		return false
+	}
+	for _, st := range p.Query.Stages {
+		switch st.(type) {
+		case *query.LineFilter, *query.ParserStage, *query.DropStage:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
 // scratch is a worker's reusable memory.
 type scratch struct{ a, b, c, x, ks, slot, next []int32 }
 
@@ -1187,7 +1240,7 @@ func (e *exec) do(t *task, sc *scratch) {
 	}
 	b := segment.GetBlock()
 	e.decoded.Add(1)
-	if err := p.ReadBlock(t.block, b); err != nil {
+	if err := e.readBlock(p, t.block, b); err != nil {
 		segment.PutBlock(b)
 		t.res.err = err
 		return
@@ -2551,7 +2604,7 @@ func (c *blockCache) get(e *exec, t *task, m segment.BlockMeta, si int, sc *scra
 	defer close(cb.ready)
 	b := segment.GetBlock()
 	e.decoded.Add(1)
-	if err := e.parts[t.part].ReadBlock(t.block, b); err != nil {
+	if err := e.readBlock(e.parts[t.part], t.block, b); err != nil {
 		segment.PutBlock(b)
 		cb.err = err
 		return cb, true

@@ -74,6 +74,15 @@ func (p *SegmentPart) ReadBlock(i int, dst *segment.Block) error {
 	return err
 }
 
+// ReadBlockLines decodes block i without its structured metadata
+// (segment.Reader.ReadBlockLines: the attrs section is not decompressed
+// nor validated), for searches that never look at metadata.
+func (p *SegmentPart) ReadBlockLines(i int, dst *segment.Block) error {
+	err := p.r.ReadBlockLines(i, dst)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return err
+}
+
 // MayContain asks the segment's skip index whether block i may hold lit.
 func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
 	ok := p.r.MayContain(i, lit, fold)
