@@ -334,6 +334,12 @@ func searchCommand(args []string) error {
 		defer snap.Close()
 	}
 	q.Labels = snap.Labels
+	// Only --json entries show structured metadata: text, -c, -l, -q and
+	// --hist read segment blocks without it (its section neither
+	// decompressed nor validated: with OTel ids on every entry it made a
+	// full count ~3x slower). search still reads it for a --query whose
+	// label filters may test it (search.NeedsAttrs).
+	q.SkipAttrs = !*asJSON || *count || *hist
 	if q.Plan != nil && len(q.Plan.Streams) > 0 {
 		// The selector from the stream index's postings, as hay serve
 		// does; the -H and -l checks share the same index.
