@@ -299,6 +299,13 @@ type selection struct {
 	// categorize asks for each hit's parsed labels apart (hit.Parsed),
 	// for Loki's categorize-labels responses.
 	categorize bool
+	// skipAttrs says the caller uses no entry's structured metadata:
+	// neither hit.Attrs nor what metadata add to hit.Labels and hit.Meta
+	// (a count or sum without a grouping by labels). Segment blocks are
+	// then read without it (search.Query.SkipAttrs), unless the plan's
+	// label filters need it to select entries (search.NeedsAttrs), and
+	// hits carry no metadata, or only some. The zero value reads it.
+	skipAttrs bool
 }
 
 // parseSelection parses q: LogQL when it starts with '{' (after any #
@@ -410,7 +417,7 @@ func selectedStreams(v *store.View, sel *selection, limit int) int {
 
 // searchQuery is sel as a search.Query over v.
 func searchQuery(v *store.View, sel *selection) search.Query {
-	q := search.Query{Since: sel.start, Labels: v.Labels}
+	q := search.Query{Since: sel.start, Labels: v.Labels, SkipAttrs: sel.skipAttrs}
 	if sel.end < math.MaxInt64 {
 		q.Until = sel.end + 1 // search's Until is exclusive
 	}

@@ -120,7 +120,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		}
 		b := segment.GetBlock()
 		p := v.Parts[t.ref.Part]
-		if err := p.ReadBlock(t.ref.Block, b); err != nil {
+		if err := scanner.ReadBlock(t.ref, b); err != nil { // without metadata when sel.skipAttrs allows
 			segment.PutBlock(b)
 			t.err = fmt.Errorf("%s block %d: %w", p.Name(), t.ref.Block, err)
 			return
