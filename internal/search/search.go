@@ -128,6 +128,12 @@
 // and line filters match the line only, never the metadata; a plan's
 // label filters see the metadata as labels of the entry
 // (Plan.MatchEntryAttrs). The skip index does not cover metadata.
+//
+// A caller that never looks at metadata (a count, a listing of lines)
+// sets Query.SkipAttrs: segment blocks are then read without it (their
+// attrs section neither decompressed nor validated), unless the plan's
+// label filters need it to decide (NeedsAttrs). The results are the same;
+// only Match.Attrs may be empty. The zero value reads metadata.
 package search
 
 import (

@@ -10,6 +10,10 @@
 // it into place and fsyncs the directory: a segment either exists complete
 // or not at all. A Reader maps the file with mmap and never reads it whole;
 // Open checks the footer and block index, ReadBlock checks one block.
+// ReadBlockLines reads a block without its structured metadata, for
+// searches that never show it: the attrs section is neither decompressed
+// nor validated (the checksum over the whole block and the header's
+// sizes are still checked).
 //
 // # Damage
 //
