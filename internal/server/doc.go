@@ -108,7 +108,19 @@
 // (+ - * / % ^; x/0 is NaN, as Loki answers), comparisons (== != > >= < <=,
 // which filter, or answer 1/0 with bool), and the set operators and, or,
 // unless; between two vectors samples match one-to-one on their labels,
-// or on (...) / ignoring (...) (group_left and group_right are refused).
+// or on (...) / ignoring (...), or many-to-one with group_left [(labels)]
+// or group_right [(labels)] after on/ignoring (the listed labels copied
+// from the "one" side; two samples of one signature on the one side, or
+// two results with one label set, are a 400 "multiple matches" /
+// "many-to-many" error, as in Prometheus). Also, with Prometheus's
+// semantics: unary minus (-sum(...), binding looser than ^), sort(v) and
+// sort_desc(v) (an instant answer in value order, NaN last; a range
+// answer by labels as always), label_replace(v, "dst", "replacement",
+// "src", "regex") (anchored regex, $1 and ${name} expanded, an empty
+// result removes dst), "offset d" after a range ([5m] offset 1h, with
+// unwrap too: the window ends d before each step), and
+// absent_over_time(log query [r]) (1 at each step whose window has no
+// entry, labelled by the selector's equality matchers).
 // vector(n) is a label-less vector at every step, so
 // `sum(count_over_time({app="x"} |= "err" [5m])) or vector(0)` answers 0
 // where there is no data, and Grafana's health check vector(1)+vector(1)

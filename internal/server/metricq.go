@@ -586,7 +586,7 @@ func (p *mparser) term() (*mexpr, error) {
 	if name == "" {
 		return nil, fmt.Errorf("unexpected %q at column %d", p.rest(8), st+1)
 	}
-	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum_over_time, avg_over_time, max_over_time, min_over_time, first_over_time, last_over_time, stdvar_over_time, stddev_over_time, quantile_over_time, rate_counter, sum, count, min, max, avg, topk, bottomk, vector)", name)
+	return nil, fmt.Errorf("unsupported function %q (supported: count_over_time, rate, bytes_over_time, bytes_rate, sum_over_time, avg_over_time, max_over_time, min_over_time, first_over_time, last_over_time, stdvar_over_time, stddev_over_time, quantile_over_time, rate_counter, absent_over_time, sum, count, min, max, avg, topk, bottomk, sort, sort_desc, label_replace, vector)", name)
 }
 
 // skipString moves from the opening quote of a string ("..." with
