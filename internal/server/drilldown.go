@@ -733,7 +733,8 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 			s.queryErr(w, err)
 			return
 		}
-		sel := &selection{plan: plan, start: start, end: end}
+		// Patterns come from the lines and times alone.
+		sel := &selection{plan: plan, start: start, end: end, skipAttrs: true}
 		err = run(r.Context(), v, sel, anyOrder, 0, func(h *hit) bool {
 			tpl := lineTemplate(h.Line)
 			if tpl == "" {

@@ -266,6 +266,7 @@ func (s *Server) nativeHits(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		s.queryErr(w, err)
 		return
 	}
+	sel.skipAttrs = true // a histogram counts: no entry's metadata is shown
 	q := searchQuery(v, sel)
 	lo, hi := sel.start, sel.end
 	// Buckets cover the asked range; an open side (no start, or an end
