@@ -280,6 +280,13 @@ func (s *Server) lokiMetric(w http.ResponseWriter, r *http.Request, ts *tenantSt
 		s.queryErr(w, badRequest("bad_query", "%v", err))
 		return
 	}
+	if instant && e.scalar() {
+		// A number (1+1, Grafana's old health check) is a scalar, as
+		// Loki answers it at an instant: [<time>, "<value>"].
+		res := []any{unixSecondsJSON(start), strconv.FormatFloat(e.val, 'f', -1, 64)}
+		writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "scalar", EncodingFlags: encodingFlags(r), Result: res, Stats: lokiStats(0, 0, time.Since(t0))}})
+		return
+	}
 	// The limit also stops a binary operator or topk building more
 	// series than it allows (withSeriesLimit).
 	out, err := evalMetric(withSeriesLimit(r.Context(), e, s.cfg.MaxQuerySeries), ts, e, start, end, int64(step))

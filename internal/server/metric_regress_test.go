@@ -45,7 +45,7 @@ func TestMetricRegressPrecedence(t *testing.T) {
 		want string
 	}{
 		{`vector(1) + vector(2) * vector(3)`, "7"},
-		{`1 + 2 * 3`, "7"},
+		{`vector(0) + 1 + 2 * 3`, "7"}, // (1 + 2 * 3 alone is a scalar answer: metricq_fn_test.go)
 		{`vector(10) - vector(6) / vector(2)`, "7"},
 		{`vector(8) / vector(2) + vector(2) * vector(3)`, "10"},
 		{`(vector(1) + vector(2)) * vector(3)`, "9"}, // control: parenthesized

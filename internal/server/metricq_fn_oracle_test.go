@@ -518,11 +518,15 @@ func TestMetricFnOracle(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%s: %d %.400s", desc, code, body)
 			}
-			if instant && x.kind == "sort" {
+			root := x
+			for root.kind == "neg" && root.fn == "+" {
+				root = root.in // +x is x, sort's order included
+			}
+			if instant && root.kind == "sort" {
 				// In value order; then compared as a set.
 				for i := 1; i < len(got); i++ {
-					if fxSortedBefore(x.fn == "sort_desc", got[i-1], got[i]) >= 0 {
-						t.Fatalf("%s: %v before %v: not in %s order", desc, got[i-1], got[i], x.fn)
+					if fxSortedBefore(root.fn == "sort_desc", got[i-1], got[i]) >= 0 {
+						t.Fatalf("%s: %v before %v: not in %s order", desc, got[i-1], got[i], root.fn)
 					}
 				}
 				sorted += len(got)
@@ -530,6 +534,9 @@ func TestMetricFnOracle(t *testing.T) {
 				slices.SortFunc(got, func(a, b *boSeries) int { return boLabels(a.labels).Compare(boLabels(b.labels)) })
 			}
 			boCompare(t, desc, got, want, steps)
+			if instant && want.scalar != (len(got) == 1 && got[0].scalar) {
+				t.Fatalf("%s: a scalar answered as a vector, or the reverse (want scalar: %v)", desc, want.scalar)
+			}
 			if len(got) > 0 {
 				answered[x.kind]++
 			}

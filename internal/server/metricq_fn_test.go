@@ -293,3 +293,33 @@ func TestMetricFnLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricScalarAnswer: a query that is a number answers resultType
+// scalar at an instant, [<time>, "<value>"], as Loki; over a range, a
+// label-less series at every step; vector(n) stays a vector.
+func TestMetricScalarAnswer(t *testing.T) {
+	env := boExactEnv(t)
+	at := "/loki/api/v1/query?time=1700000000.5&query="
+	for _, c := range []struct{ q, want string }{
+		{`1+1`, `[1700000000.5,"2"]`},
+		{`1 + 2 * 3`, `[1700000000.5,"7"]`},
+		{`2 > bool 1`, `[1700000000.5,"1"]`},
+		{`-(2 ^ 3)`, `[1700000000.5,"-8"]`},
+		{`1 / 0`, `[1700000000.5,"NaN"]`},
+		{`(((4)))`, `[1700000000.5,"4"]`},
+	} {
+		code, body := env.get(at + url.QueryEscape(c.q))
+		if code != 200 {
+			t.Errorf("%s: %d %s", c.q, code, body)
+			continue
+		}
+		wantJSON(t, c.q, dropStats(t, body), `{"status":"success","data":{"resultType":"scalar","result":`+c.want+`}}`)
+	}
+	fnCheck(t, env, at, []struct{ q, want string }{
+		{`vector(1)+vector(1)`, `{"metric":{},"value":[1700000000.5,"2"]}`},
+		{`vector(2) > bool 1`, `{"metric":{},"value":[1700000000.5,"1"]}`},
+	}, fnVector)
+	fnCheck(t, env, fnRange, []struct{ q, want string }{
+		{`1+1`, `{"metric":{},"values":[[1699999880,"2"],[1699999910,"2"],[1699999940,"2"],[1699999970,"2"],[1700000000,"2"]]}`},
+	}, fnMatrix)
+}

@@ -378,7 +378,7 @@ func refBinop(e *mexpr, lss, rss []*series) ([]*series, error) {
 				continue
 			}
 			if o, dup := seen[k]; dup {
-				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right), which is not supported", k, o, p.ls)
+				return nil, badRequest("bad_query", "multiple matches for labels %s on the left hand-side of the operation: [%s, %s]; many-to-one matching must be explicit (group_left/group_right)", k, o, p.ls)
 			}
 			seen[k] = p.ls
 			v, keep := binopValue(e, p.v, r.v)
