@@ -36,3 +36,31 @@ func TestBrowserMetadata(t *testing.T) {
 		t.Errorf("rows:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestBrowserMetadataMany: an entry with more metadata than a row shows
+// (OTLP's dozen pairs) keeps its trace id in sight and a "+N metadata"
+// button, which shows the others in name order.
+func TestBrowserMetadataMany(t *testing.T) {
+	env := newSecEnv(t)
+	ts := time.Now().Add(-time.Minute).UnixNano()
+	meta := `{"trace_id":"t1","span_id":"s1","severity_text":"ERROR","scope_name":"lib","host_name":"h","flags":"1"}`
+	body := fmt.Sprintf(`{"streams":[{"stream":{"app":"metamany"},"values":[["%d","manymark otel",%s]]}]}`, ts, meta)
+	res, err := http.Post(env.hay.URL+"/loki/api/v1/push", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("push: %s", res.Status)
+	}
+	ctx, _ := env.tab(t)
+	env.open(t, ctx, "/?q=manymark")
+	chips := `[...document.querySelectorAll('#rows .row .lbl')].map(l => l.textContent).join(' ')`
+	if got, want := browsertest.Eval[string](t, ctx, chips), "app=metamany service_name=metamany trace_id=t1 +5 metadata"; got != want {
+		t.Fatalf("chips before the click: %q, want %q", got, want)
+	}
+	browsertest.Eval[bool](t, ctx, `(document.querySelector('#rows .more-meta').click(), true)`)
+	if got, want := browsertest.Eval[string](t, ctx, chips), "app=metamany service_name=metamany trace_id=t1 flags=1 host_name=h scope_name=lib severity_text=ERROR span_id=s1"; got != want {
+		t.Fatalf("chips after the click: %q, want %q", got, want)
+	}
+}

@@ -10,6 +10,7 @@
   const TAIL_CAP = 1000;    // live tail keeps at most this many rows
   const HL_REGEX_MAX = 1000; // characters of a line a |~ highlight regex runs over
   const TRUNC = 1000;       // characters of a line shown before "expand"
+  const META_SHOWN = 3; // metadata pairs a row shows before a "+N" button
   const MAX_MARKS = 500;    // highlights per line, against pathological regexes
   const FACET_VALUES = 20;  // values shown per label in the sidebar
   const SIDE_DELAY = 250;   // ms the histogram and facets wait for the search to answer
@@ -437,14 +438,33 @@
       appendText(l, k + '=' + e.labels[k]);
       labels.appendChild(l);
     }
-    // The entry's structured metadata (API.md), after its labels.
+    // The entry's structured metadata (API.md), after its labels. OTLP
+    // entries carry a dozen pairs or more: beyond META_SHOWN, the trace
+    // id stays in sight and a "+N" button shows the rest, so that a
+    // page of rows stays a page of lines.
     const meta = e.metadata && typeof e.metadata === 'object' ? e.metadata : {};
-    for (const k of Object.keys(meta).sort()) {
+    const metaChip = (k) => {
       const l = document.createElement('span');
-      l.className = 'lbl';
+      l.className = 'lbl meta';
       l.title = 'metadata ' + k + '=' + meta[k];
       appendText(l, k + '=' + meta[k]);
-      labels.appendChild(l);
+      return l;
+    };
+    const metaNames = Object.keys(meta).sort();
+    const shown = metaNames.length <= META_SHOWN ? metaNames : metaNames.filter((k) => k === 'trace_id');
+    for (const k of shown) labels.appendChild(metaChip(k));
+    if (shown.length < metaNames.length) {
+      const rest = metaNames.filter((k) => !shown.includes(k));
+      const more = document.createElement('button');
+      more.type = 'button';
+      more.className = 'lbl more-meta';
+      more.textContent = '+' + rest.length + ' metadata';
+      more.setAttribute('aria-label', 'Show ' + rest.length + ' more metadata of this entry');
+      more.addEventListener('click', () => {
+        for (const k of rest) labels.insertBefore(metaChip(k), more);
+        more.remove();
+      });
+      labels.appendChild(more);
     }
     row.appendChild(labels);
     const line = document.createElement('span');
