@@ -323,3 +323,27 @@ func TestMetricScalarAnswer(t *testing.T) {
 		{`1+1`, `{"metric":{},"values":[[1699999880,"2"],[1699999910,"2"],[1699999940,"2"],[1699999970,"2"],[1700000000,"2"]]}`},
 	}, fnMatrix)
 }
+
+// TestMetricUnwrapNegativeBytes: unwrap bytes(...) reads a negative size
+// as the negative of the size ("-1KB" is -1000), as a bytes label filter
+// reads a negative literal, before and after the unwrap.
+func TestMetricUnwrapNegativeBytes(t *testing.T) {
+	env := newEnv(t, nil)
+	env.mustPush("/loki/api/v1/push", protoBody([]PushStream{
+		{Labels: `{app="b"}`, Entries: []PushEntry{
+			{Time: base - 50e9, Line: "size=-1KB"}, {Time: base - 40e9, Line: "size=2KiB"},
+			{Time: base - 30e9, Line: "size=-3"}, {Time: base - 20e9, Line: `size="-1.5 MiB"`},
+		}},
+	}), "Content-Type", "application/x-protobuf")
+	at := "/loki/api/v1/query?time=1700000000&query="
+	b := `{"app":"b","service_name":"b"}`
+	fnCheck(t, env, at, []struct{ q, want string }{
+		{`sum_over_time({app="b"} | logfmt | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"-1571819"]}`},
+		{`min_over_time({app="b"} | logfmt | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"-1572864"]}`},
+		{`max_over_time({app="b"} | logfmt | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"2048"]}`},
+		// The filter compares bytes: -3 and 2048 are above -1KB.
+		{`sum_over_time({app="b"} | logfmt | size > -1KB | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"2045"]}`},
+		{`sum_over_time({app="b"} | logfmt | unwrap bytes(size) | size >= -1KB [1m])`, `{"metric":` + b + `,"value":[1700000000,"1045"]}`},
+		{`count_over_time({app="b"} | logfmt | size < -1KiB [1m])`, `{"metric":{"app":"b","service_name":"b","size":"-1.5 MiB"},"value":[1700000000,"1"]}`},
+	}, fnVector)
+}
