@@ -47,6 +47,10 @@ func BenchmarkMetricOps(b *testing.B) {
 		{"count_logfmt", `sum by (app) (count_over_time({env=~".+"} | logfmt | drop lat [5m]))`},
 		{"unwrap_sum", `sum by (app) (sum_over_time({env=~".+"} | logfmt | unwrap lat [5m]))`},
 		{"unwrap_quantile", `quantile_over_time(0.99, {env=~".+"} | logfmt | unwrap lat [5m]) by (app)`},
+		{"group_left", `count_over_time({env=~".+"}[5m]) / on (env) group_left sum by (env) (count_over_time({env=~".+"}[5m]))`},
+		{"label_replace", `label_replace(count_over_time({env=~".+"}[5m]), "team", "t-$1", "app", "a(.*)")`},
+		{"offset", `sum by (app) (count_over_time({env=~".+"}[5m] offset 10m))`},
+		{"absent", `absent_over_time({env="prod"}[1m])`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			path := "/loki/api/v1/query_range?start=1699996400&end=1700000000&step=15&query=" + url.QueryEscape(c.q)
