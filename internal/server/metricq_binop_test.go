@@ -431,7 +431,7 @@ func boAnswer(t *testing.T, env *testEnv, path string, instant bool) (out []*boS
 	var resp struct {
 		Status string `json:"status"`
 		Data   struct {
-			ResultType string `json:"resultType"`
+			ResultType string          `json:"resultType"`
 			Result     json.RawMessage `json:"result"`
 		} `json:"data"`
 	}
