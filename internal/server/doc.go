@@ -119,8 +119,9 @@
 // "src", "regex") (anchored regex, $1 and ${name} expanded, an empty
 // result removes dst), "offset d" after a range ([5m] offset 1h, with
 // unwrap too: the window ends d before each step), and
-// absent_over_time(log query [r]) (1 at each step whose window has no
-// entry, labelled by the selector's equality matchers).
+// absent_over_time(log query [r]), also over unwrapped values (1 at each
+// step whose window has no entry, or no unwrapped value, labelled by the
+// selector's equality matchers).
 // vector(n) is a label-less vector at every step, so
 // `sum(count_over_time({app="x"} |= "err" [5m])) or vector(0)` answers 0
 // where there is no data, and Grafana's health check vector(1)+vector(1)

@@ -1251,7 +1251,7 @@ func cmpFloat(a, b float64) int {
 // unwrapFns are the range functions over unwrapped values, and whether
 // Loki lets each take by/without.
 var unwrapFns = map[string]bool{
-	"rate": false, "rate_counter": false, "sum_over_time": false,
+	"rate": false, "rate_counter": false, "sum_over_time": false, "absent_over_time": false,
 	"avg_over_time": true, "max_over_time": true, "min_over_time": true, "first_over_time": true, "last_over_time": true,
 	"stdvar_over_time": true, "stddev_over_time": true, "quantile_over_time": true,
 }
@@ -1264,7 +1264,7 @@ func (p *mparser) rangeExpr(e *mexpr) (*mexpr, error) {
 	pre, spec, found := splitUnwrap(e.log)
 	grouping, allowed := unwrapFns[e.fn]
 	switch {
-	case !found && allowed && e.fn != "rate":
+	case !found && allowed && e.fn != "rate" && e.fn != "absent_over_time":
 		return nil, fmt.Errorf("invalid aggregation %s without unwrap: its log query must end in | unwrap <label>", e.fn)
 	case !found:
 		return e, nil

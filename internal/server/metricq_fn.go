@@ -22,7 +22,7 @@ import (
 //	Term    = ... | ( "-" | "+" ) Power
 //	        | ( "sort" | "sort_desc" ) "(" Expr ")"
 //	        | "label_replace" "(" Expr "," String "," String "," String "," String ")"
-//	        | "absent_over_time" "(" LogQuery "[" Duration "]" [ Offset ] ")" .
+//	        | "absent_over_time" "(" LogQuery [ Unwrap ] "[" Duration "]" [ Offset ] ")" .
 //	Range   = RangeFn "(" LogQuery "[" Duration "]" [ Offset ] ... ")" .
 //	Offset  = "offset" Duration .
 //
@@ -159,7 +159,12 @@ func (p *mparser) rangeOffset(e *mexpr, off time.Duration) (*mexpr, error) {
 		return nil, err
 	}
 	if absent {
+		// Whether a window has a sample: any entry (count_over_time),
+		// or, unwrapped, any value (last_over_time has a point then).
 		e.fn = "count_over_time"
+		if e.kind == "unwrap" {
+			e.fn = "last_over_time"
+		}
 	}
 	x := e
 	if off > 0 {

@@ -123,6 +123,12 @@ func TestMetricOffset(t *testing.T) {
 		{`sum_over_time({app="u"} | logfmt | unwrap lat [1m] offset 30s)`, `{"metric":` + u + `,"values":[[1700000000,"12"]]}`},
 		{`sum_over_time({app="u"} | logfmt | unwrap lat [1m])`, `{"metric":` + u + `,"values":[[1699999970,"12"],[1700000000,"23"]]}`},
 		{`max_over_time({app="u"} | logfmt | unwrap lat [1m] offset 30s) by (app)`, `{"metric":{"app":"u"},"values":[[1700000000,"7"]]}`},
+		// absent_over_time over unwrapped values (Loki lists it among the
+		// unwrapped range aggregations): lat at -50, -40, -10.
+		{`absent_over_time({app="u"} | logfmt | unwrap lat [30s])`, `{"metric":{"app":"u"},"values":[[1699999880,"1"],[1699999910,"1"],[1699999940,"1"]]}`},
+		{`absent_over_time({app="u"} | logfmt | unwrap lat | lat > 7 [30s])`, `{"metric":{"app":"u"},"values":[[1699999880,"1"],[1699999910,"1"],[1699999940,"1"],[1699999970,"1"]]}`},
+		{`absent_over_time({app="u"} | logfmt | unwrap nope [30s])`, `{"metric":{"app":"u"},"values":[[1699999880,"1"],[1699999910,"1"],[1699999940,"1"],[1699999970,"1"],[1700000000,"1"]]}`},
+		{`absent_over_time({app="u"} | logfmt | unwrap lat [30s] offset 30s)`, `{"metric":{"app":"u"},"values":[[1699999880,"1"],[1699999910,"1"],[1699999940,"1"],[1699999970,"1"]]}`},
 		// The offset leaf against the same leaf without it.
 		{`count_over_time({app="x"}[1m]) - count_over_time({app="x"}[1m] offset 30s)`, `{"metric":` + fnX + `,"values":[[1700000000,"1"]]}`},
 	}, fnMatrix)
@@ -164,6 +170,14 @@ func TestMetricLabelReplace(t *testing.T) {
 		// Series that come to share labels merge when they share no step.
 		{lr(noSvc, "app", "z", "app", ".*"), `{"metric":{"app":"z"},"values":[[1699999910,"1"],[1699999940,"1"],[1699999970,"2"],[1700000000,"3"]]}`},
 	}, fnMatrix)
+	// Loki's query reference example: foo="a" from service="a:c".
+	env.mustPush("/loki/api/v1/push", protoBody([]PushStream{
+		{Labels: `{job="api-server", service="a:c"}`, Entries: []PushEntry{{Time: base - 10e9, Line: "err d"}}},
+	}), "Content-Type", "application/x-protobuf")
+	fnCheck(t, env, "/loki/api/v1/query?time=1700000000&query=", []struct{ q, want string }{
+		{`label_replace(rate({job="api-server",service="a:c"} |= "err" [1m]), "foo", "$1",
+  "service", "(.*):.*")`, `{"metric":{"foo":"a","job":"api-server","service":"a:c","service_name":"a:c"},"value":[1700000000,"0.016666666666666666"]}`},
+	}, fnVector)
 	for _, c := range []struct{ q, msg string }{
 		{lr(lr(fnCount10, "service_name", "", "app", ".*"), "app", "z", "app", ".*"), "vector cannot contain metrics with the same labelset"},
 		{lr(fnCount, "dst", "$1", "app", "(("), "invalid regular expression in label_replace(): (("},
@@ -212,7 +226,7 @@ func TestMetricAbsentOverTime(t *testing.T) {
 		{`absent_over_time({app="y"} |= "err" [30s])`, ``},
 		{`absent_over_time({app=~"x|y"}[10m])`, ``},
 	}, fnVector)
-	fnRefused(t, env, `absent_over_time({app="x"} | logfmt | unwrap n [1m])`, "invalid aggregation absent_over_time with unwrap")
+	fnRefused(t, env, `absent_over_time({app="x"} | logfmt | unwrap n [1m]) by (app)`, "absent_over_time does not take by or without")
 	fnRefused(t, env, `absent_over_time(x[1m])`, "absent_over_time")
 }
 
