@@ -17,10 +17,13 @@ type metrics struct {
 	// metaBytes counts the structured metadata stored (attrs encoding),
 	// as Loki's distributor counts it beside the line bytes.
 	metaBytes *hmetrics.Counter
-	pushDur   *hmetrics.HistogramVec
-	queryDur  *hmetrics.HistogramVec
-	fsync     *hmetrics.Histogram
-	rejected  *hmetrics.CounterVec
+	// metaCollisions counts metadata names given twice to an entry with
+	// different values (the later pair kept, as Loki).
+	metaCollisions *hmetrics.Counter
+	pushDur        *hmetrics.HistogramVec
+	queryDur       *hmetrics.HistogramVec
+	fsync          *hmetrics.Histogram
+	rejected       *hmetrics.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -31,6 +34,8 @@ func newMetrics(s *Server) *metrics {
 		bytes: r.NewCounter("hay_ingested_bytes_total", "Line bytes stored by pushes (acknowledged)."),
 		metaBytes: r.NewCounter("hay_ingested_structured_metadata_bytes_total",
 			"Structured metadata bytes (encoded) stored by pushes with their entries (acknowledged)."),
+		metaCollisions: r.NewCounter("hay_structured_metadata_collisions_total",
+			"Structured metadata names given twice to a pushed entry with different values (after name normalization; OTLP record attributes, record fields, resource and scope attributes): the later pair was kept, as Loki keeps it."),
 		pushDur: r.NewHistogramVec("hay_push_duration_seconds", "Push request latency, including the WAL fsync (requests past the auth and tenant checks).",
 			hmetrics.ExponentialBuckets(0.0005, 2, 16), "format"),
 		queryDur: r.NewHistogramVec("hay_query_duration_seconds", "Query request latency by endpoint (requests past the auth and tenant checks).",

@@ -10,9 +10,13 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"haystack/internal/attrs"
 )
 
 // OTLP logs ingest: POST /otlp/v1/logs, as the OpenTelemetry Collector's
@@ -134,7 +138,16 @@ const (
 	otlpBytes
 	otlpArray
 	otlpMap
+	// otlpTooLarge is an attribute whose arrays and maps hold more than
+	// otlpAttrMaxValues values: it renders to more than attrs.MaxBytes
+	// (each value at least a byte), so its record is refused, and it was
+	// not kept (a 2-byte empty AnyValue decodes to a 96-byte otlpValue).
+	otlpTooLarge
 )
+
+// otlpAttrMaxValues bounds the values decoded inside one attribute's
+// arrays and maps (see otlpTooLarge).
+const otlpAttrMaxValues = attrs.MaxBytes
 
 type otlpKV struct {
 	key string
@@ -223,7 +236,7 @@ func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 				if t != wireLen {
 					return res, fmt.Errorf("resource attribute %d: wrong wire type %d", len(res.attrs), t)
 				}
-				a, err := decodeOTLPKeyValue(kv, 0)
+				a, err := decodeOTLPAttr(kv)
 				if err != nil {
 					return res, fmt.Errorf("resource attribute %d: %w", len(res.attrs), err)
 				}
@@ -278,7 +291,7 @@ func decodeOTLPScope(b []byte, sc *otlpScope) error {
 		case f == 2 && t == wireLen:
 			sc.version = v
 		case f == 3 && t == wireLen:
-			kv, err := decodeOTLPKeyValue(v, 0)
+			kv, err := decodeOTLPAttr(v)
 			if err != nil {
 				return fmt.Errorf("attribute %d: %w", len(sc.attrs), err)
 			}
@@ -306,7 +319,7 @@ func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 		case f == 11 && t == wireI64:
 			rec.observed = num
 		case f == 5 && t == wireLen:
-			if rec.body, err = decodeOTLPValue(v, 0); err != nil {
+			if rec.body, err = decodeOTLPValue(v, 0, nil); err != nil {
 				return rec, fmt.Errorf("body: %w", err)
 			}
 		case f == 2 && t == wireVarint:
@@ -314,7 +327,7 @@ func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 		case f == 3 && t == wireLen:
 			rec.sevText = v
 		case f == 6 && t == wireLen:
-			kv, err := decodeOTLPKeyValue(v, 0)
+			kv, err := decodeOTLPAttr(v)
 			if err != nil {
 				return rec, fmt.Errorf("attribute %d: %w", len(rec.attrs), err)
 			}
@@ -342,7 +355,22 @@ func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 	return rec, nil
 }
 
-func decodeOTLPKeyValue(b []byte, depth int) (otlpKV, error) {
+// decodeOTLPAttr decodes an attribute (a KeyValue of a resource, scope or
+// record), keeping at most otlpAttrMaxValues values of its arrays and
+// maps: past them it is otlpTooLarge.
+func decodeOTLPAttr(b []byte) (otlpKV, error) {
+	budget := otlpAttrMaxValues
+	kv, err := decodeOTLPKeyValue(b, 0, &budget)
+	if budget < 0 {
+		kv.val = otlpValue{kind: otlpTooLarge}
+	}
+	return kv, err
+}
+
+// decodeOTLPKeyValue decodes a KeyValue. Each value inside arrays and
+// maps takes one from *budget (nil: no bound); once it is below zero the
+// values are still checked but no longer kept.
+func decodeOTLPKeyValue(b []byte, depth int, budget *int) (otlpKV, error) {
 	var kv otlpKV
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
@@ -354,7 +382,7 @@ func decodeOTLPKeyValue(b []byte, depth int) (otlpKV, error) {
 		case f == 1 && t == wireLen:
 			kv.key = string(v)
 		case f == 2 && t == wireLen:
-			if kv.val, err = decodeOTLPValue(v, depth); err != nil {
+			if kv.val, err = decodeOTLPValue(v, depth, budget); err != nil {
 				return kv, fmt.Errorf("%q: %w", kv.key, err)
 			}
 		case f == 1 || f == 2:
@@ -366,7 +394,7 @@ func decodeOTLPKeyValue(b []byte, depth int) (otlpKV, error) {
 
 // decodeOTLPValue decodes an AnyValue; of several oneof fields the last
 // wins, as protobuf decoders do. String and bytes values alias b.
-func decodeOTLPValue(b []byte, depth int) (otlpValue, error) {
+func decodeOTLPValue(b []byte, depth int, budget *int) (otlpValue, error) {
 	var val otlpValue
 	if depth >= otlpMaxDepth {
 		return val, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
@@ -394,7 +422,18 @@ func decodeOTLPValue(b []byte, depth int) (otlpValue, error) {
 			if f == 6 {
 				nv.kind = otlpMap
 			}
-			for len(v) > 0 {
+			// Sized by a first pass (within the budget): grown by
+			// append, the values were copied again and again.
+			n := countProtoField(v, 1)
+			if budget != nil {
+				n = max(min(n, *budget), 0)
+			}
+			if f == 5 {
+				nv.arr = make([]otlpValue, 0, n)
+			} else {
+				nv.kvs = make([]otlpKV, 0, n)
+			}
+			for i := 0; len(v) > 0; {
 				ef, et, _, ev, rest, err := protoField(v)
 				if err != nil {
 					return val, err
@@ -404,21 +443,31 @@ func decodeOTLPValue(b []byte, depth int) (otlpValue, error) {
 					continue
 				}
 				if et != wireLen {
-					return val, fmt.Errorf("value %d: wrong wire type %d", len(nv.arr)+len(nv.kvs), et)
+					return val, fmt.Errorf("value %d: wrong wire type %d", i, et)
+				}
+				keep := true
+				if budget != nil {
+					*budget--
+					keep = *budget >= 0
 				}
 				if f == 5 {
-					e, err := decodeOTLPValue(ev, depth+1)
+					e, err := decodeOTLPValue(ev, depth+1, budget)
 					if err != nil {
-						return val, fmt.Errorf("value %d: %w", len(nv.arr), err)
+						return val, fmt.Errorf("value %d: %w", i, err)
 					}
-					nv.arr = append(nv.arr, e)
+					if keep {
+						nv.arr = append(nv.arr, e)
+					}
 				} else {
-					kv, err := decodeOTLPKeyValue(ev, depth+1)
+					kv, err := decodeOTLPKeyValue(ev, depth+1, budget)
 					if err != nil {
-						return val, fmt.Errorf("value %d: %w", len(nv.kvs), err)
+						return val, fmt.Errorf("value %d: %w", i, err)
 					}
-					nv.kvs = append(nv.kvs, kv)
+					if keep {
+						nv.kvs = append(nv.kvs, kv)
+					}
 				}
+				i++
 			}
 			val = nv
 		case f == 7 && t == wireLen:
@@ -596,7 +645,7 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 	for i, rl := range req.ResourceLogs {
 		var res otlpResource
 		for j, a := range rl.Resource.Attributes {
-			kv, err := a.decode(0)
+			kv, err := a.decodeAttr()
 			if err != nil {
 				return nil, fmt.Errorf("resourceLogs %d: resource attribute %d: %w", i, j, err)
 			}
@@ -616,7 +665,7 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 					sevNum: int64(lr.SeverityNumber), sevText: []byte(lr.SeverityText), eventName: []byte(lr.EventName)}
 				err := func() (err error) {
 					if lr.Body != nil {
-						if rec.body, err = lr.Body.decode(0); err != nil {
+						if rec.body, err = lr.Body.decode(0, nil); err != nil {
 							return fmt.Errorf("body: %w", err)
 						}
 					}
@@ -651,7 +700,7 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 func decodeOTLPJSONAttrs(kvs []otlpJSONKV) ([]otlpKV, error) {
 	var out []otlpKV
 	for j, a := range kvs {
-		kv, err := a.decode(0)
+		kv, err := a.decodeAttr()
 		if err != nil {
 			return nil, fmt.Errorf("attribute %d: %w", j, err)
 		}
@@ -721,10 +770,20 @@ var otlpSeverityNames = func() map[string]int32 {
 	return m
 }()
 
-func (a otlpJSONKV) decode(depth int) (otlpKV, error) {
+// decodeAttr is decodeOTLPAttr's JSON twin.
+func (a otlpJSONKV) decodeAttr() (otlpKV, error) {
+	budget := otlpAttrMaxValues
+	kv, err := a.decode(0, &budget)
+	if budget < 0 {
+		kv.val = otlpValue{kind: otlpTooLarge}
+	}
+	return kv, err
+}
+
+func (a otlpJSONKV) decode(depth int, budget *int) (otlpKV, error) {
 	kv := otlpKV{key: a.Key}
 	if a.Value != nil {
-		v, err := a.Value.decode(depth)
+		v, err := a.Value.decode(depth, budget)
 		if err != nil {
 			return kv, fmt.Errorf("%q: %w", a.Key, err)
 		}
@@ -733,7 +792,7 @@ func (a otlpJSONKV) decode(depth int) (otlpKV, error) {
 	return kv, nil
 }
 
-func (a *otlpJSONAny) decode(depth int) (otlpValue, error) {
+func (a *otlpJSONAny) decode(depth int, budget *int) (otlpValue, error) {
 	var v otlpValue
 	if depth >= otlpMaxDepth {
 		return v, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
@@ -766,22 +825,36 @@ func (a *otlpJSONAny) decode(depth int) (otlpValue, error) {
 		n++
 		v = otlpValue{kind: otlpArray}
 		for i := range a.ArrayValue.Values {
-			e, err := a.ArrayValue.Values[i].decode(depth + 1)
+			keep := true
+			if budget != nil {
+				*budget--
+				keep = *budget >= 0
+			}
+			e, err := a.ArrayValue.Values[i].decode(depth+1, budget)
 			if err != nil {
 				return v, fmt.Errorf("value %d: %w", i, err)
 			}
-			v.arr = append(v.arr, e)
+			if keep {
+				v.arr = append(v.arr, e)
+			}
 		}
 	}
 	if a.KvlistValue != nil {
 		n++
 		v = otlpValue{kind: otlpMap}
 		for i, e := range a.KvlistValue.Values {
-			kv, err := e.decode(depth + 1)
+			keep := true
+			if budget != nil {
+				*budget--
+				keep = *budget >= 0
+			}
+			kv, err := e.decode(depth+1, budget)
 			if err != nil {
 				return v, fmt.Errorf("value %d: %w", i, err)
 			}
-			v.kvs = append(v.kvs, kv)
+			if keep {
+				v.kvs = append(v.kvs, kv)
+			}
 		}
 	}
 	if n > 1 {
@@ -797,65 +870,228 @@ func (a *otlpJSONAny) decode(depth int) (otlpValue, error) {
 // which Loki's docs name for bodies and attribute values: a string as it
 // is, booleans and integers in Go's form, doubles as JavaScript (and
 // encoding/json) print numbers, bytes in standard base64, maps and arrays
-// as JSON (keys sorted; a map with a NaN or infinity inside renders
-// empty, as encoding/json refuses it there).
+// as JSON (keys sorted, a repeated key's last value; encoding/json's
+// escapes; a map or array with a NaN or infinity inside renders empty, as
+// encoding/json refuses it there).
 func (v otlpValue) String() string {
-	switch v.kind {
-	case otlpString:
-		return string(v.bytes)
-	case otlpBool:
-		return strconv.FormatBool(v.num != 0)
-	case otlpInt:
-		return strconv.FormatInt(v.num, 10)
-	case otlpDouble:
-		if math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0) {
-			return "json: unsupported value: " + strconv.FormatFloat(v.dbl, 'g', -1, 64)
-		}
-		b, _ := json.Marshal(v.dbl)
-		return string(b)
-	case otlpBytes:
-		return base64.StdEncoding.EncodeToString(v.bytes)
-	case otlpArray, otlpMap:
-		b, err := json.Marshal(v.raw())
-		if err != nil {
-			return ""
-		}
-		return string(b)
-	}
-	return ""
+	s, _ := v.render(-1)
+	return s
 }
 
-// raw is v as plain Go values for encoding/json (a repeated map key: the
-// last wins).
-func (v otlpValue) raw() any {
+// render is String, giving up (false) as soon as the rendering passes
+// limit bytes (limit < 0: no limit): an attribute's value past
+// attrs.MaxBytes refuses its record anyway, and rendering all of it cost
+// memory out of proportion to the body.
+func (v otlpValue) render(limit int) (string, bool) {
 	switch v.kind {
 	case otlpString:
-		return string(v.bytes)
+		if limit >= 0 && len(v.bytes) > limit {
+			return "", false
+		}
+		return string(v.bytes), true
 	case otlpBool:
-		return v.num != 0
+		s := strconv.FormatBool(v.num != 0)
+		return s, limit < 0 || len(s) <= limit
 	case otlpInt:
-		return v.num
+		s := strconv.FormatInt(v.num, 10)
+		return s, limit < 0 || len(s) <= limit
 	case otlpDouble:
-		return v.dbl
+		var s string
+		if math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0) {
+			s = "json: unsupported value: " + strconv.FormatFloat(v.dbl, 'g', -1, 64)
+		} else {
+			var buf [32]byte
+			s = string(appendJSONFloat(buf[:0], v.dbl))
+		}
+		return s, limit < 0 || len(s) <= limit
 	case otlpBytes:
-		if v.bytes == nil {
-			return []byte{}
+		if limit >= 0 && base64.StdEncoding.EncodedLen(len(v.bytes)) > limit {
+			return "", false
 		}
-		return v.bytes
-	case otlpArray:
-		a := make([]any, len(v.arr))
-		for i, e := range v.arr {
-			a[i] = e.raw()
-		}
-		return a
-	case otlpMap:
-		m := make(map[string]any, len(v.kvs))
-		for _, kv := range v.kvs {
-			m[kv.key] = kv.val.raw()
-		}
-		return m
+		return base64.StdEncoding.EncodeToString(v.bytes), true
+	case otlpTooLarge:
+		return "", limit < 0
+	case otlpEmpty:
+		return "", true
 	}
-	return nil
+	// An array or a map.
+	r := jsonRender{limit: limit}
+	r.value(v)
+	switch {
+	case r.bad:
+		return "", true
+	case r.over:
+		return "", false
+	}
+	return string(r.b), true
+}
+
+// jsonRender writes an otlpValue as encoding/json marshals its plain Go
+// form (bool, int64, float64, string, []byte, []any, map[string]any),
+// stopping once past limit bytes (limit < 0: none).
+type jsonRender struct {
+	b     []byte
+	limit int
+	over  bool // passed limit
+	bad   bool // a NaN or infinity (encoding/json's error)
+}
+
+func (r *jsonRender) value(v otlpValue) {
+	if r.bad {
+		return
+	}
+	if r.over {
+		// Past the limit nothing more is written, but a NaN or
+		// infinity further on still makes the rendering empty (which
+		// fits any limit), as encoding/json's error did.
+		switch v.kind {
+		case otlpDouble:
+			r.bad = math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0)
+		case otlpArray:
+			for _, e := range v.arr {
+				r.value(e)
+			}
+		case otlpMap:
+			for _, i := range mapOrder(v.kvs) {
+				r.value(v.kvs[i].val)
+			}
+		}
+		return
+	}
+	switch v.kind {
+	case otlpString:
+		r.b = appendJSONString(r.b, v.bytes)
+	case otlpBool:
+		r.b = strconv.AppendBool(r.b, v.num != 0)
+	case otlpInt:
+		r.b = strconv.AppendInt(r.b, v.num, 10)
+	case otlpDouble:
+		if math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0) {
+			r.bad = true
+			return
+		}
+		r.b = appendJSONFloat(r.b, v.dbl)
+	case otlpBytes:
+		r.b = append(r.b, '"')
+		r.b = base64.StdEncoding.AppendEncode(r.b, v.bytes)
+		r.b = append(r.b, '"')
+	case otlpArray:
+		r.b = append(r.b, '[')
+		for i, e := range v.arr {
+			if i > 0 {
+				r.b = append(r.b, ',')
+			}
+			r.value(e)
+		}
+		r.b = append(r.b, ']')
+	case otlpMap:
+		r.b = append(r.b, '{')
+		for n, i := range mapOrder(v.kvs) {
+			if n > 0 {
+				r.b = append(r.b, ',')
+			}
+			r.b = appendJSONString(r.b, []byte(v.kvs[i].key))
+			r.b = append(r.b, ':')
+			r.value(v.kvs[i].val)
+		}
+		r.b = append(r.b, '}')
+	default: // otlpEmpty: nil
+		r.b = append(r.b, "null"...)
+	}
+	if r.limit >= 0 && len(r.b) > r.limit {
+		r.over = true
+	}
+}
+
+// mapOrder is the indexes of kvs as encoding/json writes a map of them:
+// keys sorted, of a repeated key the last (a Go map keeps it).
+func mapOrder(kvs []otlpKV) []int {
+	idx := make([]int, len(kvs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(kvs[a].key, kvs[b].key) })
+	out := idx[:0]
+	for n, i := range idx {
+		if n+1 < len(idx) && kvs[idx[n+1]].key == kvs[i].key {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64 (ES6
+// number formatting).
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 to e-9, as JavaScript writes it.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// appendJSONString appends s quoted as encoding/json quotes a string:
+// HTML-safe (<, >, & escaped), control bytes as \uXXXX except \b \f \n
+// \r \t, U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd.
+func appendJSONString(b, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // otlpLabelName is an attribute key as (part of) a label name: each

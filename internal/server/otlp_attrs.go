@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -34,13 +35,20 @@ func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs []otlpKV, prefix strin
 		if err != nil {
 			return dst, fmt.Errorf("attribute %q: %w", kv.key, err)
 		}
+		if kv.val.kind == otlpTooLarge {
+			return dst, fmt.Errorf("attribute %q: %w: more than %d values in its arrays and maps", kv.key, errMetaTooLarge, otlpAttrMaxValues)
+		}
 		if kv.val.kind == otlpMap {
 			if dst, err = otlpAttrPairs(me, dst, kv.val.kvs, n, nil); err != nil {
 				return dst, err
 			}
 			continue
 		}
-		dst = append(dst, attrs.Pair{Name: n, Value: kv.val.String()})
+		v, ok := kv.val.render(attrs.MaxBytes)
+		if !ok {
+			return dst, fmt.Errorf("attribute %q: %w: its value renders to more than %d bytes", kv.key, errMetaTooLarge, attrs.MaxBytes)
+		}
+		dst = append(dst, attrs.Pair{Name: n, Value: v})
 	}
 	return dst, nil
 }
@@ -109,6 +117,10 @@ func otlpRecordPairs(me *metaEncoder, dst []attrs.Pair, rec *otlpRecord) ([]attr
 	return dst, nil
 }
 
+// errMetaTooLarge marks an attribute whose value alone is over attrs'
+// size limit.
+var errMetaTooLarge = errors.New("structured metadata too large")
+
 // allZero reports whether an id is all zero bytes: OTLP's "no id".
 func allZero(b []byte) bool {
 	for _, c := range b {
@@ -154,9 +166,10 @@ const binaryMaxVarintLen32 = 5
 // otlpStreams turns decoded resources into push streams, one a resource,
 // each record an entry with its structured metadata. A record whose time
 // does not fit Unix nanoseconds (after 2262), or whose metadata cannot be
-// kept (an attribute name Loki's normalization refuses, attrs' limits, a
-// name given twice with different values, a value not UTF-8), is refused
-// into rj.
+// kept (an attribute name Loki's normalization refuses, attrs' limits),
+// is refused into rj. Of pairs given one name, the later wins, in Loki's
+// order: the record's attributes, its fields, its resource's attributes,
+// its scope's attributes and fields.
 func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 	out := make([]pushStream, 0, len(res))
 	n := 0
@@ -195,7 +208,11 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 					err = fmt.Errorf("scope %w", serr)
 				}
 				if err != nil {
-					rj.add(1, "bad_metadata", "resource %d, log record %d: structured metadata: %v", i, j-1, err)
+					reason := "bad_metadata"
+					if errors.Is(err, errMetaTooLarge) {
+						reason = "structured_metadata_too_large"
+					}
+					rj.add(1, reason, "resource %d, log record %d: structured metadata: %v", i, j-1, err)
 					continue
 				}
 				scratch = append(append(scratch, rp...), sp...)
@@ -217,6 +234,7 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 			}
 		}
 		ps.entries = all[start:]
+		ps.collisions = me.takeCollisions()
 		out = append(out, ps)
 	}
 	return out

@@ -12,11 +12,12 @@ import (
 	"haystack/internal/store"
 )
 
-// TestOTLPMetadataRefused: records whose metadata hay cannot keep as
-// sent are refused one by one (200 with partial_success naming resource
-// and record), the others stored with exactly their metadata; an
-// attribute name Loki's normalization refuses on a resource refuses
-// every record of it.
+// TestOTLPMetadataRefused: records whose metadata breaks attrs' limits or
+// has a name that normalizes to nothing are refused one by one (200 with
+// partial_success naming resource and record), the others stored with
+// exactly their metadata (names given twice: the last wins; values not
+// UTF-8 kept as their bytes); an attribute name Loki's normalization
+// refuses on a resource refuses every record of it.
 func TestOTLPMetadataRefused(t *testing.T) {
 	many := make([]tkv, attrs.MaxPairs+1)
 	for i := range many {
@@ -52,12 +53,12 @@ func TestOTLPMetadataRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, _, msg, _, _ := protoField(rest)
-	if n != 6 {
-		t.Errorf("rejected_log_records %d, want 6", n)
+	if n != 4 {
+		t.Errorf("rejected_log_records %d, want 4", n)
 	}
-	for _, w := range []string{"resource 0, log record 1: structured metadata a_b given twice with different values",
+	for _, w := range []string{
 		"resource 0, log record 2: structured metadata: attribute \"\": empty name", "resource 0, log record 3: 129 structured metadata pairs, more than the limit of 128",
-		"6 entries refused, the other 2 stored"} {
+		"4 entries refused, the other 4 stored"} {
 		if !strings.Contains(string(msg), w) {
 			t.Errorf("message %q lacks %q", msg, w)
 		}
@@ -65,16 +66,18 @@ func TestOTLPMetadataRefused(t *testing.T) {
 	labels := `{service_name="a"}`
 	wantLines(t, "stored", e.stored("fake"), []string{
 		fmt.Sprintf(`%s %d "kept" | a_b="1", c="same"`, labels, ns(9*time.Second)),
+		fmt.Sprintf(`%s %d "collides" | a_b="2"`, labels, ns(8*time.Second)),
+		fmt.Sprintf(`%s %d "not utf-8" | bad="\xff"`, labels, ns(4*time.Second)),
 		fmt.Sprintf(`%s %d "kept too" | `, labels, ns(3*time.Second)),
 	})
-	// The JSON encoding refuses the same (its strings are UTF-8, so one
-	// fewer), with the resource's records.
+	// The JSON encoding refuses the same, with the resource's records
+	// (its strings are UTF-8: the record with \xff is left out).
 	req[0].scopes[0].recs = slices.Delete(req[0].scopes[0].recs, 5, 6)
 	code, _, body = e.otlpPost(otlpJSONReq(req), "Content-Type", "application/json", "X-Scope-OrgID", "j")
-	if code != 200 || !strings.Contains(string(body), `"rejectedLogRecords":"5"`) {
+	if code != 200 || !strings.Contains(string(body), `"rejectedLogRecords":"4"`) {
 		t.Errorf("JSON: %d %s", code, body)
 	}
-	if got := e.stored("j"); len(got) != 2 {
+	if got := e.stored("j"); len(got) != 3 {
 		t.Errorf("JSON stored %q", got)
 	}
 }

@@ -433,7 +433,7 @@ func otlpSampleStored() []string {
 			`severity_number="17", severity_text="ERROR", span_id="5b8efff798038103", trace_id="5b8efff798038103d269b633813fc60c", user_id="7"`),
 		e(r1, 9*time.Second, `{"a":"x\u003cy","b":1,"c":[true,1.5,null],"d":"AAEC"}`, libA),
 		e(r1, 0, "-7", libB),
-		e(r1, 8*time.Second, "1e+21", `__sys="z", dropped_attributes_count="3", empty="", event_name="login", host_name="h1", http_method="GET", `+
+		e(r1, 8*time.Second, "1e+21", `__sys="z", dropped_attributes_count="3", event_name="login", host_name="h1", http_method="GET", `+
 			`http_status_code="200", key_1st="x", key_priv="y", ok="true", ratio="0.5", raw="AAEC", scope_dropped_attributes_count="2", `+
 			`scope_name="lib-b", service_version="1.2", tags="[\"a\",2]"`),
 		e(r1, 7*time.Second, "1e-7", libB),

@@ -110,6 +110,7 @@ func decodePushProto(b []byte) ([]pushStream, error) {
 		if err != nil {
 			return out, fmt.Errorf("stream %d: %w", len(out), err)
 		}
+		s.collisions = me.takeCollisions()
 		out = append(out, s)
 	}
 	return out, nil

@@ -36,6 +36,9 @@ type pushStream struct {
 	// metaErrs holds, by index in entries, the entries refused for their
 	// structured metadata (push_attrs.go); validate refuses them.
 	metaErrs map[int]*metaRefusal
+	// collisions counts the metadata names of its entries given twice
+	// with different values (metaEncoder.encode).
+	collisions int
 }
 
 // pushEntry is a store entry whose Labels validate fills in. The
@@ -209,7 +212,8 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 				return nil, fmt.Errorf("stream %d, entry %d: line must be a string", i, j)
 			}
 			e := pushEntry{Time: ts, Line: []byte(line)}
-			if len(v) == 3 {
+			if len(v) == 3 && string(bytes.TrimSpace(v[2])) != "null" {
+				// (null is no metadata, as Loki's decoder reads it.)
 				var r *metaRefusal
 				if e.Attrs, r, err = me.fromJSON(v[2]); err != nil {
 					return nil, fmt.Errorf("stream %d, entry %d: %w", i, j, err)
@@ -221,6 +225,7 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 			all = append(all, e)
 		}
 		ps.entries = all[len(all)-len(st.Values):]
+		ps.collisions = me.takeCollisions()
 		out = append(out, ps)
 	}
 	return out, nil
@@ -232,9 +237,11 @@ func decodePushJSON(b []byte) ([]pushStream, error) {
 //	{"labels":{"app":"x"},"ts":"1764467400123456789","line":"text"}
 //
 // labels is an object or Loki's text form ("{app=\"x\"}"); "stream" is
-// accepted as its synonym. structuredMetadata (or "metadata") is optional:
-// the entry's structured metadata, an object of string values as the
-// third element of a Loki push JSON value. ts (or "time") is optional: a string or number
+// accepted as its synonym. structuredMetadata is optional: the entry's
+// structured metadata, an object of string values as the third element
+// of a Loki push JSON value. Without it, "metadata" is its synonym when it
+// is an object of strings (anything else there is no metadata). Both keys
+// match exactly, letter case included. ts (or "time") is optional: a string or number
 // of Unix nanoseconds, or an RFC 3339 string; absent means the time of
 // arrival (now). line is required. Lines whose labels are written the
 // same form one stream, in the order of their first line; their labels
@@ -264,8 +271,6 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			TS     json.RawMessage `json:"ts"`
 			Time   json.RawMessage `json:"time"`
 			Line   *string         `json:"line"`
-			Meta   json.RawMessage `json:"structuredMetadata"`
-			Meta2  json.RawMessage `json:"metadata"`
 		}
 		if err := json.Unmarshal(ln, &obj); err != nil {
 			return nil, fmt.Errorf("line %d: invalid JSON: %w", n, err)
@@ -291,14 +296,11 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 		}
 		e := pushEntry{Time: ts, Line: []byte(*obj.Line)}
 		var refusal *metaRefusal
-		meta := obj.Meta
-		if meta == nil || string(meta) == "null" {
-			meta = obj.Meta2
-		} else if obj.Meta2 != nil && string(obj.Meta2) != "null" {
-			return nil, fmt.Errorf("line %d: both \"structuredMetadata\" and its synonym \"metadata\"", n)
+		meta, err := jsonlMeta(ln)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		if meta != nil && string(meta) != "null" {
-			var err error
+		if meta != nil {
 			if e.Attrs, refusal, err = me.fromJSON(meta); err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
@@ -310,6 +312,7 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			if refusal != nil {
 				out[k].setMetaRefusal(len(out[k].entries), refusal)
 			}
+			out[k].collisions += me.takeCollisions()
 			out[k].entries = append(out[k].entries, e)
 			continue
 		}
@@ -330,6 +333,7 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 			}
 		}
 		ps.entries = []pushEntry{e}
+		ps.collisions = me.takeCollisions()
 		if refusal != nil {
 			ps.setMetaRefusal(0, refusal)
 		}
@@ -337,6 +341,32 @@ func decodePushJSONL(b []byte, now int64) ([]pushStream, error) {
 		out = append(out, ps)
 	}
 	return out, nil
+}
+
+// jsonlMeta finds the structured metadata of a jsonl line (a valid JSON
+// object): its "structuredMetadata", else its "metadata" when that is an
+// object of strings; nil for none. Keys match exactly (encoding/json's
+// struct fields match any letter case), and a "metadata" of another kind
+// is a field of the shipper's, not metadata: it refuses nothing.
+func jsonlMeta(ln []byte) (json.RawMessage, error) {
+	// The object is decoded a second time only when it may have such a
+	// key: "etadata", or an escape that could spell it.
+	if !bytes.Contains(ln, []byte("etadata")) && !bytes.Contains(ln, []byte(`\u`)) {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(ln, &m); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if v := m["structuredMetadata"]; v != nil && string(v) != "null" {
+		return v, nil
+	}
+	if v := m["metadata"]; v != nil && string(v) != "null" {
+		if _, err := parseMetaJSON(v, nil); err == nil {
+			return v, nil
+		}
+	}
+	return nil, nil
 }
 
 func parseJSONLTime(raw json.RawMessage) (int64, error) {
@@ -422,6 +452,13 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 	}
 	rj := new(pushRejects)
 	cuts := 0 // lines cut under --line-policy=truncate, counted once stored
+	collisions := 0
+	for _, st := range streams {
+		collisions += st.collisions
+	}
+	if collisions > 0 {
+		s.met.metaCollisions.Add(float64(collisions))
+	}
 	for i, st := range streams {
 		labs, err := s.streamLabels(st)
 		if err != nil {

@@ -16,14 +16,15 @@ import (
 // EntryAdapter.structuredMetadata, jsonl's "structuredMetadata", OTLP's
 // attributes and record fields) become the entry's Attrs, package attrs'
 // encoding. As Loki's distributor does for every push format, names are
-// normalized to label names (metaName). What Loki would accept and then
-// silently lose is refused instead, as a 400 naming the stream and entry:
-// a value that is not UTF-8 (Loki strips the bytes), and two pairs of an
-// entry that end up with one name but different values (one would be
-// dropped). Entries over attrs' limits (Loki's default
-// max_structured_metadata_entries_count and _size) are refused as Loki
-// refuses them. An entry refused for its metadata is refused whole, as
-// for a line over --max-line; the push's other entries are stored.
+// normalized to label names (metaName), of the pairs that end up with one
+// name the last given wins (counted in
+// hay_structured_metadata_collisions_total when the values differ), and
+// pairs with an empty value are dropped. Values are kept as their bytes,
+// UTF-8 or not. Only entries over attrs' limits (Loki's default
+// max_structured_metadata_entries_count and _size) or with a name that
+// normalizes to nothing are refused, as Loki refuses them; an entry
+// refused for its metadata is refused whole, as for a line over
+// --max-line, and the push's other entries are stored.
 
 // metaRefusal is why an entry's metadata was refused: the reason is the
 // hay_rejected_total label, msg what the answer says.
@@ -77,6 +78,16 @@ type metaEncoder struct {
 	// names caches the names metaName changed: the entries of a push
 	// repeat the same few names (http.route in every OTLP record).
 	names map[string]string
+	// collisions counts the names given twice with different values
+	// (the later pair won), for hay_structured_metadata_collisions_total.
+	collisions int
+}
+
+// takeCollisions returns the collisions counted since the last call.
+func (me *metaEncoder) takeCollisions() int {
+	n := me.collisions
+	me.collisions = 0
+	return n
 }
 
 // name is metaName, cached.
@@ -97,9 +108,19 @@ func (me *metaEncoder) name(s string) (string, error) {
 // metaChunk is the largest arena chunk of metaEncoder.
 const metaChunk = 64 << 10
 
-// encode normalizes names, checks values and limits, and returns the
-// encoding of pairs (nil for none) or why the entry is refused. pairs
-// may be changed (names normalized in place).
+// encode normalizes names, resolves names given twice, drops empty
+// values and checks limits, and returns the encoding of pairs (nil for
+// none) or why the entry is refused. pairs may be changed (names
+// normalized in place, reordered).
+//
+// As Loki's distributor (which sets each normalized pair into a labels
+// builder in order): of pairs that end up with one name, the last one
+// wins, and a pair whose value is empty is dropped (an empty last value
+// drops the name). A name given twice with different values is counted
+// in me.collisions (hay_structured_metadata_collisions_total), never
+// refused: refusing it lost the whole line. A value that is not UTF-8 is
+// kept as its bytes (Loki strips the invalid bytes; attrs keeps any
+// bytes, and the JSON answers escape them as U+FFFD).
 func (me *metaEncoder) encode(pairs []attrs.Pair) ([]byte, *metaRefusal) {
 	if len(pairs) == 0 {
 		return nil, nil
@@ -110,23 +131,24 @@ func (me *metaEncoder) encode(pairs []attrs.Pair) ([]byte, *metaRefusal) {
 			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata: %v", err)}
 		}
 		pairs[i].Name = n
-		if !utf8.ValidString(pairs[i].Value) {
-			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata %s: value %+.40q… is not valid UTF-8", n, pairs[i].Value)}
+	}
+	// Stable: pairs of one name keep their order, so the last given is
+	// the last of its run.
+	slices.SortStableFunc(pairs, func(a, b attrs.Pair) int { return strings.Compare(a.Name, b.Name) })
+	uniq := pairs[:0]
+	for i, p := range pairs {
+		if i+1 < len(pairs) && pairs[i+1].Name == p.Name {
+			if pairs[i+1].Value != p.Value {
+				me.collisions++
+			}
+			continue // a later pair of this name wins
+		}
+		if p.Value != "" {
+			uniq = append(uniq, p)
 		}
 	}
-	// Same name twice: the same value is one pair, another value would
-	// be lost (attrs keeps the last), so it is refused.
-	slices.SortStableFunc(pairs, func(a, b attrs.Pair) int { return strings.Compare(a.Name, b.Name) })
-	uniq := pairs[:1]
-	for _, p := range pairs[1:] {
-		last := &uniq[len(uniq)-1]
-		if last.Name != p.Name {
-			uniq = append(uniq, p)
-			continue
-		}
-		if last.Value != p.Value {
-			return nil, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata %s given twice with different values (%.40q and %.40q; names are normalized as Loki's: [^a-zA-Z0-9] to _)", p.Name, last.Value, p.Value)}
-		}
+	if len(uniq) == 0 {
+		return nil, nil
 	}
 	if len(uniq) > attrs.MaxPairs {
 		return nil, &metaRefusal{"structured_metadata_too_many", fmt.Sprintf("%d structured metadata pairs, more than the limit of %d", len(uniq), attrs.MaxPairs)}
@@ -269,10 +291,6 @@ func (me *metaEncoder) fromJSON(raw []byte) ([]byte, *metaRefusal, error) {
 	var err error
 	if me.pairs, err = parseMetaJSON(raw, me.pairs[:0]); err != nil {
 		return nil, nil, err
-	}
-	if !utf8.Valid(raw) {
-		// encoding/json would have made each bad byte U+FFFD.
-		return nil, &metaRefusal{"bad_metadata", "structured metadata is not valid UTF-8"}, nil
 	}
 	enc, r := me.encode(me.pairs)
 	return enc, r, nil

@@ -128,16 +128,18 @@ var metaCases = []struct {
 }{
 	{nil, ""},
 	{pp("trace_id", "0af7651916cd43dd8448eb211c80319c", "user", "bob"), `trace_id="0af7651916cd43dd8448eb211c80319c", user="bob"`},
-	// Sorted by name; empty values kept, as Loki keeps them.
-	{pp("z", "1", "a", "", "m", "é\n\"x\""), `a="", m="é\n\"x\"", z="1"`},
+	// Sorted by name; empty values dropped, as Loki's distributor drops
+	// them.
+	{pp("z", "1", "a", "", "m", "é\n\"x\""), `m="é\n\"x\"", z="1"`},
 	// Names normalized as Loki's distributor does (otlptranslator).
 	{pp("k8s.pod-name", "p", "1st", "a", "_priv", "b", "__sys", "c", "éa", "d", ".", "e"),
 		`__sys="c", k8s_pod_name="p", key_="e", key_1st="a", key_a="d", key_priv="b"`},
 	// The same pair twice is one pair.
 	{pp("a", "1", "a", "1"), `a="1"`},
-	// Refused: one name, two values (also after normalization).
-	{pp("a", "1", "a", "2"), "refused: bad_metadata"},
-	{pp("a.b", "1", "a_b", "2"), "refused: bad_metadata"},
+	// One name, two values (also after normalization): the last given
+	// wins, as in Loki.
+	{pp("a", "1", "a", "2"), `a="2"`},
+	{pp("a.b", "1", "a_b", "2"), `a_b="2"`},
 	// Refused: an empty name, one normalized to underscores only.
 	{pp("", "1"), "refused: bad_metadata"},
 	{pp("__.", "1"), "refused: bad_metadata"},
@@ -145,6 +147,13 @@ var metaCases = []struct {
 	{manyPairs(attrs.MaxPairs), fmt.Sprintf("%d pairs", attrs.MaxPairs)},
 	{manyPairs(attrs.MaxPairs + 1), "refused: structured_metadata_too_many"},
 	{pp("big", strings.Repeat("x", attrs.MaxBytes)), "refused: structured_metadata_too_large"},
+	// A last empty value drops the name (Loki sets the pairs into a
+	// labels builder, where an empty value deletes); an earlier one
+	// loses to the later value.
+	{pp("a", "1", "b", "x", "a", ""), `b="x"`},
+	{pp("a", "", "a", "2"), `a="2"`},
+	// Only empty values: no metadata.
+	{pp("a", ""), ""},
 }
 
 // pp makes pairs of name, value arguments.
@@ -260,7 +269,6 @@ func TestPushMetadataMalformed(t *testing.T) {
 		{val(`{"a":["b"]}`), `value must be a string, got an array`},
 		{val(`{"a":true}`), `value must be a string, got a boolean`},
 		{val(`"a=b"`), `structured metadata must be an object of strings, got a string`},
-		{val(`null`), `structured metadata must be an object of strings, got null`},
 		{val(`[]`), `got an array`},
 	} {
 		code, body := e.do("POST", "/loki/api/v1/push", []byte(c.body), "Content-Type", "application/json")
@@ -271,8 +279,7 @@ func TestPushMetadataMalformed(t *testing.T) {
 	}
 	for _, c := range []struct{ body, want string }{
 		{`{"labels":{"app":"m"},"line":"x","structuredMetadata":{"a":1}}`, `line 1: structured metadata "a": value must be a string`},
-		{"{\"labels\":{\"app\":\"ok\"},\"line\":\"good\"}\n{\"labels\":{\"app\":\"m\"},\"line\":\"x\",\"metadata\":[]}", `line 2: structured metadata must be an object`},
-		{`{"labels":{"app":"m"},"line":"x","structuredMetadata":{"a":"1"},"metadata":{"b":"2"}}`, `both "structuredMetadata" and its synonym "metadata"`},
+		{"{\"labels\":{\"app\":\"ok\"},\"line\":\"good\"}\n{\"labels\":{\"app\":\"m\"},\"line\":\"x\",\"structuredMetadata\":[]}", `line 2: structured metadata must be an object`},
 	} {
 		code, body := e.do("POST", "/api/v1/push/jsonl", []byte(c.body))
 		body = errText(t, body)
@@ -322,16 +329,16 @@ func TestPushMetadataStored(t *testing.T) {
 		hdr          []string
 		entryWord    string
 	}{
-		{"json", "/loki/api/v1/push", lj, []string{"Content-Type", "application/json"}, "entry 5"},
-		{"proto", "/loki/api/v1/push", snappy.Encode(nil, lp), []string{"Content-Type", "application/x-protobuf"}, "entry 5"},
-		{"jsonl", "/api/v1/push/jsonl", jl, nil, "line 6"},
+		{"json", "/loki/api/v1/push", lj, []string{"Content-Type", "application/json"}, "entry 7"},
+		{"proto", "/loki/api/v1/push", snappy.Encode(nil, lp), []string{"Content-Type", "application/x-protobuf"}, "entry 7"},
+		{"jsonl", "/api/v1/push/jsonl", jl, nil, "line 8"},
 	} {
 		code, body := e.do("POST", c.path, c.body, append(c.hdr, "X-Scope-OrgID", c.tenant)...)
 		body = errText(t, body)
 		wantMsg := fmt.Sprintf("%d entries refused, the other %d stored", refused, len(want))
-		if code != 400 || !strings.Contains(body, `stream 0 {app="m", service_name="m"}, entry 5:`) ||
-			!strings.Contains(body, "given twice with different values") || !strings.Contains(body, wantMsg) || !strings.Contains(body, c.entryWord) {
-			t.Errorf("%s: %d %s\nwant 400 naming stream 0, entry 5 and %q", c.tenant, code, body, wantMsg)
+		if code != 400 || !strings.Contains(body, `stream 0 {app="m", service_name="m"}, entry 7:`) ||
+			!strings.Contains(body, "empty name") || !strings.Contains(body, wantMsg) || !strings.Contains(body, c.entryWord) {
+			t.Errorf("%s: %d %s\nwant 400 naming stream 0, entry 7 and %q", c.tenant, code, body, wantMsg)
 		}
 		wantLines(t, c.tenant, e.stored(c.tenant), want)
 	}
