@@ -23,8 +23,8 @@
 //	GET  /ready, /health                      200 when serving (/ready: 503 once a tenant's store has failed)
 //	GET  /metrics                             Prometheus metrics
 //	POST /loki/api/v1/push                    JSON, or protobuf+snappy (Content-Type application/x-protobuf); Content-Encoding gzip, deflate or snappy for both; structured metadata as Loki's (below)
-//	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"...","structuredMetadata":{"trace_id":"..."}} (ts optional: now; structuredMetadata, or "metadata", optional)
-//	POST /otlp/v1/logs                        OTLP/HTTP logs (protobuf or JSON, gzip): Loki's default resource attributes as labels, the body as the line, the rest structured metadata (otlp.go, otlp_attrs.go)
+//	POST /api/v1/push/jsonl                   JSON lines: {"labels":{...}|"{a=\"b\"}","ts":"<ns>"|<ns>|"<RFC3339>","line":"...","structuredMetadata":{"trace_id":"..."}} (ts optional: now; structuredMetadata optional, or "metadata" as an object of strings)
+//	POST /otlp/v1/logs                        OTLP/HTTP logs (protobuf or JSON, gzip): Loki's default resource attributes as labels, the body as the line, the rest structured metadata, later pairs of a name winning as in Loki (otlp.go, otlp_attrs.go)
 //	GET  /loki/api/v1/query_range             log queries → "streams"; metric queries → "matrix"
 //	GET  /loki/api/v1/query                   metric queries → "vector" (log queries: "streams" over the hour before time)
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats (a plain selector's stats from the block index, exact)
@@ -174,24 +174,35 @@
 // beside a line are stored with its entry (not part of its stream: a
 // trace id an entry makes no stream an entry). Loki push JSON's optional
 // third value element, an object of string values ([ts, line,
-// {"trace_id":"ab12"}]; another type, or a value that is not a string,
-// is a malformed push, as in Loki), push protobuf's
-// EntryAdapter.structuredMetadata, jsonl's structuredMetadata (synonym
-// metadata; both at once is malformed; null is none), OTLP's attributes
-// and record fields (otlp.go). Names are normalized as Loki's
-// distributor normalizes them: each character outside [a-zA-Z0-9] to
-// '_', "key_" before a leading digit, "key" before a single leading '_'
-// (k8s.pod → k8s_pod, 1st → key_1st, _x → key_x, __x kept); values
-// are kept as sent, the empty one too. An entry's metadata is refused
-// with the entry (400 naming stream and entry, counted in
-// hay_rejected_total; the push's other entries are stored) when it has
-// more than 128 pairs (structured_metadata_too_many) or encodes to more
-// than 64 KiB (structured_metadata_too_large), Loki's default limits,
-// and, where Loki would keep the entry and lose part of its metadata
-// silently (bad_metadata): a value that is not UTF-8 (Loki strips the
-// bytes), an empty name or one normalized to underscores only, or one
-// name given twice with different values (after normalization: a.b and
-// a_b). The same pair twice is one pair. Metadata counts in
+// {"trace_id":"ab12"}]; null is none; another type, or a value that is
+// not a string, is a malformed push, as in Loki), push protobuf's
+// EntryAdapter.structuredMetadata, jsonl's "structuredMetadata" (null is
+// none; without it, "metadata" is its synonym when that is an object of
+// strings, and anything else under "metadata" is not metadata; both keys
+// match exactly, letter case included), OTLP's attributes and record
+// fields (otlp.go). As Loki's distributor does: names are normalized
+// (each character outside [a-zA-Z0-9] to '_', "key_" before a leading
+// digit, "key" before a single leading '_': k8s.pod → k8s_pod, 1st →
+// key_1st, _x → key_x, __x kept); of pairs that end up with one name the
+// last given wins (a.b then a_b; a JSON object's repeated key; for OTLP
+// in Loki's order: the record's attributes, its fields, its resource's
+// attributes, its scope's attributes and fields, so a resource attribute
+// host.id wins over a record's, a record's trace_id field over an
+// attribute trace_id), each such name with two values counted in
+// hay_structured_metadata_collisions_total; pairs with an empty value are
+// dropped (an empty last value drops the name). Values are kept as their
+// bytes, UTF-8 or not (Loki strips invalid bytes): the JSON answers show
+// each invalid byte as U+FFFD, as they show lines. Only an entry whose
+// metadata has more than 128 pairs (structured_metadata_too_many),
+// encodes to more than 64 KiB (structured_metadata_too_large), or has a
+// name that is empty or normalizes to underscores only (bad_metadata) is
+// refused, with the entry (400 naming stream and entry, counted in
+// hay_rejected_total; the push's other entries are stored; OTLP: a
+// partial success naming resource and record). An OTLP attribute whose
+// arrays and maps hold more than 65,536 values in all is refused as too
+// large without being kept in memory (each value renders to at least a
+// byte; Loki would keep a map of that many empty or repeated keys as
+// fewer pairs). Metadata counts in
 // hay_ingested_structured_metadata_bytes_total, is hashed in the resend
 // check of the stream limit (entries differing only in metadata are
 // other entries), and, for OTLP, the resource and scope metadata every
