@@ -219,3 +219,21 @@ func Get(b []byte, name string) (value []byte, ok bool) {
 	})
 	return value, ok
 }
+
+// MustPairs encodes name, value, name, value, ... as Encode does, and
+// panics on an odd count or what Encode refuses: for tests and literals,
+// as regexp.MustCompile.
+func MustPairs(kv ...string) []byte {
+	if len(kv)%2 != 0 {
+		panic(fmt.Sprintf("attrs.MustPairs: %d strings, want name, value pairs", len(kv)))
+	}
+	ps := make([]Pair, 0, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		ps = append(ps, Pair{Name: kv[i], Value: kv[i+1]})
+	}
+	b, err := Encode(nil, ps)
+	if err != nil {
+		panic("attrs.MustPairs: " + err.Error())
+	}
+	return b
+}

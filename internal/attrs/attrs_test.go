@@ -192,3 +192,23 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestMustPairs(t *testing.T) {
+	want, _ := Encode(nil, []Pair{{"b", "2"}, {"a", "1"}})
+	if got := MustPairs("b", "2", "a", "1"); !bytes.Equal(got, want) {
+		t.Fatalf("MustPairs = %q, want %q", got, want)
+	}
+	if got := MustPairs(); len(got) != 0 {
+		t.Fatalf("MustPairs() = %q, want none", got)
+	}
+	for _, kv := range [][]string{{"a"}, {"1a", "v"}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("MustPairs(%q) did not panic", kv)
+				}
+			}()
+			MustPairs(kv...)
+		}()
+	}
+}

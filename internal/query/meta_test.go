@@ -7,20 +7,6 @@ import (
 	"haystack/internal/attrs"
 )
 
-// enc is the attrs encoding of name=value pairs.
-func enc(t testing.TB, kv ...string) []byte {
-	t.Helper()
-	var ps []attrs.Pair
-	for i := 0; i+1 < len(kv); i += 2 {
-		ps = append(ps, attrs.Pair{Name: kv[i], Value: kv[i+1]})
-	}
-	b, err := attrs.Encode(nil, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func fmtLabels(ls []Label) string {
 	if ls == nil {
 		return "nil"
@@ -111,7 +97,7 @@ func TestMetadataLabels(t *testing.T) {
 			p := mustPlan(t, tc.q)
 			var meta []byte
 			if tc.meta != nil {
-				meta = enc(t, tc.meta...)
+				meta = attrs.MustPairs(tc.meta...)
 			}
 			if got := p.MatchEntryAttrs(stream, meta, []byte(tc.line)); got != tc.ok {
 				t.Fatalf("MatchEntryAttrs = %v, want %v", got, tc.ok)
@@ -144,7 +130,7 @@ func TestMetadataLabels(t *testing.T) {
 // segment reader validates it; a prefix must never be half-applied).
 func TestMetadataCorrupt(t *testing.T) {
 	stream := []Label{{"app", "api"}}
-	good := enc(t, "a", "1", "b", "2")
+	good := attrs.MustPairs("a", "1", "b", "2")
 	for _, bad := range [][]byte{good[:len(good)-1], append(append([]byte(nil), good...), 0), {0}, {2, 1, 'b', 0, 1, 'a', 0}} {
 		p := mustPlan(t, `{a="b"} | a!="1"`)
 		l, changed, ok := p.LabelSetAttrs(stream, bad, []byte("x"))
@@ -161,8 +147,8 @@ func TestMetadataCorrupt(t *testing.T) {
 // partition it; each Meta label is a stored pair (its name maybe
 // suffixed _extracted) unless dropped; corrupt metadata adds nothing.
 func FuzzMetadataLabels(f *testing.F) {
-	f.Add("level=info trace_id=p", enc(f, "trace_id", "t", "app", "m"))
-	f.Add(`{"a":"b","app":1}`, enc(f, "a", "", "b", "\xff"))
+	f.Add("level=info trace_id=p", attrs.MustPairs("trace_id", "t", "app", "m"))
+	f.Add(`{"a":"b","app":1}`, attrs.MustPairs("a", "", "b", "\xff"))
 	f.Add("x", []byte{1, 1, 'a', 0})
 	stream := []Label{{"app", "api"}, {"env", "prod"}}
 	var plans []*Plan

@@ -14,25 +14,11 @@ import (
 	"haystack/internal/attrs"
 )
 
-// enc returns the attrs encoding of name, value, name, value, ...
-func enc(t testing.TB, kv ...string) []byte {
-	t.Helper()
-	var ps []attrs.Pair
-	for i := 0; i+1 < len(kv); i += 2 {
-		ps = append(ps, attrs.Pair{Name: kv[i], Value: kv[i+1]})
-	}
-	b, err := attrs.Encode(nil, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // maxAttrs returns a valid encoding of exactly attrs.MaxBytes: one pair
 // "a" whose value fills the rest (1 count + 1 + "a" + 3 + value).
 func maxAttrs(t testing.TB) []byte {
 	t.Helper()
-	b := enc(t, "a", strings.Repeat("v", attrs.MaxBytes-6))
+	b := attrs.MustPairs("a", strings.Repeat("v", attrs.MaxBytes-6))
 	if len(b) != attrs.MaxBytes {
 		t.Fatalf("encoding of %d bytes", len(b))
 	}
@@ -61,7 +47,7 @@ func otelEntries(t testing.TB, n int, withAttrs bool) []Entry {
 				rng.IntN(10000), rng.IntN(2000)),
 		}
 		if withAttrs {
-			e.Attrs = enc(t, "trace_id", hex(32), "span_id", hex(16), "severity_text", []string{"INFO", "WARN"}[i%2])
+			e.Attrs = attrs.MustPairs("trace_id", hex(32), "span_id", hex(16), "severity_text", []string{"INFO", "WARN"}[i%2])
 		}
 		es = append(es, e)
 	}
@@ -79,22 +65,22 @@ func attrCorpora(t testing.TB) map[string][]Entry {
 		switch {
 		case i/500%2 == 1: // runs of entries, so whole blocks, without metadata
 		case i%3 == 0:
-			e.Attrs = enc(t, "trace_id", fmt.Sprintf("%032x", rng.Uint64()), "span_id", fmt.Sprintf("%016x", rng.Uint64()))
+			e.Attrs = attrs.MustPairs("trace_id", fmt.Sprintf("%032x", rng.Uint64()), "span_id", fmt.Sprintf("%016x", rng.Uint64()))
 		case i%3 == 1:
-			e.Attrs = enc(t, "k", strings.Repeat("x\x00\xff\n", rng.IntN(5)))
+			e.Attrs = attrs.MustPairs("k", strings.Repeat("x\x00\xff\n", rng.IntN(5)))
 		}
 		mixed = append(mixed, e)
 	}
 	c["attrs-mixed"] = mixed
 	c["attrs-empty-lines"] = []Entry{
-		{Time: 1, Attrs: enc(t, "a", "")},
+		{Time: 1, Attrs: attrs.MustPairs("a", "")},
 		{Time: 2},
-		{Time: 3, Attrs: enc(t, "_", "v", "Z9", "w")},
+		{Time: 3, Attrs: attrs.MustPairs("_", "v", "Z9", "w")},
 		{Time: 4, Line: []byte("x")},
 	}
 	big := maxAttrs(t)
 	c["attrs-limit"] = []Entry{
-		{Time: 1, Line: []byte("before"), Attrs: enc(t, "a", "1")},
+		{Time: 1, Line: []byte("before"), Attrs: attrs.MustPairs("a", "1")},
 		{Time: 2, Line: []byte("at the limit"), Attrs: big},
 		{Time: 3, Line: bytes.Repeat([]byte("y"), 70_000), Attrs: big},
 		{Time: 4, Line: []byte("after")},
@@ -202,7 +188,7 @@ func TestNoAttrsCostsThreeBytes(t *testing.T) {
 // attrs.Validate refuses, and a version-3 writer refuses any; nothing of
 // a refused entry is stored.
 func TestWriterRejectsBadAttrs(t *testing.T) {
-	good := enc(t, "a", "1")
+	good := attrs.MustPairs("a", "1")
 	bad := map[string][]byte{
 		"bad name":     {1, 2, '1', 'x', 0},
 		"unsorted":     {2, 1, 'b', 0, 1, 'a', 0},
@@ -271,7 +257,7 @@ func TestAddBlockAttrs(t *testing.T) {
 		for range 1 + rng.IntN(50) {
 			e := Entry{Time: int64(len(all)), Stream: uint32(rng.IntN(3)), Line: bytes.Repeat([]byte("ab"), rng.IntN(40))}
 			if rng.IntN(3) > 0 && trial%5 != 0 {
-				e.Attrs = enc(t, "trace_id", strings.Repeat("f", rng.IntN(60)))
+				e.Attrs = attrs.MustPairs("trace_id", strings.Repeat("f", rng.IntN(60)))
 			}
 			if rng.IntN(30) == 0 {
 				e.Line = bytes.Repeat([]byte("L"), bs+rng.IntN(100))
@@ -345,7 +331,7 @@ func TestPooledBlockNoStaleAttrs(t *testing.T) {
 			es = append(es, Entry{Time: int64(len(es)), Line: bytes.Repeat([]byte{byte('a' + len(es)%26)}, lineLen), Attrs: a})
 		}
 	}
-	tid := enc(t, "trace_id", "0123456789abcdef0123456789abcdef")
+	tid := attrs.MustPairs("trace_id", "0123456789abcdef0123456789abcdef")
 	add(2000, 100, tid)    // 200 KB of data, 88 KB of metadata: in the arena
 	add(1, 2_000_000, nil) // most of the arena, no metadata
 	add(2000, 1000, tid)   // 2 MB and 88 KB: with its arrays, not in the arena
@@ -425,7 +411,7 @@ func TestPooledBlockNoStaleAttrs(t *testing.T) {
 // back; and maxAttrsRaw is what the doc says.
 func TestAttrsAtTheLimit(t *testing.T) {
 	big := maxAttrs(t)
-	small := enc(t, "a", "")
+	small := attrs.MustPairs("a", "")
 	var es []Entry
 	for i := range 200 {
 		es = append(es, Entry{Time: int64(i), Attrs: big})

@@ -673,7 +673,7 @@ func zstdDecoderTestFrame(raw []byte) []byte {
 // last entries, stored raw.
 func okAttrsBlock(t testing.TB) forged {
 	b := okBlock()
-	a0, a2 := enc(t, "trace_id", "abc"), enc(t, "a", "", "b", "\xff")
+	a0, a2 := attrs.MustPairs("trace_id", "abc"), attrs.MustPairs("a", "", "b", "\xff")
 	b.attrsCodec = CodecNone
 	b.attrs = forgeAttrs([]uint64{uint64(len(a0)), 0, uint64(len(a2))}, a0, a2)
 	b.attrsRaw = uint64(len(b.attrs))
@@ -699,7 +699,7 @@ func TestForgedAttrs(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "forged")
 	ok := okAttrsBlock(t)
-	a0, a2 := enc(t, "trace_id", "abc"), enc(t, "a", "", "b", "\xff")
+	a0, a2 := attrs.MustPairs("trace_id", "abc"), attrs.MustPairs("a", "", "b", "\xff")
 
 	// The unmodified forgeries must decode, or the cases below prove
 	// nothing: one with metadata, one without (empty section).
