@@ -45,24 +45,28 @@ func benchEntries(n int, otel bool) []Entry {
 // store-cpu is Store.Append with no fsync and the head flushed every 20
 // MB outside the timer: the encoding, write(2) and head path alone, which
 // the shared test machine measures with less noise.
+// benchStoreBatch opens a store with opt and returns a batch of 1000
+// entries of one stream in it, the benchmark's bytes set to their lines'.
+func benchStoreBatch(b *testing.B, otel bool, opt Options) (*Store, *Batch) {
+	es := benchEntries(1000, otel)
+	s, err := Open(b.TempDir(), opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := s.Stream(`{job="bench"}`)
+	line := 0
+	for i := range es {
+		es[i].Stream = id
+		line += len(es[i].Line)
+	}
+	b.SetBytes(int64(line))
+	return s, &Batch{Entries: es}
+}
+
 func BenchmarkAppend(b *testing.B) {
 	for _, meta := range []string{"none", "otel"} {
 		b.Run("store-cpu/"+meta, func(b *testing.B) {
-			es := benchEntries(1000, meta == "otel")
-			s, err := Open(b.TempDir(), Options{FsyncInterval: -1, FsyncBytes: 1 << 40, HeadBytes: 1 << 40})
-			if err != nil {
-				b.Fatal(err)
-			}
-			id := s.Stream(`{job="bench"}`)
-			for i := range es {
-				es[i].Stream = id
-			}
-			batch := &Batch{Entries: es}
-			line := 0
-			for _, e := range es {
-				line += len(e.Line)
-			}
-			b.SetBytes(int64(line))
+			s, batch := benchStoreBatch(b, meta == "otel", Options{FsyncInterval: -1, FsyncBytes: 1 << 40, HeadBytes: 1 << 40})
 			n := 0
 			for b.Loop() {
 				if err := s.Append(batch); err != nil {
@@ -82,28 +86,14 @@ func BenchmarkAppend(b *testing.B) {
 			}
 		})
 		b.Run("store/"+meta, func(b *testing.B) {
-			es := benchEntries(1000, meta == "otel")
-			s, err := Open(b.TempDir(), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			id := s.Stream(`{job="bench"}`)
-			for i := range es {
-				es[i].Stream = id
-			}
-			batch := &Batch{Entries: es}
-			line := 0
-			for _, e := range es {
-				line += len(e.Line)
-			}
-			b.SetBytes(int64(line))
+			s, batch := benchStoreBatch(b, meta == "otel", Options{})
 			for b.Loop() {
 				if err := s.Append(batch); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(recHeader+len(appendBatch(nil, batch)))/float64(len(es)), "wal-B/entry")
+			b.ReportMetric(float64(recHeader+len(appendBatch(nil, batch)))/float64(len(batch.Entries)), "wal-B/entry")
 			if err := s.Close(); err != nil {
 				b.Fatal(err)
 			}
