@@ -942,6 +942,32 @@ func otlpCheckDecoded(t *testing.T, res []otlpResource) {
 	if enc2 := encodeOTLP(again); !bytes.Equal(enc, enc2) {
 		t.Fatalf("round trip differs:\n%x\n%x", enc, enc2)
 	}
+	// Bodies and attribute values render as encoding/json marshals
+	// their plain Go form (renderOracle).
+	check := func(v otlpValue) {
+		if v.kind == otlpTooLarge {
+			return
+		}
+		if got, want := v.String(), renderOracle(v); got != want {
+			t.Fatalf("rendered %q, encoding/json %q", got, want)
+		}
+	}
+	for _, r := range res {
+		for _, kv := range r.attrs {
+			check(kv.val)
+		}
+		for _, sc := range r.scopes {
+			for _, kv := range sc.attrs {
+				check(kv.val)
+			}
+			for _, rec := range sc.records {
+				check(rec.body)
+				for _, kv := range rec.attrs {
+					check(kv.val)
+				}
+			}
+		}
+	}
 	rj := new(pushRejects)
 	streams := otlpStreams(res, 42, rj)
 	n, m := 0, 0
