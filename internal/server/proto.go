@@ -21,8 +21,8 @@ import (
 //	Timestamp        { int64 seconds = 1; int32 nanos = 2; }
 //
 // Unknown fields are skipped, as protobuf requires. structuredMetadata
-// becomes the entry's Attrs (push_attrs.go: names normalized, values that
-// are not UTF-8 refused).
+// becomes the entry's Attrs (push_attrs.go: names normalized, the last
+// pair of a name kept, empty values dropped, values kept as their bytes).
 
 const (
 	wireVarint = 0

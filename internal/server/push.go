@@ -172,8 +172,8 @@ func decodeJSONBody(b []byte, v any) error {
 //	{"streams":[{"stream":{"app":"x"},"values":[["<unix ns>","<line>"], ["<unix ns>","<line>",{"trace_id":"ab12"}]]}]}
 //
 // The optional third element is the entry's structured metadata: an
-// object of string values, as Loki requires (anything else is a
-// malformed push).
+// object of string values, as Loki requires (null is none; anything else
+// is a malformed push).
 func decodePushJSON(b []byte) ([]pushStream, error) {
 	var req struct {
 		Streams []struct {

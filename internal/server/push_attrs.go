@@ -188,7 +188,7 @@ func (ps *pushStream) setMetaRefusal(j int, r *metaRefusal) {
 // third value element, jsonl's structuredMetadata), appending its pairs
 // in order to dst. Anything else (another type, a non-string value) is an
 // error: Loki refuses the push as malformed. Keys given twice are kept
-// twice, for the encoder to dedupe or refuse.
+// twice, in order, for the encoder to keep the last.
 //
 // raw must be valid JSON (a json.RawMessage of a document encoding/json
 // decoded), so this only walks it: a json.Decoder's tokens cost 35
@@ -286,7 +286,10 @@ func jsonKindAt(b []byte, i int) string {
 }
 
 // fromJSON encodes the metadata object raw (see parseMetaJSON): an error
-// for a malformed object, a refusal for metadata hay cannot keep as sent.
+// for a malformed object, a refusal for metadata over attrs' limits or
+// with a name that normalizes to nothing. A value's bytes that are not
+// UTF-8 are kept when written as they are; a JSON escape encoding/json
+// unquotes (\ud800) becomes U+FFFD, as in lines.
 func (me *metaEncoder) fromJSON(raw []byte) ([]byte, *metaRefusal, error) {
 	var err error
 	if me.pairs, err = parseMetaJSON(raw, me.pairs[:0]); err != nil {
