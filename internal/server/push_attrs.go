@@ -287,9 +287,10 @@ func jsonKindAt(b []byte, i int) string {
 
 // fromJSON encodes the metadata object raw (see parseMetaJSON): an error
 // for a malformed object, a refusal for metadata over attrs' limits or
-// with a name that normalizes to nothing. A value's bytes that are not
-// UTF-8 are kept when written as they are; a JSON escape encoding/json
-// unquotes (\ud800) becomes U+FFFD, as in lines.
+// with a name that normalizes to nothing. A string without escapes keeps
+// its bytes, UTF-8 or not; one with an escape is unquoted by
+// encoding/json, which makes invalid bytes and lone surrogates (\ud800)
+// U+FFFD, as it does in lines.
 func (me *metaEncoder) fromJSON(raw []byte) ([]byte, *metaRefusal, error) {
 	var err error
 	if me.pairs, err = parseMetaJSON(raw, me.pairs[:0]); err != nil {
