@@ -16,6 +16,7 @@ import (
 
 	"haystack/internal/ingest"
 	"haystack/internal/query"
+	"haystack/internal/search"
 	"haystack/internal/segment"
 	"haystack/internal/store"
 )
@@ -415,8 +416,15 @@ func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 		}
 		return []*series{se}, nil
 	case "range":
-		return evalRange(ctx, ts, e, start, end, steps)
+		return evalRange(ctx, ts, e, start, end, steps, nil)
 	case "agg":
+		if g := preGroupOf(e); g != nil {
+			in, err := evalRange(ctx, ts, e.inner, start, end, steps, g)
+			if err != nil {
+				return nil, err
+			}
+			return aggregate(e, in), nil
+		}
 		in, err := evalMetric(ctx, ts, e.inner, start, end, step)
 		if err != nil {
 			return nil, err
@@ -453,7 +461,17 @@ func minusRange(t, rng int64) int64 {
 	return t - rng
 }
 
-func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64, steps []int64) ([]*series, error) {
+// With g (the outer sum's grouping, preGroupOf), entries are grouped by
+// their labels projected on g as they are read, so entries that differ
+// only in labels the sum drops (each entry's trace_id) share one series;
+// the sum over the answer is then the same. And when the sum's labels
+// cannot come from metadata, blocks are read without it (metaFree).
+//
+// Groups are counted as they are made: more than --max-query-series of
+// them with a point (when e's series all reach the answer) or more than
+// maxRangePoints points stop the scan with the 400 the finished answer
+// would get, before a series per entry is allocated (review 9, F3).
+func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64, steps []int64, g *preGroup) ([]*series, error) {
 	if !isLogQuery(e.log) {
 		return nil, badRequest("bad_query", "%s wants a log query {...}, got %q", e.fn, e.log)
 	}
@@ -461,29 +479,84 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 	if err != nil {
 		return nil, err
 	}
+	if g != nil && g.metaFree(sel) {
+		sel.skipAttrs = true
+	}
+	st := stateOf(ctx)
+	limit := 0
+	if st.limitNode == e {
+		limit = st.maxSeries
+	}
+	// covered: every entry read lies in some window (t-rng, t], so every
+	// group has a point; else inWindow looks.
+	covered := true
+	for i := 1; i < len(steps); i++ {
+		if steps[i]-steps[i-1] > int64(e.rng) {
+			covered = false
+			break
+		}
+	}
+	inWindow := func(t int64) bool {
+		if covered {
+			return true
+		}
+		i := sort.Search(len(steps), func(i int) bool { return steps[i] >= t })
+		return i < len(steps) && minusRange(steps[i], int64(e.rng)) < t
+	}
 	rng := int64(e.rng)
 	sel.start, sel.end = minusRange(start, rng)+1, end
 	type acc struct {
 		labels string
 		times  []int64
 		sizes  []int64
+		point  bool // an entry in a window: the series is answered
 	}
 	groups := map[string]*acc{}
+	answered := 0
+	var stop error
+	var key []byte
 	if ts != nil {
 		v, err := ts.w.View()
 		if err != nil {
 			return nil, err
 		}
 		err = run(ctx, v, sel, anyOrder, 0, func(h *hit) bool {
-			a := groups[h.Labels]
+			k := h.Labels
+			var a *acc
+			if g != nil && !hasPipelineError(h.Labels) {
+				// An entry with a pipeline error keeps its own series, so
+				// that the query fails as before where it has a point.
+				key = g.project(key[:0], h.Labels)
+				a = groups[string(key)]
+				if a == nil {
+					k = string(key)
+				}
+			} else {
+				a = groups[k]
+			}
 			if a == nil {
-				a = &acc{labels: h.Labels}
-				groups[h.Labels] = a
+				a = &acc{labels: k}
+				groups[k] = a
+				if err := checkRangePoints(ctx, e.fn, len(groups), len(steps)); err != nil {
+					stop = err
+					return false
+				}
+			}
+			if !a.point && inWindow(h.Time) {
+				a.point = true
+				answered++
+				if limit > 0 && answered > limit {
+					stop = tooManySeries(limit)
+					return false
+				}
 			}
 			a.times = append(a.times, h.Time)
 			a.sizes = append(a.sizes, int64(len(h.Line)))
 			return true
 		})
+		if stop != nil {
+			return nil, stop
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -545,6 +618,109 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		out = append(out, se)
 	}
 	return out, nil
+}
+
+// hasPipelineError reports whether labels carry a non-empty __error__.
+func hasPipelineError(labels string) bool {
+	return strings.Contains(labels, "__error__") && pipelineError(labels) != nil
+}
+
+// preGroup is the grouping of a sum directly over a range aggregation
+// whose value over a set of entries is the sum of its values over any
+// partition of them (count_over_time, rate, bytes_over_time, bytes_rate:
+// counts and byte sizes, divided by the same range): the range series can
+// then be keyed by the labels the sum keeps. Not min/max/count/avg (they
+// see the series), not unwrap aggregations (sum_over_time would be exact,
+// but evalUnwrap is another path: left).
+type preGroup struct {
+	by      []string
+	without bool
+}
+
+// preGroupOf is e's preGroup, or nil when e's answer needs every series.
+func preGroupOf(e *mexpr) *preGroup {
+	if e.kind != "agg" || e.fn != "sum" || e.inner == nil || e.inner.kind != "range" {
+		return nil
+	}
+	switch e.inner.fn {
+	case "count_over_time", "rate", "bytes_over_time", "bytes_rate":
+		return &preGroup{by: e.by, without: e.without}
+	}
+	return nil
+}
+
+// project appends to dst the label text of labels (canonical text,
+// ingest.Labels.String) keeping those g keeps, in their order. Text it
+// cannot read is appended whole: a group of its own, still summed right
+// by aggregate.
+func (g *preGroup) project(dst []byte, labels string) []byte {
+	s := labels
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return append(dst, labels...)
+	}
+	s = s[1 : len(s)-1]
+	dst = append(dst, '{')
+	first := true
+	for len(s) > 0 {
+		eq := strings.IndexByte(s, '=')
+		if eq <= 0 || eq+1 >= len(s) || s[eq+1] != '"' {
+			return append(dst[:0], labels...)
+		}
+		name := s[:eq]
+		// The quoted value ends at the first '"' not escaped.
+		i := eq + 2
+		for i < len(s) && s[i] != '"' {
+			if s[i] == '\\' {
+				i++
+			}
+			i++
+		}
+		if i >= len(s) {
+			return append(dst[:0], labels...)
+		}
+		pair := s[:i+1]
+		s = s[i+1:]
+		if len(s) > 0 {
+			if !strings.HasPrefix(s, ", ") {
+				return append(dst[:0], labels...)
+			}
+			s = s[2:]
+		}
+		if slices.Contains(g.by, name) != g.without {
+			if !first {
+				dst = append(dst, ", "...)
+			}
+			dst = append(dst, pair...)
+			first = false
+		}
+	}
+	return append(dst, '}')
+}
+
+// metaFree reports whether sel's entries' structured metadata cannot
+// change the sum's answer, so blocks may be read without it: the sum keeps
+// no label, or only labels every selected stream has (an equality matcher
+// with a value: an entry's metadata of that name is renamed _extracted,
+// so the value is the stream's), and no stage can read metadata (no label
+// filter: search.NeedsAttrs) or drop a label. without (...) keeps
+// metadata labels: never.
+func (g *preGroup) metaFree(sel *selection) bool {
+	if g.without || sel.plan == nil || search.NeedsAttrs(sel.plan) {
+		return false
+	}
+	for _, st := range sel.plan.Query.Stages {
+		if _, ok := st.(*query.DropStage); ok {
+			return false
+		}
+	}
+	for _, l := range g.by {
+		if !slices.ContainsFunc(sel.plan.Query.Selector, func(m *query.Matcher) bool {
+			return m.Name == l && m.Type == query.MatchEqual && m.Value != ""
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 func aggregate(e *mexpr, in []*series) []*series {

@@ -31,17 +31,26 @@ func TestMetricQueryLimits(t *testing.T) {
 		return e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d&step=%s", q(query), start, end, step))
 	}
 	code, body := get(`count_over_time({app=~"s.+"}[1h])`, base, base, "60")
-	if code != 400 || !strings.Contains(body, "maximum number of series (600) reached for a single query; the answer has 1001") {
+	// Stopped at the 601st series while they are built (review 9, F3), so
+	// the answer's size is not known: "more than 600".
+	if code != 400 || !strings.Contains(body, "maximum number of series (600) reached for a single query; the answer has more than 600") {
 		t.Errorf("1001 series: %d %.300s", code, body)
 	}
 	code, body = get(`sum(count_over_time({app=~"s.+"}[1h]))`, base, base, "60")
 	if code != 200 || !strings.Contains(body, `"values":[[`+fmt.Sprint(base/1e9)+`,"1001"]]`) {
 		t.Errorf("sum over 1001 streams: %d %.300s", code, body)
 	}
-	// 1001 series × 5001 steps > 5,000,000 points, even under a sum.
-	code, body = get(`sum(count_over_time({app=~"s.+"}[1h]))`, base-5000e9, base, "1")
-	if code != 400 || !strings.Contains(body, "count_over_time over 1001 series and 5001 steps is 5006001 points, more than the limit of 5000000") {
+	// 1001 series × 5001 steps > 5,000,000 points, even under max, which
+	// needs every series (refused at the 1000th series: 5,001,000 points).
+	code, body = get(`max(count_over_time({app=~"s.+"}[1h]))`, base-5000e9, base, "1")
+	if code != 400 || !strings.Contains(body, "count_over_time over 1000 series and 5001 steps is 5001000 points, more than the limit of 5000000") {
 		t.Errorf("5M points: %d %.300s", code, body)
+	}
+	// A sum groups the entries as it reads them (review 9, F3): one
+	// series of 5001 points, answered.
+	code, body = get(`sum(count_over_time({app=~"s.+"}[1h]))`, base-5000e9, base, "1")
+	if code != 200 || !strings.Contains(body, `[`+fmt.Sprint(base/1e9)+`,"1001"]]`) {
+		t.Errorf("5M points under a sum: %d %.300s", code, body)
 	}
 	code, body = get(`sum(count_over_time({app=~"s.+"}[1h]))`, base-4000e9, base, "1")
 	if code != 200 {
