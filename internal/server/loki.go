@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -515,6 +516,8 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 	answered := 0
 	var stop error
 	var key []byte
+	var last *acc // the group of the last entry, whose labels were lastLabels
+	var lastLabels string
 	if ts != nil {
 		v, err := ts.w.View()
 		if err != nil {
@@ -523,7 +526,11 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 		err = run(ctx, v, sel, anyOrder, 0, func(h *hit) bool {
 			k := h.Labels
 			var a *acc
-			if g != nil && !hasPipelineError(h.Labels) {
+			if last != nil && k == lastLabels {
+				// Entries without metadata come a stream at a time, with
+				// the same labels text: no projection, no map.
+				a = last
+			} else if g != nil && !hasPipelineError(h.Labels) {
 				// An entry with a pipeline error keeps its own series, so
 				// that the query fails as before where it has a point.
 				key = g.project(key[:0], h.Labels)
@@ -542,6 +549,7 @@ func evalRange(ctx context.Context, ts *tenantStore, e *mexpr, start, end int64,
 					return false
 				}
 			}
+			last, lastLabels = a, h.Labels
 			if !a.point && inWindow(h.Time) {
 				a.point = true
 				answered++
@@ -700,7 +708,7 @@ func (g *preGroup) project(dst []byte, labels string) []byte {
 // metaFree reports whether sel's entries' structured metadata cannot
 // change the sum's answer, so blocks may be read without it: the sum keeps
 // no label, or only labels every selected stream has (an equality matcher
-// with a value: an entry's metadata of that name is renamed _extracted,
+// with a value, or a regexp not matching "": an entry's metadata of that name is renamed _extracted,
 // so the value is the stream's), and no stage can read metadata (no label
 // filter: search.NeedsAttrs) or drop a label. without (...) keeps
 // metadata labels: never.
@@ -715,7 +723,19 @@ func (g *preGroup) metaFree(sel *selection) bool {
 	}
 	for _, l := range g.by {
 		if !slices.ContainsFunc(sel.plan.Query.Selector, func(m *query.Matcher) bool {
-			return m.Name == l && m.Type == query.MatchEqual && m.Value != ""
+			if m.Name != l {
+				return false
+			}
+			switch m.Type {
+			case query.MatchEqual:
+				return m.Value != ""
+			case query.MatchRegexp:
+				// Anchored as the selector's: a regexp the empty value
+				// does not match selects only streams with the label.
+				re, err := regexp.Compile("^(?:" + m.Value + ")$")
+				return err == nil && !re.MatchString("")
+			}
+			return false
 		}) {
 			return false
 		}
