@@ -708,10 +708,10 @@ func (g *preGroup) project(dst []byte, labels string) []byte {
 // metaFree reports whether sel's entries' structured metadata cannot
 // change the sum's answer, so blocks may be read without it: the sum keeps
 // no label, or only labels every selected stream has (an equality matcher
-// with a value, or a regexp not matching "": an entry's metadata of that name is renamed _extracted,
-// so the value is the stream's), and no stage can read metadata (no label
-// filter: search.NeedsAttrs) or drop a label. without (...) keeps
-// metadata labels: never.
+// with a value, or a regexp not matching ""; an entry's metadata of such
+// a name is renamed _extracted, so the value is the stream's), and no
+// stage can read metadata (no label filter: search.NeedsAttrs) or drop a
+// label. without (...) keeps metadata labels: never.
 func (g *preGroup) metaFree(sel *selection) bool {
 	if g.without || sel.plan == nil || search.NeedsAttrs(sel.plan) {
 		return false
