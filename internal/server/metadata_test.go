@@ -19,20 +19,6 @@ import (
 	"haystack/internal/store"
 )
 
-// metaEnc is the attrs encoding of name=value pairs.
-func metaEnc(t testing.TB, kv ...string) []byte {
-	t.Helper()
-	var ps []attrs.Pair
-	for i := 0; i+1 < len(kv); i += 2 {
-		ps = append(ps, attrs.Pair{Name: kv[i], Value: kv[i+1]})
-	}
-	b, err := attrs.Encode(nil, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 const categorizeHdr = "X-Loki-Response-Encoding-Flags"
 
 // TestMetadataResponseShape: the Loki answer to a log query in both
@@ -55,9 +41,9 @@ func TestMetadataResponseShape(t *testing.T) {
 		return h
 	}
 	hits := []hit{
-		mk(3, metaEnc(t, "trace_id", "t1"), "level=info"),
+		mk(3, attrs.MustPairs("trace_id", "t1"), "level=info"),
 		mk(2, nil, "plain <b>"),
-		mk(1, metaEnc(t, "trace_id", "t2", "app", "m"), "x"),
+		mk(1, attrs.MustPairs("trace_id", "t2", "app", "m"), "x"),
 	}
 	enc := func(categorize bool) string {
 		d := lokiData{ResultType: "streams", Result: groupStreams(hits, categorize)}
@@ -97,7 +83,7 @@ func TestMetadataNativeLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := metaEnc(t, "trace_id", "t1", "app", "m")
+	meta := attrs.MustPairs("trace_id", "t1", "app", "m")
 	h := hit{Time: base, Line: []byte("level=info"), Attrs: meta}
 	if !sel.labelHit(&h, queryLabels(stream), stream, meta, h.Line) {
 		t.Fatal("dropped")
@@ -150,7 +136,7 @@ func metaEntries(t *testing.T, n int) []store.LabeledEntry {
 		if i%7 == 0 {
 			kv = append(kv, "env", "m"+strconv.Itoa(i))
 		}
-		e.Attrs = metaEnc(t, kv...)
+		e.Attrs = attrs.MustPairs(kv...)
 		es = append(es, e)
 	}
 	return es
@@ -390,9 +376,9 @@ func TestMetadataTail(t *testing.T) {
 		// The replay (nothing after start) comes first only when it has
 		// entries: the first message is the live batch.
 		es := []store.LabeledEntry{
-			{Labels: `{app="api"}`, Time: base + 1, Line: []byte("a"), Attrs: metaEnc(t, "trace_id", "t1")},
+			{Labels: `{app="api"}`, Time: base + 1, Line: []byte("a"), Attrs: attrs.MustPairs("trace_id", "t1")},
 			{Labels: `{app="api"}`, Time: base + 2, Line: []byte("b")},
-			{Labels: `{app="api"}`, Time: base + 3, Line: []byte("c"), Attrs: metaEnc(t, "trace_id", "t2", "app", "m")},
+			{Labels: `{app="api"}`, Time: base + 3, Line: []byte("c"), Attrs: attrs.MustPairs("trace_id", "t2", "app", "m")},
 		}
 		if err := ts.w.Append(ctx, es); err != nil {
 			t.Fatal(err)
@@ -423,12 +409,12 @@ func TestMetadataUnwrap(t *testing.T) {
 	for i := range 40 {
 		route := []string{"/a", "/b"}[i%2]
 		es = append(es, store.LabeledEntry{Labels: `{app="api"}`, Time: base - int64(i+1)*int64(time.Second), Line: []byte("served"),
-			Attrs: metaEnc(t, "dur_ms", strconv.Itoa(i), "route", route)})
+			Attrs: attrs.MustPairs("dur_ms", strconv.Itoa(i), "route", route)})
 		if i%3 != 0 {
 			sum[route] += i
 		}
 		if i%3 == 0 {
-			es[i].Attrs = metaEnc(t, "dur_ms", strconv.Itoa(i), "route", route, "skip", "1")
+			es[i].Attrs = attrs.MustPairs("dur_ms", strconv.Itoa(i), "route", route, "skip", "1")
 		}
 	}
 	if err := ts.w.Append(context.Background(), es); err != nil {

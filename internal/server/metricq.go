@@ -942,6 +942,31 @@ func project(ls ingest.Labels, names []string, keep bool) ingest.Labels {
 
 // signature is the key two samples match on: all labels, or those of
 // on (...), or all but those of ignoring (...).
+// signatureIDs numbers the signatures of both sides' series: a[i] and
+// b[j] are the numbers of a's and b's series, sigs the signature of each
+// number (each series' signature is built once, and both sides share the
+// numbers).
+func (e *mexpr) signatureIDs(as, bs []*series) (a, b []int32, sigs []string) {
+	ids := map[string]int32{}
+	of := func(ss []*series) []int32 {
+		out := make([]int32, len(ss))
+		for i, se := range ss {
+			k := e.signature(se.labels)
+			id, ok := ids[k]
+			if !ok {
+				id = int32(len(sigs))
+				ids[k] = id
+				sigs = append(sigs, k)
+			}
+			out[i] = id
+		}
+		return out
+	}
+	a = of(as)
+	b = of(bs)
+	return a, b, sigs
+}
+
 func (e *mexpr) signature(ls ingest.Labels) string {
 	if !e.matching {
 		return ls.String()
@@ -1047,25 +1072,7 @@ func binopSeries(ctx context.Context, e *mexpr, lss, rss []*series, start, end, 
 		return groupSeries(ctx, e, lss, rss, g, limit)
 	}
 	left, right := newStepSide(lss, g), newStepSide(rss, g)
-	// Each series' signature once, as a number shared by both sides.
-	sigIDs := map[string]int32{}
-	var sigs []string
-	sigOf := func(ss []*series) []int32 {
-		ids := make([]int32, len(ss))
-		for i, se := range ss {
-			k := e.signature(se.labels)
-			id, ok := sigIDs[k]
-			if !ok {
-				id = int32(len(sigs))
-				sigIDs[k] = id
-				sigs = append(sigs, k)
-			}
-			ids[i] = id
-		}
-		return ids
-	}
-	lsig, rsig := sigOf(lss), sigOf(rss)
-	sigIDs = nil
+	lsig, rsig, sigs := e.signatureIDs(lss, rss)
 	// Per signature, the step (k+1) it was last seen at on each side, by
 	// which series, and the right value.
 	rStamp, lStamp := make([]int32, len(sigs)), make([]int32, len(sigs))

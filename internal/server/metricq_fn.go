@@ -426,24 +426,7 @@ func groupSeries(ctx context.Context, e *mexpr, lss, rss []*series, g *stepGrid,
 		manySS, oneSS, oneSide = rss, lss, "left"
 	}
 	many, one := newStepSide(manySS, g), newStepSide(oneSS, g)
-	sigIDs := map[string]int32{}
-	var sigs []string
-	sigOf := func(ss []*series) []int32 {
-		ids := make([]int32, len(ss))
-		for i, se := range ss {
-			k := e.signature(se.labels)
-			id, ok := sigIDs[k]
-			if !ok {
-				id = int32(len(sigs))
-				sigIDs[k] = id
-				sigs = append(sigs, k)
-			}
-			ids[i] = id
-		}
-		return ids
-	}
-	msig, osig := sigOf(manySS), sigOf(oneSS)
-	sigIDs = nil
+	msig, osig, sigs := e.signatureIDs(manySS, oneSS)
 	stamp := make([]int32, len(sigs))
 	who := make([]int32, len(sigs))
 	val := make([]float64, len(sigs))

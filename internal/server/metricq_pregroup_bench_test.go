@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"haystack/internal/attrs"
 	"haystack/internal/store"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkPreGroup(b *testing.B) {
 				for i := range n {
 					le := store.LabeledEntry{Labels: `{app="m"}`, Time: base - int64(i)*6*int64(time.Millisecond), Line: fmt.Appendf(nil, "GET /api/x status=200 took=%d", i%10)}
 					if meta {
-						le.Attrs = metaEnc(b, "trace_id", fmt.Sprintf("%032x", i*7919), "span_id", fmt.Sprintf("%016x", i*31))
+						le.Attrs = attrs.MustPairs("trace_id", fmt.Sprintf("%032x", i*7919), "span_id", fmt.Sprintf("%016x", i*31))
 					}
 					size += len(le.Line)
 					es = append(es, le)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"haystack/internal/attrs"
 	"haystack/internal/store"
 )
 
@@ -46,7 +47,7 @@ func preGroupStore(t *testing.T, e *testEnv) *tenantStore {
 				Labels: fmt.Sprintf(`{app="%s", env="%s"}`, []string{"a", "b"}[r.IntN(2)], []string{"x", "y"}[r.IntN(2)]),
 				Time:   base - int64(r.IntN(1800))*int64(time.Second) - int64(r.IntN(1000)),
 				Line:   []byte(line),
-				Attrs:  metaEnc(t, kv...),
+				Attrs:  attrs.MustPairs(kv...),
 			})
 		}
 		if err := ts.w.Append(context.Background(), es); err != nil {
@@ -230,7 +231,7 @@ func TestPreGroupMetaFree(t *testing.T) {
 		for i := range 50 {
 			route := []string{"/a", "/b", "/c"}[i%3]
 			es = append(es, store.LabeledEntry{Labels: `{app="api"}`, Time: base - int64(half*50+i+1)*int64(time.Second), Line: []byte("served"),
-				Attrs: metaEnc(t, "route", route, "trace_id", fmt.Sprint(half, i))})
+				Attrs: attrs.MustPairs("route", route, "trace_id", fmt.Sprint(half, i))})
 			want[route]++
 		}
 		if err := ts.w.Append(context.Background(), es); err != nil {
@@ -268,7 +269,7 @@ func TestRangeSeriesLimitEarly(t *testing.T) {
 	es := make([]store.LabeledEntry, 0, n)
 	for i := range n {
 		es = append(es, store.LabeledEntry{Labels: `{app="m"}`, Time: base - int64(i)*int64(time.Millisecond), Line: []byte("took=5"),
-			Attrs: metaEnc(t, "trace_id", fmt.Sprintf("%032x", i))})
+			Attrs: attrs.MustPairs("trace_id", fmt.Sprintf("%032x", i))})
 	}
 	if err := ts.w.Append(context.Background(), es); err != nil {
 		t.Fatal(err)
