@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	osexec "os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"haystack/internal/query"
 	"haystack/internal/segment"
 	"haystack/internal/store"
+	"haystack/internal/testexec"
 	"haystack/internal/testseed"
 )
 
@@ -452,7 +452,7 @@ func TestRunAttrsKill(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 8))
 	es := genMetaLog(rand.New(rand.NewPCG(seed, 6)), metaKillEntries, 4)
 	dir := t.TempDir()
-	cmd := osexec.Command(exe, "-test.run=^TestRunAttrsKill$")
+	cmd := testexec.Command(exe, "-test.run=^TestRunAttrsKill$")
 	cmd.Env = append(os.Environ(), metaKillEnv+"="+dir, "HAY_SEARCH_ATTRS_KILL_SEED="+strconv.FormatUint(seed, 10))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"haystack/internal/testexec"
 	"haystack/internal/testseed"
 )
 
@@ -75,7 +75,7 @@ func TestStreamsFileKill(t *testing.T) {
 		t.Logf("%d streams acknowledged; %d kills left bytes past the manifest in STREAMS", acked, tails)
 	}()
 	for round := range 12 {
-		cmd := exec.Command(exe, "-test.run=^TestStreamsFileKill$")
+		cmd := testexec.Command(exe, "-test.run=^TestStreamsFileKill$")
 		cmd.Env = append(os.Environ(), killWriterEnv+"="+dir)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
