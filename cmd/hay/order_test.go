@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"haystack/internal/testdiff"
 	"haystack/internal/testseed"
 )
 
@@ -99,29 +100,10 @@ func TestSearchOrderOutOfOrder(t *testing.T) {
 					t.Fatalf("%v: exit %d", args, code)
 				}
 				got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-				if d := lineDiff(got, e); d >= 0 {
-					t.Errorf("seed %d: hay %s %q: line %d of %d/%d: got %q, want %q", seed, strings.Join(args[1:], " "), pat, d+1, len(got), len(e), lineAt(got, d), lineAt(e, d))
+				if d := testdiff.First(got, e); d >= 0 {
+					t.Errorf("seed %d: hay %s %q: line %d of %d/%d: got %q, want %q", seed, strings.Join(args[1:], " "), pat, d+1, len(got), len(e), testdiff.At(got, d), testdiff.At(e, d))
 				}
 			}
 		}
 	}
-}
-
-func lineDiff(got, want []string) int {
-	for i := range min(len(got), len(want)) {
-		if got[i] != want[i] {
-			return i
-		}
-	}
-	if len(got) != len(want) {
-		return min(len(got), len(want))
-	}
-	return -1
-}
-
-func lineAt(s []string, i int) string {
-	if i < len(s) {
-		return s[i]
-	}
-	return "(none)"
 }

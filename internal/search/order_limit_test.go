@@ -9,6 +9,7 @@ import (
 
 	"haystack/internal/segment"
 	"haystack/internal/store"
+	"haystack/internal/testdiff"
 	"haystack/internal/testseed"
 )
 
@@ -94,7 +95,7 @@ func TestOrderLimitCopiesBounded(t *testing.T) {
 						var st Stats
 						q := Query{Order: order, Limit: lim, Workers: w, Pattern: []byte("error"), Stats: &st}
 						if d, got, want := diffRun(t, snap, q, all[:min(lim, int64(len(all)))]); d >= 0 {
-							t.Fatalf("%s streams %d order %d limit %d workers %d: entry %d of %d/%d: got %v want %v", shape, streams, order, lim, w, d, len(got), len(want), entryAt(got, d), entryAt(want, d))
+							t.Fatalf("%s streams %d order %d limit %d workers %d: entry %d of %d/%d: got %v want %v", shape, streams, order, lim, w, d, len(got), len(want), testdiff.At(got, d), testdiff.At(want, d))
 						}
 						// Copies may keep the bytes of the hits they lost
 						// (delivered or dropped) up to those of their live
@@ -185,7 +186,7 @@ func TestOrderLimitTrimOracle(t *testing.T) {
 				}
 				if d, got, want := diffRun(t, snap, q, want); d >= 0 {
 					t.Fatalf("seed %d iter %d shape %s streams %d order %d limit %d workers %d pat %q range [%d,%d) plan %v: entry %d of %d/%d: got %v want %v",
-						seed, iter, shape.name, streams, order, lim, w, pat, since, until, q.Plan != nil, d, len(got), len(want), entryAt(got, d), entryAt(want, d))
+						seed, iter, shape.name, streams, order, lim, w, pat, since, until, q.Plan != nil, d, len(got), len(want), testdiff.At(got, d), testdiff.At(want, d))
 				}
 			}
 		}

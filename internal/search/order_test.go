@@ -11,6 +11,7 @@ import (
 
 	"haystack/internal/segment"
 	"haystack/internal/store"
+	"haystack/internal/testdiff"
 )
 
 // The order Run delivers (see Order in the package doc): Oldest is by
@@ -149,9 +150,9 @@ func TestOrderOutOfOrderOracle(t *testing.T) {
 								q := Query{Pattern: []byte(pat), Order: order, Limit: lim, Workers: w, Since: rng[0], Until: rng[1]}
 								want := orderOracle(es, pat, rng[0], rng[1], order, lim)
 								got := runOrdered(t, snap, q)
-								if d := orderDiff(got, want); d >= 0 {
+								if d := testdiff.First(got, want); d >= 0 {
 									t.Errorf("seed %d shape %s streams %d pattern %q order %d limit %d workers %d range %v: entry %d of %d/%d differs:\n got %v\nwant %v",
-										seed, shape.name, streams, pat, order, lim, w, rng, d, len(got), len(want), entryAt(got, d), entryAt(want, d))
+										seed, shape.name, streams, pat, order, lim, w, rng, d, len(got), len(want), testdiff.At(got, d), testdiff.At(want, d))
 									continue streams // the first difference of each store is enough
 								}
 								q.Count = true
@@ -188,11 +189,11 @@ func TestOrderOutOfOrderManyStreams(t *testing.T) {
 			for _, w := range []int{1, 2} {
 				q := Query{Order: order, Limit: lim, Workers: w, Pattern: []byte("o")}
 				if d, got, want := diffRun(t, snap, q, orderOracle(es, "o", 0, 0, order, lim)); d >= 0 {
-					t.Errorf("order %d limit %d workers %d: entry %d of %d/%d: got %v want %v", order, lim, w, d, len(got), len(want), entryAt(got, d), entryAt(want, d))
+					t.Errorf("order %d limit %d workers %d: entry %d of %d/%d: got %v want %v", order, lim, w, d, len(got), len(want), testdiff.At(got, d), testdiff.At(want, d))
 				}
 				q = Query{Order: order, Limit: lim, Workers: w, Plan: mustPlan(t, `{g="1"} |= "error"`), Labels: snap.Labels}
 				if d, got, want := diffRun(t, snap, q, orderOracle(sel, "error", 0, 0, order, lim)); d >= 0 {
-					t.Errorf("plan, order %d limit %d workers %d: entry %d of %d/%d: got %v want %v", order, lim, w, d, len(got), len(want), entryAt(got, d), entryAt(want, d))
+					t.Errorf("plan, order %d limit %d workers %d: entry %d of %d/%d: got %v want %v", order, lim, w, d, len(got), len(want), testdiff.At(got, d), testdiff.At(want, d))
 				}
 			}
 		}
@@ -202,7 +203,7 @@ func TestOrderOutOfOrderManyStreams(t *testing.T) {
 func diffRun(t *testing.T, snap *store.Snapshot, q Query, want []entry) (int, []entry, []entry) {
 	t.Helper()
 	got := runOrdered(t, snap, q)
-	return orderDiff(got, want), got, want
+	return testdiff.First(got, want), got, want
 }
 
 // TestOrderEarlyStop: over time-ordered data, Oldest and Newest with a
@@ -253,8 +254,8 @@ func TestOrderOutOfOrderCases(t *testing.T) {
 			for _, lim := range []int64{0, 1, 2, 3} {
 				want := orderOracle(c.es, "", 0, 0, order, lim)
 				got := runOrdered(t, snap, Query{Order: order, Limit: lim})
-				if d := orderDiff(got, want); d >= 0 {
-					t.Errorf("%s order %d limit %d: entry %d differs: got %v want %v", c.name, order, lim, d, entryAt(got, d), entryAt(want, d))
+				if d := testdiff.First(got, want); d >= 0 {
+					t.Errorf("%s order %d limit %d: entry %d differs: got %v want %v", c.name, order, lim, d, testdiff.At(got, d), testdiff.At(want, d))
 				}
 			}
 		}
@@ -267,26 +268,6 @@ func genTimes(n int, from int64) []int64 {
 		ts[i] = from + int64(i)
 	}
 	return ts
-}
-
-// firstDiff is the index where got and want first differ, -1 if equal.
-func orderDiff(got, want []entry) int {
-	for i := range min(len(got), len(want)) {
-		if got[i] != want[i] {
-			return i
-		}
-	}
-	if len(got) != len(want) {
-		return min(len(got), len(want))
-	}
-	return -1
-}
-
-func entryAt(es []entry, i int) any {
-	if i < len(es) {
-		return es[i]
-	}
-	return "(none)"
 }
 
 // BenchmarkRunOrder: Run delivering every entry (and the first 20) over

@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"haystack/internal/testdiff"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -156,8 +157,8 @@ func TestOrderOutOfOrderServer(t *testing.T) {
 							}
 						}
 					}
-					if d := strDiff(got, exp); d >= 0 {
-						t.Errorf("seed %d query_range %s: value %d of %d/%d: got %q want %q", seed, p.Encode(), d, len(got), len(exp), strAt(got, d), strAt(exp, d))
+					if d := testdiff.First(got, exp); d >= 0 {
+						t.Errorf("seed %d query_range %s: value %d of %d/%d: got %q want %q", seed, p.Encode(), d, len(got), len(exp), testdiff.At(got, d), testdiff.At(exp, d))
 					}
 
 					// The native API: one NDJSON line an entry, in order.
@@ -167,8 +168,8 @@ func TestOrderOutOfOrderServer(t *testing.T) {
 					for _, e := range want {
 						exp = append(exp, fmt.Sprintf("%d %s", e.t, e.line))
 					}
-					if d := strDiff(got, exp); d >= 0 {
-						t.Errorf("seed %d /api/v1/search %s: row %d of %d/%d: got %q want %q", seed, np.Encode(), d, len(got), len(exp), strAt(got, d), strAt(exp, d))
+					if d := testdiff.First(got, exp); d >= 0 {
+						t.Errorf("seed %d /api/v1/search %s: row %d of %d/%d: got %q want %q", seed, np.Encode(), d, len(got), len(exp), testdiff.At(got, d), testdiff.At(exp, d))
 					}
 				}
 			}
@@ -210,8 +211,8 @@ func TestOrderOutOfOrderServer(t *testing.T) {
 				for _, e := range all {
 					exp = append(exp, fmt.Sprintf("%d %s", e.t, e.line))
 				}
-				if d := strDiff(rows, exp); d >= 0 {
-					t.Errorf("seed %d paging %q %s by %d: row %d of %d/%d: got %q want %q", seed, pat, dir, page, d, len(rows), len(exp), strAt(rows, d), strAt(exp, d))
+				if d := testdiff.First(rows, exp); d >= 0 {
+					t.Errorf("seed %d paging %q %s by %d: row %d of %d/%d: got %q want %q", seed, pat, dir, page, d, len(rows), len(exp), testdiff.At(rows, d), testdiff.At(exp, d))
 				}
 			}
 		}
@@ -239,23 +240,4 @@ func nativeRows(t *testing.T, env *testEnv, p url.Values) []string {
 		rows = append(rows, l.TS+" "+l.Line)
 	}
 	return rows
-}
-
-func strDiff(got, want []string) int {
-	for i := range min(len(got), len(want)) {
-		if got[i] != want[i] {
-			return i
-		}
-	}
-	if len(got) != len(want) {
-		return min(len(got), len(want))
-	}
-	return -1
-}
-
-func strAt(s []string, i int) string {
-	if i < len(s) {
-		return s[i]
-	}
-	return "(none)"
 }
