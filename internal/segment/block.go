@@ -100,7 +100,7 @@ func decodeBlockOpt(src []byte, m *BlockMeta, dst *Block, version uint32, withAt
 	}
 	dataCodec, metaCodec, attrsCodec := Codec(body[0]), Codec(body[1]), CodecNone
 	d := decoder{b: body[2:]}
-	if version >= formatVersion {
+	if version >= formatV4 {
 		attrsCodec = Codec(body[2])
 		d.b = body[3:]
 	}
@@ -110,7 +110,7 @@ func decodeBlockOpt(src []byte, m *BlockMeta, dst *Block, version uint32, withAt
 	metaRaw := d.uvarint()
 	metaStored := d.uvarint()
 	var attrsRaw, attrsStored uint64
-	if version >= formatVersion {
+	if version >= formatV4 {
 		attrsRaw = d.uvarint()
 		attrsStored = d.uvarint()
 	}
@@ -119,7 +119,7 @@ func decodeBlockOpt(src []byte, m *BlockMeta, dst *Block, version uint32, withAt
 	}
 	switch {
 	case !validCodec(dataCodec) || !validCodec(metaCodec) || !validCodec(attrsCodec):
-		if version < formatVersion {
+		if version < formatV4 {
 			return fmt.Errorf("unknown codec %d/%d", uint8(dataCodec), uint8(metaCodec))
 		}
 		return fmt.Errorf("unknown codec %d/%d/%d", uint8(dataCodec), uint8(metaCodec), uint8(attrsCodec))

@@ -405,7 +405,7 @@ func forgeMeta(lens []uint64, times []int64, streamIdx ...uint64) []byte {
 // checksums.
 func forge(blocks []forged) []byte { return forgeV(formatV1, blocks) }
 
-// forgeV is forge in format version 1 or 4 (blocks with an attrs
+// forgeV is forge in format version 1, 4 or 5 (blocks with an attrs
 // section, and a skip index that leaves every block unindexed).
 func forgeV(version uint32, blocks []forged) []byte {
 	f := []byte(magic)
@@ -414,7 +414,7 @@ func forgeV(version uint32, blocks []forged) []byte {
 	idx := binary.AppendUvarint(nil, uint64(len(blocks)))
 	for _, b := range blocks {
 		blk := []byte{byte(b.codec), byte(b.metaCodec)}
-		if version >= formatVersion {
+		if version >= formatV4 {
 			blk = append(blk, byte(b.attrsCodec))
 		}
 		blk = binary.AppendUvarint(blk, b.entries)
@@ -422,7 +422,7 @@ func forgeV(version uint32, blocks []forged) []byte {
 		blk = binary.AppendUvarint(blk, uint64(len(b.data)))
 		blk = binary.AppendUvarint(blk, b.metaRaw)
 		blk = binary.AppendUvarint(blk, uint64(len(b.meta)))
-		if version >= formatVersion {
+		if version >= formatV4 {
 			blk = binary.AppendUvarint(blk, b.attrsRaw)
 			blk = binary.AppendUvarint(blk, uint64(len(b.attrs)))
 		}

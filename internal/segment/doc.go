@@ -30,7 +30,7 @@
 // attrs.Validate, so a reader never hands out metadata the attrs package
 // would misread.
 //
-// # File format, version 4
+// # File format, version 5
 //
 // All fixed-width integers are little-endian. "uvarint" and "varint" are
 // encoding/binary's unsigned and zig-zag signed varints.
@@ -38,7 +38,7 @@
 //	+---------------------------------------------------------------+ 0
 //	| header (16 bytes)                                             |
 //	|   0  [8]  magic "HAYSTSEG"                                    |
-//	|   8  u32  format version (4; 1, 2 and 3 are still read)       |
+//	|   8  u32  format version (5; 1 to 4 are still read)           |
 //	|  12  u32  flags (0; a reader rejects unknown flags)           |
 //	+---------------------------------------------------------------+ 16
 //	| block 0 | block 1 | ... | block n-1   (contiguous, no gaps)   |
@@ -55,9 +55,9 @@
 //	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
-//	|                        (versions 3, 4: of its head only;      |
+//	|                        (versions 3 to 5: of its head only;    |
 //	|                        all three are 0 in version 1)          |
-//	|  44  u32  format version (4, equals the header's)             |
+//	|  44  u32  format version (5, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
 //	|  60  u32  footerCRC    CRC-32C of footer bytes 0..59          |
@@ -143,7 +143,7 @@
 //	                    attrs.MaxBytes, which the reader checks
 //	                    (attrs.Validate)
 //
-// Skip index, versions 3 and 4: exact postings (must be consumed exactly):
+// Skip index, versions 3 to 5: exact postings (must be consumed exactly):
 //
 //	uvarint  B              blockCount, equals the block index's
 //	uvarint  U              unindexed blocks, <= B
@@ -171,7 +171,10 @@
 //
 // A gram is a 4-byte n-gram (SkipGram) of one entry, never spanning two
 // entries, after ASCII lower-casing (A-Z to a-z, other bytes as they
-// are), read as a big-endian uint32. Group k holds grams 32k..32k+31 (the
+// are), read as a big-endian uint32. From version 5 a block's grams also
+// include those of each metadata value of its entries (each value on its
+// own: a gram never spans two values, or a value and a line; names are
+// not indexed), so the index answers for lines and values together. Group k holds grams 32k..32k+31 (the
 // last group the rest); its bytes run from its offset to the next
 // group's (the last: to the section's end) and must be consumed exactly
 // by its grams. First grams and offsets strictly increase, the first
@@ -187,9 +190,9 @@
 // outgrow the writer's memory bound; on log text no block is unindexed.
 //
 // Exactness: MayContain(block, needle) is false exactly when some 4-gram
-// of the lowered needle is absent from the block's entries (it is absent
-// from the index, or its posting lacks the block) and the block is
-// indexed. So false means that no entry of the block contains the
+// of the lowered needle is absent from the block's entries (from version
+// 5: and from their metadata values; it is absent from the index, or its
+// posting lacks the block) and the block is indexed. So false means that no entry of the block contains the
 // needle, exactly or ASCII case-insensitively, and a block lacking one
 // of the needle's grams is always dropped. True for a block holding
 // every gram may still be a block without a match (the grams occur in
@@ -248,11 +251,27 @@
 // attrsStored to the block header and the attrs section after the meta
 // section; nothing else changed (the index and skip index are version
 // 3's, and the skip index covers lines only, never metadata). Blocks of
-// versions 1 to 3 have neither: their entries have no metadata.
+// versions 1 to 3 have neither: their entries have no metadata. Version 5
+// changed only what the skip index holds: the grams of the metadata
+// values too (Reader.MetaIndexed), so that a label filter that needs a
+// value (`| trace_id="..."`) skips the blocks without it; a version-4
+// block must never be skipped for a value, since its index does not know
+// them. A segment without metadata is the same in both versions but for
+// the version number.
 //
-// A reader accepts versions 1 to 4; version 1 requires the skip fields to
+// Why values join the lines' grams rather than a posting set of their
+// own: one index, one lookup path and no format change beyond its
+// meaning; a line filter for a needle that occurs only in metadata keeps
+// a few more blocks (still exact for the scan, which confirms), and an
+// index of OTel ids grows by what their grams cost (docs/BENCHMARKS.md,
+// "Skip index over metadata"). Names are left out: the filters that need
+// a value do not know which name it is stored under (a name the stream
+// has is read as name_extracted), and a handful of names is in every
+// block anyway.
+//
+// A reader accepts versions 1 to 5; version 1 requires the skip fields to
 // be zero, and its blocks answer "maybe" to every needle. A reader of an
-// older build refuses a version-4 file as corrupt ("unsupported format
-// version 4"). The Writer writes version 4 (tests still write versions 2
-// and 3, to keep their readers tested).
+// older build refuses a version-5 file as corrupt ("unsupported format
+// version 5"). The Writer writes version 5 (tests still write versions 2
+// to 4, to keep their readers tested).
 package segment

@@ -38,7 +38,7 @@ func goldenEntries() []Entry {
 	return es
 }
 
-// goldenAttrEntries is the fixed input of the version-4 golden files:
+// goldenAttrEntries is the fixed input of the version-4 and -5 golden files:
 // goldenEntries with metadata on some entries, none on a run of them
 // long enough for blocks without any. Never change it either.
 func goldenAttrEntries() []Entry {
@@ -70,7 +70,9 @@ func goldenAttrEntries() []Entry {
 // to every needle. Version-2 files are still written (by the bloom
 // filter writer that tests keep) and compared, so that the reader of
 // version 2 stays tested against what version 2 wrote; so are version-3
-// files. The version-4 files hold goldenAttrEntries, with metadata.
+// files. The version-4 and version-5 files hold goldenAttrEntries, with
+// metadata; they differ only in the skip index, which in version 5 also
+// holds the grams of the metadata values.
 var goldens = []struct {
 	file          string
 	opts          Options
@@ -86,14 +88,17 @@ var goldens = []struct {
 	{"golden-v3.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV3, true},
 	{"golden-v3-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV3, false},
 	{"golden-v3-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV3, false},
-	{"golden-v4.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
-	{"golden-v4-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
-	{"golden-v4-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
+	{"golden-v4.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV4, true},
+	{"golden-v4-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV4, false},
+	{"golden-v4-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV4, false},
+	{"golden-v5.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
+	{"golden-v5-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
+	{"golden-v5-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
 }
 
 // goldenFor returns the golden entries of a file of format version.
 func goldenFor(version uint32) []Entry {
-	if version >= formatVersion {
+	if version >= formatV4 {
 		return goldenAttrEntries()
 	}
 	return goldenEntries()
@@ -146,6 +151,9 @@ func TestGolden(t *testing.T) {
 			if g.version >= formatV3 {
 				checkExact(t, r, entries, goldenNeedles(entries))
 			}
+			if got, want := r.MetaIndexed(), g.version >= formatVersion; got != want {
+				t.Errorf("MetaIndexed() = %v in version %d", got, g.version)
+			}
 		})
 	}
 }
@@ -158,6 +166,17 @@ func goldenNeedles(entries []Entry) [][]byte {
 		for i := 0; i+6 <= len(e.Line); i += 5 {
 			ns = append(ns, e.Line[i:i+6])
 		}
+	}
+	// Metadata values and pieces of them: in version 5 the index holds
+	// them (in the blocks whose entries carry them), before it did not.
+	for _, e := range entries {
+		attrs.Each(e.Attrs, func(_, v []byte) bool {
+			ns = append(ns, v)
+			for i := 0; i+5 <= len(v); i += 7 {
+				ns = append(ns, v[i:i+5])
+			}
+			return true
+		})
 	}
 	return ns
 }

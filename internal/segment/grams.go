@@ -194,8 +194,10 @@ type pendBlock struct {
 	block uint32
 }
 
-// add records the distinct grams of the next block (data cut by lens).
-func (s *gramBuilder) add(data []byte, lens []uint32) {
+// add records the distinct grams of the next block: those of its
+// entries (data cut by lens) and, in version 5, of its metadata values
+// (vals cut by vlens; nil otherwise). A gram never spans two pieces.
+func (s *gramBuilder) add(data []byte, lens []uint32, vals []byte, vlens []uint32) {
 	block := uint32(s.blocks)
 	s.blocks++
 	if s.cache == nil {
@@ -214,28 +216,33 @@ func (s *gramBuilder) add(data []byte, lens []uint32) {
 	cache := s.cache
 	clear(cache[:])
 	start := len(s.pend)
-	limit := start + gramCandLimit(len(data))
+	limit := start + gramCandLimit(len(data)+len(vals))
 	cand := s.pend
-	off := 0
-	for _, l := range lens {
-		line := data[off : off+int(l)]
-		off += int(l)
-		if len(line) < SkipGram {
-			continue
-		}
-		g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
-		line = line[3:]
-		for len(line) > 0 && len(cand) <= limit {
-			chunk := line[:min(len(line), 1<<16)]
-			line = line[len(chunk):]
-			n := len(cand)
-			cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
-			var k int
-			k, g = scanGrams(cache, cand[n:], g, chunk)
-			cand = cand[:n+k]
-		}
-		if len(cand) > limit {
-			break
+	for _, piece := range [2]struct {
+		data []byte
+		lens []uint32
+	}{{data, lens}, {vals, vlens}} {
+		off := 0
+		for _, l := range piece.lens {
+			line := piece.data[off : off+int(l)]
+			off += int(l)
+			if len(line) < SkipGram {
+				continue
+			}
+			g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
+			line = line[3:]
+			for len(line) > 0 && len(cand) <= limit {
+				chunk := line[:min(len(line), 1<<16)]
+				line = line[len(chunk):]
+				n := len(cand)
+				cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
+				var k int
+				k, g = scanGrams(cache, cand[n:], g, chunk)
+				cand = cand[:n+k]
+			}
+			if len(cand) > limit {
+				break
+			}
 		}
 	}
 	if len(cand) > limit || s.entries >= maxGramEntries {

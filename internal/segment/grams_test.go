@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"haystack/internal/attrs"
 )
 
 // lowerGrams returns the set of ASCII-lowered 4-grams of b.
@@ -30,6 +32,13 @@ func blockGrams(r *Reader, entries []Entry) []map[uint32]bool {
 		m := map[uint32]bool{}
 		for _, e := range entries[k : k+r.BlockMeta(bi).Entries] {
 			lowerGrams(e.Line, m)
+			if r.MetaIndexed() {
+				// Version 5: each metadata value on its own.
+				attrs.Each(e.Attrs, func(_, v []byte) bool {
+					lowerGrams(v, m)
+					return true
+				})
+			}
 		}
 		k += r.BlockMeta(bi).Entries
 		sets = append(sets, m)
@@ -573,7 +582,7 @@ func BenchmarkGramBuild(b *testing.B) {
 	for b.Loop() {
 		var s gramBuilder
 		for i := range datas {
-			s.add(datas[i], lenss[i])
+			s.add(datas[i], lenss[i], nil, nil)
 		}
 		out, _ = s.encode()
 	}

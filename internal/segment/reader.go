@@ -46,7 +46,7 @@ type Reader struct {
 	info    Info
 	blocks  []BlockMeta
 	skip    [][]byte   // version 2: per block, its bloom filter (into data)
-	grams   *gramIndex // versions 3 and 4: the postings index
+	grams   *gramIndex // versions 3 to 5: the postings index
 	version uint32     // format version, which decides the block layout
 	mapped  bool       // data is a mapping to unmap on Close (tests read from memory)
 	closed  atomic.Bool
@@ -264,7 +264,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 // codec bytes and five one-byte uvarints (from version 4 three codec
 // bytes and seven uvarints), and the CRC.
 func minBlockLen(version uint32) int {
-	if version >= formatVersion {
+	if version >= formatV4 {
 		return 3 + 7 + 4
 	}
 	return 2 + 5 + 4
@@ -272,6 +272,13 @@ func minBlockLen(version uint32) int {
 
 // Path returns the path the segment was opened with.
 func (r *Reader) Path() string { return r.path }
+
+// MetaIndexed reports whether the skip index also holds the grams of the
+// entries' structured metadata values (format version 5): then
+// MayContain(i, v, fold) false also means that no metadata value of block
+// i contains v. Older segments index lines only, and a caller must not
+// skip one of their blocks for a value its metadata may hold.
+func (r *Reader) MetaIndexed() bool { return r.version >= formatVersion && r.grams != nil }
 
 // Info returns the segment's summary.
 func (r *Reader) Info() Info { return r.info }

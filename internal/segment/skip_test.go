@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"haystack/internal/attrs"
 	"unsafe"
 )
 
@@ -32,6 +34,22 @@ func checkMayContain(t *testing.T, r *Reader, entries []Entry) {
 			}
 			if !r.MayContain(bi, l, false) {
 				t.Fatalf("block %d: MayContain false for a whole entry %q", bi, l)
+			}
+			if r.MetaIndexed() {
+				// Version 5: every metadata value, and each piece of it.
+				attrs.Each(e.Attrs, func(_, v []byte) bool {
+					for i := range len(v) {
+						for j := i; j <= len(v) && j <= i+12; j++ {
+							if !r.MayContain(bi, v[i:j], false) || !r.MayContain(bi, asciiCase(v[i:j], true), true) {
+								t.Fatalf("block %d: MayContain(%q) false, but metadata value %q holds it", bi, v[i:j], v)
+							}
+						}
+					}
+					if !r.MayContain(bi, v, false) {
+						t.Fatalf("block %d: MayContain false for a whole metadata value %q", bi, v)
+					}
+					return true
+				})
 			}
 		}
 		k += m.Entries

@@ -140,7 +140,8 @@ type Info struct {
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 4 // what the Writer writes: blocks with an attrs section
+	formatVersion = 5 // what the Writer writes: the skip index covers metadata values
+	formatV4      = 4 // blocks with an attrs section, index of lines only; still read
 	formatV3      = 3 // exact postings skip index, no attrs section; still read
 	formatV2      = 2 // bloom-filter skip index; still read
 	formatV1      = 1 // no skip index; still read
@@ -159,9 +160,9 @@ type Writer struct {
 	off        int64 // bytes written so far
 	info       Info
 	index      []byte      // encoded block index entries
-	version    uint32      // formatVersion, or formatV2/formatV3 in tests
+	version    uint32      // formatVersion, or formatV2 to formatV4 in tests
 	skip       skipBuilder // version 2
-	grams      gramBuilder // versions 3 and 4
+	grams      gramBuilder // versions 3 to 5
 	err        error       // sticky I/O error
 	done       bool        // committed or aborted
 
@@ -177,6 +178,8 @@ type Writer struct {
 	// Scratch for flushBlock.
 	sorted                []uint32
 	metaBuf, attrBuf, blk []byte
+	valBuf                []byte   // version 5: the block's metadata values, for the grams
+	vlens                 []uint32 // their lengths
 }
 
 // Create starts a segment that Commit will publish at finalPath. It writes
@@ -186,8 +189,8 @@ func Create(finalPath string, opts Options) (*Writer, error) {
 	return create(finalPath, opts, formatVersion)
 }
 
-// create is Create writing format version (formatVersion, or formatV2 or
-// formatV3 so that tests can still produce the older layouts to read).
+// create is Create writing format version (formatVersion, or formatV2 to
+// formatV4 so that tests can still produce the older layouts to read).
 func create(finalPath string, opts Options, version uint32) (*Writer, error) {
 	bs := opts.BlockSize
 	if bs == 0 {
@@ -285,7 +288,7 @@ func (w *Writer) checkAttrs(a []byte) error {
 	if len(a) == 0 {
 		return nil
 	}
-	if w.version < formatVersion {
+	if w.version < formatV4 {
 		return fmt.Errorf("segment: format version %d cannot store structured metadata", w.version)
 	}
 	if err := attrs.Validate(a); err != nil {
@@ -485,7 +488,7 @@ func (w *Writer) flushBlock() {
 
 	var hdr [3 + 7*binary.MaxVarintLen64]byte
 	h := append(hdr[:0], byte(dataCodec), byte(metaCodec))
-	if w.version >= formatVersion {
+	if w.version >= formatV4 {
 		h = append(h, byte(attrsCodec))
 	}
 	h = binary.AppendUvarint(h, uint64(n))
@@ -493,7 +496,7 @@ func (w *Writer) flushBlock() {
 	h = binary.AppendUvarint(h, uint64(len(dataC)))
 	h = binary.AppendUvarint(h, uint64(len(m)))
 	h = binary.AppendUvarint(h, uint64(len(metaC)))
-	if w.version >= formatVersion {
+	if w.version >= formatV4 {
 		h = binary.AppendUvarint(h, uint64(len(a)))
 		h = binary.AppendUvarint(h, uint64(len(attrsC)))
 	}
@@ -511,10 +514,31 @@ func (w *Writer) flushBlock() {
 	w.write(c[:])
 	length := w.off - start
 
-	if w.version == formatV2 {
+	switch {
+	case w.version == formatV2:
 		w.skip.add(w.data, w.lens)
-	} else {
-		w.grams.add(w.data, w.lens)
+	case w.version >= formatVersion && len(w.attrs) > 0:
+		// Version 5: the metadata values' grams join the block's, each
+		// value on its own (a gram never spans two values, nor a value
+		// and a line), so that a label filter needing a value can skip
+		// the block (Reader.MetaIndexed).
+		vals, vlens := w.valBuf[:0], w.vlens[:0]
+		each := func(_, value []byte) bool {
+			if len(value) >= SkipGram {
+				vals = append(vals, value...)
+				vlens = append(vlens, uint32(len(value)))
+			}
+			return true
+		}
+		off := 0
+		for _, l := range w.alens {
+			attrs.Each(w.attrs[off:off+int(l)], each)
+			off += int(l)
+		}
+		w.valBuf, w.vlens = vals, vlens
+		w.grams.add(w.data, w.lens, vals, vlens)
+	default:
+		w.grams.add(w.data, w.lens, nil, nil)
 	}
 
 	// Index entry.
