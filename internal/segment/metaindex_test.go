@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"haystack/internal/attrs"
@@ -146,5 +147,41 @@ func TestMetaIndexSkipsTraceBlocks(t *testing.T) {
 			t.Errorf("version 5 keeps %d of %d blocks without the trace id", kept, total)
 		}
 		r.Close()
+	}
+}
+
+// TestOptionsVersion: Options.Version writes version 4 on request (an
+// index of lines only) and refuses versions it cannot write.
+func TestOptionsVersion(t *testing.T) {
+	es := otelEntries(t, 200, true)
+	for _, c := range []struct {
+		version int
+		want    uint32
+	}{{0, formatVersion}, {4, formatV4}, {5, formatVersion}} {
+		path := filepath.Join(t.TempDir(), "s")
+		w, err := Create(path, Options{Version: c.version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if err := w.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		got, r := readAll(t, path)
+		equalEntries(t, got, es)
+		if r.version != c.want || r.MetaIndexed() != (c.want == formatVersion) {
+			t.Errorf("Version %d: wrote version %d, MetaIndexed %v", c.version, r.version, r.MetaIndexed())
+		}
+		r.Close()
+	}
+	for _, v := range []int{1, 2, 3, 6, -1} {
+		if w, err := Create(filepath.Join(t.TempDir(), "s"), Options{Version: v}); err == nil {
+			w.Abort()
+			t.Errorf("Version %d: no error", v)
+		}
 	}
 }

@@ -124,6 +124,12 @@ type Options struct {
 	// 3 better, 4 best. LZ4: 0 fast, 1..9 the high-compression (HC)
 	// compressor with search depth 2^(8+Level).
 	Level int
+
+	// Version is the format version to write: 0 for the current one (5),
+	// or 4, whose skip index leaves the metadata values out, which a
+	// build before version 5 can still read (and which tests of readers
+	// use as an older segment). Other values are refused.
+	Version int
 }
 
 // Info summarises a segment.
@@ -186,7 +192,13 @@ type Writer struct {
 // to "<finalPath>.tmp" in the same directory, truncating a stale temp file
 // left by a crash.
 func Create(finalPath string, opts Options) (*Writer, error) {
-	return create(finalPath, opts, formatVersion)
+	switch opts.Version {
+	case 0, formatVersion:
+		return create(finalPath, opts, formatVersion)
+	case formatV4:
+		return create(finalPath, opts, formatV4)
+	}
+	return nil, fmt.Errorf("segment: cannot write format version %d (only %d or %d)", opts.Version, formatV4, formatVersion)
 }
 
 // create is Create writing format version (formatVersion, or formatV2 to
