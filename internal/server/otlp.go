@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -118,8 +119,17 @@ var otlpIndexAttributes = map[string]bool{
 const otlpMaxDepth = 128
 
 // otlpValue is a decoded AnyValue.
+//
+// An array or a map decoded from protobuf is not decoded into values:
+// wire is set and bytes holds its ArrayValue or KeyValueList message
+// (checked by decodeOTLPValue), whose values eachElem and eachKV decode
+// one at a time. An empty AnyValue is 2 bytes on the wire and an
+// otlpValue about 100, so a tree of them cost ~48x the body before any
+// limit applied: a 64 MiB push took gigabytes (review 9, F1). Decoded
+// from JSON (or built by tests), arr and kvs hold the values.
 type otlpValue struct {
 	kind  otlpKind
+	wire  bool    // an array or map held as its protobuf message in bytes
 	num   int64   // int, bool (0 or 1)
 	dbl   float64 // double
 	bytes []byte  // bytes, and string (decoded from protobuf: aliasing the body, so a line is not copied)
@@ -367,33 +377,68 @@ func decodeOTLPAttr(b []byte) (otlpKV, error) {
 	return kv, err
 }
 
-// decodeOTLPKeyValue decodes a KeyValue. Each value inside arrays and
-// maps takes one from *budget (nil: no bound); once it is below zero the
-// values are still checked but no longer kept.
+// decodeOTLPKeyValue decodes a KeyValue (see scanOTLPKeyValue).
 func decodeOTLPKeyValue(b []byte, depth int, budget *int) (otlpKV, error) {
-	var kv otlpKV
+	key, val, err := scanOTLPKeyValue(b, depth, budget)
+	return otlpKV{key: string(key), val: val}, err
+}
+
+// scanOTLPKeyValue checks and decodes a KeyValue; its key aliases b.
+// Each value inside arrays and maps takes one from *budget (nil: no
+// bound).
+func scanOTLPKeyValue(b []byte, depth int, budget *int) (key []byte, val otlpValue, err error) {
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
 		if err != nil {
-			return kv, err
+			return key, val, err
 		}
 		b = rest
 		switch {
 		case f == 1 && t == wireLen:
-			kv.key = string(v)
+			key = v
 		case f == 2 && t == wireLen:
-			if kv.val, err = decodeOTLPValue(v, depth, budget); err != nil {
-				return kv, fmt.Errorf("%q: %w", kv.key, err)
+			if val, err = decodeOTLPValue(v, depth, budget); err != nil {
+				return key, val, fmt.Errorf("%q: %w", key, err)
 			}
 		case f == 1 || f == 2:
-			return kv, fmt.Errorf("field %d: wrong wire type %d", f, t)
+			return key, val, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
 	}
-	return kv, nil
+	return key, val, nil
 }
 
-// decodeOTLPValue decodes an AnyValue; of several oneof fields the last
-// wins, as protobuf decoders do. String and bytes values alias b.
+// otlpField is the AnyValue that field f (wire type t) of an AnyValue
+// message makes, or false when it is not one of its fields. An array or
+// a map is kept as its message (wire).
+func otlpField(f, t int, num uint64, v []byte) (otlpValue, bool) {
+	switch {
+	case f == 1 && t == wireLen:
+		return otlpValue{kind: otlpString, bytes: v}, true
+	case f == 2 && t == wireVarint:
+		val := otlpValue{kind: otlpBool}
+		if num != 0 {
+			val.num = 1
+		}
+		return val, true
+	case f == 3 && t == wireVarint:
+		return otlpValue{kind: otlpInt, num: int64(num)}, true
+	case f == 4 && t == wireI64:
+		return otlpValue{kind: otlpDouble, dbl: math.Float64frombits(num)}, true
+	case f == 5 && t == wireLen:
+		return otlpValue{kind: otlpArray, wire: true, bytes: v}, true
+	case f == 6 && t == wireLen:
+		return otlpValue{kind: otlpMap, wire: true, bytes: v}, true
+	case f == 7 && t == wireLen:
+		return otlpValue{kind: otlpBytes, bytes: v}, true
+	}
+	return otlpValue{}, false
+}
+
+// decodeOTLPValue checks and decodes an AnyValue; of several oneof
+// fields the last wins, as protobuf decoders do. String and bytes values
+// alias b, and so does an array or a map: its values are checked here
+// (each takes one from *budget, nil: no bound) but not kept (see
+// otlpValue), so that decoding allocates nothing whatever their number.
 func decodeOTLPValue(b []byte, depth int, budget *int) (otlpValue, error) {
 	var val otlpValue
 	if depth >= otlpMaxDepth {
@@ -405,34 +450,14 @@ func decodeOTLPValue(b []byte, depth int, budget *int) (otlpValue, error) {
 			return val, err
 		}
 		b = rest
-		switch {
-		case f == 1 && t == wireLen:
-			val = otlpValue{kind: otlpString, bytes: v}
-		case f == 2 && t == wireVarint:
-			val = otlpValue{kind: otlpBool}
-			if num != 0 {
-				val.num = 1
+		nv, ok := otlpField(f, t, num, v)
+		if !ok {
+			if f >= 1 && f <= 7 {
+				return val, fmt.Errorf("field %d: wrong wire type %d", f, t)
 			}
-		case f == 3 && t == wireVarint:
-			val = otlpValue{kind: otlpInt, num: int64(num)}
-		case f == 4 && t == wireI64:
-			val = otlpValue{kind: otlpDouble, dbl: math.Float64frombits(num)}
-		case (f == 5 || f == 6) && t == wireLen:
-			nv := otlpValue{kind: otlpArray}
-			if f == 6 {
-				nv.kind = otlpMap
-			}
-			// Sized by a first pass (within the budget): grown by
-			// append, the values were copied again and again.
-			n := countProtoField(v, 1)
-			if budget != nil {
-				n = max(min(n, *budget), 0)
-			}
-			if f == 5 {
-				nv.arr = make([]otlpValue, 0, n)
-			} else {
-				nv.kvs = make([]otlpKV, 0, n)
-			}
+			continue
+		}
+		if nv.wire {
 			for i := 0; len(v) > 0; {
 				ef, et, _, ev, rest, err := protoField(v)
 				if err != nil {
@@ -445,38 +470,123 @@ func decodeOTLPValue(b []byte, depth int, budget *int) (otlpValue, error) {
 				if et != wireLen {
 					return val, fmt.Errorf("value %d: wrong wire type %d", i, et)
 				}
-				keep := true
 				if budget != nil {
 					*budget--
-					keep = *budget >= 0
 				}
-				if f == 5 {
-					e, err := decodeOTLPValue(ev, depth+1, budget)
-					if err != nil {
-						return val, fmt.Errorf("value %d: %w", i, err)
-					}
-					if keep {
-						nv.arr = append(nv.arr, e)
-					}
+				if nv.kind == otlpArray {
+					_, err = decodeOTLPValue(ev, depth+1, budget)
 				} else {
-					kv, err := decodeOTLPKeyValue(ev, depth+1, budget)
-					if err != nil {
-						return val, fmt.Errorf("value %d: %w", i, err)
-					}
-					if keep {
-						nv.kvs = append(nv.kvs, kv)
-					}
+					_, _, err = scanOTLPKeyValue(ev, depth+1, budget)
+				}
+				if err != nil {
+					return val, fmt.Errorf("value %d: %w", i, err)
 				}
 				i++
 			}
-			val = nv
-		case f == 7 && t == wireLen:
-			val = otlpValue{kind: otlpBytes, bytes: v}
-		case f >= 1 && f <= 7:
-			return val, fmt.Errorf("field %d: wrong wire type %d", f, t)
 		}
+		val = nv
 	}
 	return val, nil
+}
+
+// otlpShallow decodes an AnyValue that decodeOTLPValue has checked, as
+// it did (an array or a map kept as its message).
+func otlpShallow(b []byte) otlpValue {
+	var val otlpValue
+	for len(b) > 0 {
+		f, t, num, v, rest, err := protoField(b)
+		if err != nil {
+			break // not after decodeOTLPValue's check
+		}
+		b = rest
+		if nv, ok := otlpField(f, t, num, v); ok {
+			val = nv
+		}
+	}
+	return val
+}
+
+// otlpShallowKV decodes a KeyValue that decodeOTLPValue has checked.
+func otlpShallowKV(b []byte) (key []byte, val otlpValue) {
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			break
+		}
+		b = rest
+		switch {
+		case f == 1 && t == wireLen:
+			key = v
+		case f == 2 && t == wireLen:
+			val = otlpShallow(v)
+		}
+	}
+	return key, val
+}
+
+// otlpKVKey is the key of a checked KeyValue.
+func otlpKVKey(b []byte) []byte {
+	var key []byte
+	for len(b) > 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			break
+		}
+		b = rest
+		if f == 1 && t == wireLen {
+			key = v
+		}
+	}
+	return key
+}
+
+// eachElem calls fn with each value of array v in order, until fn
+// returns false.
+func (v otlpValue) eachElem(fn func(e otlpValue) bool) {
+	if !v.wire {
+		for _, e := range v.arr {
+			if !fn(e) {
+				return
+			}
+		}
+		return
+	}
+	for b := v.bytes; len(b) > 0; {
+		f, t, _, ev, rest, err := protoField(b)
+		if err != nil {
+			return
+		}
+		b = rest
+		if f == 1 && t == wireLen && !fn(otlpShallow(ev)) {
+			return
+		}
+	}
+}
+
+// eachKV calls fn with each key and value of map v in order (a repeated
+// key as often as it is given), until fn returns false.
+func (v otlpValue) eachKV(fn func(key string, val otlpValue) bool) {
+	if !v.wire {
+		for _, kv := range v.kvs {
+			if !fn(kv.key, kv.val) {
+				return
+			}
+		}
+		return
+	}
+	for b := v.bytes; len(b) > 0; {
+		f, t, _, ev, rest, err := protoField(b)
+		if err != nil {
+			return
+		}
+		b = rest
+		if f == 1 && t == wireLen {
+			key, val := otlpShallowKV(ev)
+			if !fn(string(key), val) {
+				return
+			}
+		}
+	}
 }
 
 // ---- JSON ----
@@ -878,10 +988,10 @@ func (v otlpValue) String() string {
 	return s
 }
 
-// render is String, giving up (false) as soon as the rendering passes
-// limit bytes (limit < 0: no limit): an attribute's value past
-// attrs.MaxBytes refuses its record anyway, and rendering all of it cost
-// memory out of proportion to the body.
+// render is String, giving up (false) when the rendering is longer than
+// limit bytes (limit < 0: no limit), past which nothing more is kept: an
+// attribute's value past attrs.MaxBytes refuses its record anyway, and
+// rendering all of it cost memory out of proportion to the body.
 func (v otlpValue) render(limit int) (string, bool) {
 	switch v.kind {
 	case otlpString:
@@ -896,13 +1006,7 @@ func (v otlpValue) render(limit int) (string, bool) {
 		s := strconv.FormatInt(v.num, 10)
 		return s, limit < 0 || len(s) <= limit
 	case otlpDouble:
-		var s string
-		if math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0) {
-			s = "json: unsupported value: " + strconv.FormatFloat(v.dbl, 'g', -1, 64)
-		} else {
-			var buf [32]byte
-			s = string(appendJSONFloat(buf[:0], v.dbl))
-		}
+		s := otlpDoubleString(v.dbl)
 		return s, limit < 0 || len(s) <= limit
 	case otlpBytes:
 		if limit >= 0 && base64.StdEncoding.EncodedLen(len(v.bytes)) > limit {
@@ -920,86 +1024,203 @@ func (v otlpValue) render(limit int) (string, bool) {
 	switch {
 	case r.bad:
 		return "", true
-	case r.over:
+	case limit >= 0 && r.n > limit:
 		return "", false
 	}
 	return string(r.b), true
 }
 
+// otlpDoubleString is a double as String renders it.
+func otlpDoubleString(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "json: unsupported value: " + strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	var buf [32]byte
+	return string(appendJSONFloat(buf[:0], f))
+}
+
+// text is String's first limit+1 bytes (limit < 0: all of it) and the
+// length of all of it: a body is a line, which the push refuses or cuts
+// past --max-line (validate), and what is past the limit need not be
+// kept for that; it is counted, for the refusal's message.
+func (v otlpValue) text(limit int) ([]byte, int) {
+	keep := func(n int) int {
+		if limit >= 0 {
+			return min(n, limit+1)
+		}
+		return n
+	}
+	switch v.kind {
+	case otlpArray, otlpMap:
+		r := jsonRender{limit: limit}
+		r.value(v)
+		if r.bad {
+			return []byte{}, 0
+		}
+		return r.b, r.n
+	case otlpBytes:
+		n := base64.StdEncoding.EncodedLen(len(v.bytes))
+		// The encoding of a prefix of a multiple of 3 bytes is a
+		// prefix of the encoding.
+		k := len(v.bytes)
+		if limit >= 0 {
+			k = min(k, (limit+1+3)/4*3)
+		}
+		b := base64.StdEncoding.AppendEncode(nil, v.bytes[:k])
+		return b[:keep(len(b))], n
+	case otlpString:
+		return slices.Clone(v.bytes[:keep(len(v.bytes))]), len(v.bytes)
+	}
+	s := v.String() // a scalar: a few bytes
+	return []byte(s[:keep(len(s))]), len(s)
+}
+
 // jsonRender writes an otlpValue as encoding/json marshals its plain Go
 // form (bool, int64, float64, string, []byte, []any, map[string]any),
-// stopping once past limit bytes (limit < 0: none).
+// keeping the first limit+1 bytes (limit < 0: all) and counting all of
+// them. Past the limit it writes nothing more but still walks the value:
+// a NaN or infinity further on makes the rendering empty, as
+// encoding/json's error did, and the count must be exact.
 type jsonRender struct {
 	b     []byte
 	limit int
-	over  bool // passed limit
+	n     int  // length of the whole rendering
 	bad   bool // a NaN or infinity (encoding/json's error)
+}
+
+// jsonWrite writes p (of length at least 1, or nothing) to r.
+func jsonWrite[S ~string | ~[]byte](r *jsonRender, p S) {
+	r.n += len(p)
+	if r.limit < 0 {
+		r.b = append(r.b, p...)
+		return
+	}
+	if room := r.limit + 1 - len(r.b); room > 0 {
+		r.b = append(r.b, p[:min(room, len(p))]...)
+	}
+}
+
+func (r *jsonRender) writeByte(c byte) {
+	r.n++
+	if r.limit < 0 || len(r.b) <= r.limit {
+		r.b = append(r.b, c)
+	}
 }
 
 func (r *jsonRender) value(v otlpValue) {
 	if r.bad {
 		return
 	}
-	if r.over {
-		// Past the limit nothing more is written, but a NaN or
-		// infinity further on still makes the rendering empty (which
-		// fits any limit), as encoding/json's error did.
-		switch v.kind {
-		case otlpDouble:
-			r.bad = math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0)
-		case otlpArray:
-			for _, e := range v.arr {
-				r.value(e)
-			}
-		case otlpMap:
-			for _, i := range mapOrder(v.kvs) {
-				r.value(v.kvs[i].val)
-			}
-		}
-		return
-	}
 	switch v.kind {
 	case otlpString:
-		r.b = appendJSONString(r.b, v.bytes)
+		jsonString(r, v.bytes)
 	case otlpBool:
-		r.b = strconv.AppendBool(r.b, v.num != 0)
+		var buf [8]byte
+		jsonWrite(r, strconv.AppendBool(buf[:0], v.num != 0))
 	case otlpInt:
-		r.b = strconv.AppendInt(r.b, v.num, 10)
+		var buf [24]byte
+		jsonWrite(r, strconv.AppendInt(buf[:0], v.num, 10))
 	case otlpDouble:
 		if math.IsNaN(v.dbl) || math.IsInf(v.dbl, 0) {
 			r.bad = true
 			return
 		}
-		r.b = appendJSONFloat(r.b, v.dbl)
+		var buf [32]byte
+		jsonWrite(r, appendJSONFloat(buf[:0], v.dbl))
 	case otlpBytes:
-		r.b = append(r.b, '"')
-		r.b = base64.StdEncoding.AppendEncode(r.b, v.bytes)
-		r.b = append(r.b, '"')
+		r.writeByte('"')
+		r.base64(v.bytes)
+		r.writeByte('"')
 	case otlpArray:
-		r.b = append(r.b, '[')
-		for i, e := range v.arr {
-			if i > 0 {
-				r.b = append(r.b, ',')
+		r.writeByte('[')
+		first := true
+		v.eachElem(func(e otlpValue) bool {
+			if !first {
+				r.writeByte(',')
 			}
+			first = false
 			r.value(e)
-		}
-		r.b = append(r.b, ']')
+			return !r.bad
+		})
+		r.writeByte(']')
 	case otlpMap:
-		r.b = append(r.b, '{')
-		for n, i := range mapOrder(v.kvs) {
-			if n > 0 {
-				r.b = append(r.b, ',')
+		r.writeByte('{')
+		if !v.wire {
+			for n, i := range mapOrder(v.kvs) {
+				if n > 0 {
+					r.writeByte(',')
+				}
+				jsonString(r, v.kvs[i].key)
+				r.writeByte(':')
+				r.value(v.kvs[i].val)
 			}
-			r.b = appendJSONString(r.b, []byte(v.kvs[i].key))
-			r.b = append(r.b, ':')
-			r.value(v.kvs[i].val)
+		} else if len(v.bytes) <= math.MaxUint32 {
+			renderWireMap[uint32](r, v.bytes)
+		} else {
+			renderWireMap[int](r, v.bytes)
 		}
-		r.b = append(r.b, '}')
+		r.writeByte('}')
 	default: // otlpEmpty: nil
-		r.b = append(r.b, "null"...)
+		jsonWrite(r, "null")
 	}
-	if r.limit >= 0 && len(r.b) > r.limit {
-		r.over = true
+}
+
+// base64 writes p in standard base64, only as much of it as is kept.
+func (r *jsonRender) base64(p []byte) {
+	n := base64.StdEncoding.EncodedLen(len(p))
+	r.n += n
+	room := r.limit + 1 - len(r.b)
+	if r.limit < 0 || room >= n {
+		r.b = base64.StdEncoding.AppendEncode(r.b, p)
+		return
+	}
+	if room <= 0 {
+		return
+	}
+	// The encoding of a prefix of a multiple of 3 bytes is a prefix of
+	// the encoding.
+	start := len(r.b)
+	r.b = base64.StdEncoding.AppendEncode(r.b, p[:min(len(p), (room+3)/4*3)])
+	r.b = r.b[:start+room]
+}
+
+// renderWireMap writes the entries of a KeyValueList message as
+// encoding/json writes a map of them: keys sorted, of a repeated key the
+// last. It keeps only each entry's offset (T: uint32 unless the message
+// is over 4 GiB) and reads keys again to sort them.
+func renderWireMap[T uint32 | int](r *jsonRender, b []byte) {
+	offs := make([]T, 0, countProtoField(b, 1))
+	for p := b; len(p) > 0; {
+		f, t, _, _, rest, err := protoField(p)
+		if err != nil {
+			break
+		}
+		if f == 1 && t == wireLen {
+			offs = append(offs, T(len(b)-len(p)))
+		}
+		p = rest
+	}
+	kv := func(off T) []byte {
+		_, _, _, v, _, _ := protoField(b[off:])
+		return v
+	}
+	slices.SortStableFunc(offs, func(x, y T) int { return bytes.Compare(otlpKVKey(kv(x)), otlpKVKey(kv(y))) })
+	first := true
+	for n, off := range offs {
+		key, val := otlpShallowKV(kv(off))
+		if n+1 < len(offs) && bytes.Equal(otlpKVKey(kv(offs[n+1])), key) {
+			continue
+		}
+		if !first {
+			r.writeByte(',')
+		}
+		first = false
+		jsonString(r, key)
+		r.writeByte(':')
+		r.value(val)
+		if r.bad {
+			return
+		}
 	}
 }
 
@@ -1039,12 +1260,21 @@ func appendJSONFloat(b []byte, f float64) []byte {
 	return b
 }
 
-// appendJSONString appends s quoted as encoding/json quotes a string:
+// appendJSONString appends s quoted as encoding/json quotes a string
+// (jsonString).
+func appendJSONString(b, s []byte) []byte {
+	r := jsonRender{b: b, limit: -1}
+	jsonString(&r, s)
+	return r.b
+}
+
+// jsonString writes s quoted as encoding/json quotes a string:
 // HTML-safe (<, >, & escaped), control bytes as \uXXXX except \b \f \n
 // \r \t, U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd.
-func appendJSONString(b, s []byte) []byte {
+func jsonString[S ~string | ~[]byte](r *jsonRender, s S) {
 	const hex = "0123456789abcdef"
-	b = append(b, '"')
+	var esc [6]byte
+	r.writeByte('"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
@@ -1052,46 +1282,55 @@ func appendJSONString(b, s []byte) []byte {
 				i++
 				continue
 			}
-			b = append(b, s[start:i]...)
+			if start < i {
+				jsonWrite(r, s[start:i])
+			}
+			e := esc[:2]
+			esc[0] = '\\'
 			switch c {
 			case '\\', '"':
-				b = append(b, '\\', c)
+				esc[1] = c
 			case '\b':
-				b = append(b, '\\', 'b')
+				esc[1] = 'b'
 			case '\f':
-				b = append(b, '\\', 'f')
+				esc[1] = 'f'
 			case '\n':
-				b = append(b, '\\', 'n')
+				esc[1] = 'n'
 			case '\r':
-				b = append(b, '\\', 'r')
+				esc[1] = 'r'
 			case '\t':
-				b = append(b, '\\', 't')
+				esc[1] = 't'
 			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+				esc[1], esc[2], esc[3], esc[4], esc[5] = 'u', '0', '0', hex[c>>4], hex[c&0xF]
+				e = esc[:6]
 			}
+			jsonWrite(r, e)
 			i++
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		// (At most 4 bytes converted: no allocation.)
+		rn, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if rn == utf8.RuneError && size == 1 || rn == '\u2028' || rn == '\u2029' {
+			if start < i {
+				jsonWrite(r, s[start:i])
+			}
+			if rn == utf8.RuneError {
+				jsonWrite(r, `\ufffd`)
+			} else {
+				esc[0], esc[1], esc[2], esc[3], esc[4], esc[5] = '\\', 'u', '2', '0', '2', hex[rn&0xF]
+				jsonWrite(r, esc[:6])
+			}
 			i += size
 			start = i
 			continue
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	if start < len(s) {
+		jsonWrite(r, s[start:])
+	}
+	r.writeByte('"')
 }
 
 // otlpLabelName is an attribute key as (part of) a label name: each
@@ -1114,9 +1353,10 @@ func otlpLabels(attrs []otlpKV) map[string]string {
 	add = func(name string, v otlpValue) {
 		if v.kind == otlpMap {
 			// Flattened as LogQL's json parser flattens objects.
-			for _, kv := range v.kvs {
-				add(name+"_"+otlpLabelName(kv.key), kv.val)
-			}
+			v.eachKV(func(k string, e otlpValue) bool {
+				add(name+"_"+otlpLabelName(k), e)
+				return true
+			})
 			return
 		}
 		if _, ok := labels[name]; !ok {
@@ -1231,7 +1471,7 @@ func (s *Server) otlpPush(r *http.Request, tenant string, enc otlpEncoding) (int
 		defer release()
 	}
 	pre := new(pushRejects)
-	streams := otlpStreams(res, s.cfg.Now().UnixNano(), pre)
+	streams := otlpStreams(res, s.cfg.Now().UnixNano(), s.cfg.MaxLine, pre)
 	entries, cuts, rj := s.validate(streams)
 	rj = pre.merge(rj)
 	if len(entries) == 0 {

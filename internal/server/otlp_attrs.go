@@ -22,46 +22,56 @@ import (
 // map value is flattened into one pair a key, its name the parent's and
 // the key's joined by '_' (an empty map gives none), each name normalized
 // at each level as Loki normalizes it. skip leaves out keys.
-func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs []otlpKV, prefix string, skip func(string) bool) ([]attrs.Pair, error) {
+func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs []otlpKV, skip func(string) bool) ([]attrs.Pair, error) {
+	var err error
 	for _, kv := range kvs {
 		if skip != nil && skip(kv.key) {
 			continue
 		}
-		name := kv.key
-		if prefix != "" {
-			name = prefix + "_" + kv.key
+		if dst, err = otlpAttrPair(me, dst, kv.key, kv.val, ""); err != nil {
+			return dst, err
 		}
-		n, err := me.name(name)
-		if err != nil {
-			return dst, fmt.Errorf("attribute %q: %w", kv.key, err)
-		}
-		if kv.val.kind == otlpTooLarge {
-			return dst, fmt.Errorf("attribute %q: %w: more than %d values in its arrays and maps", kv.key, errMetaTooLarge, otlpAttrMaxValues)
-		}
-		if kv.val.kind == otlpMap {
-			if dst, err = otlpAttrPairs(me, dst, kv.val.kvs, n, nil); err != nil {
-				return dst, err
-			}
-			continue
-		}
-		v, ok := kv.val.render(attrs.MaxBytes)
-		if !ok {
-			return dst, fmt.Errorf("attribute %q: %w: its value renders to more than %d bytes", kv.key, errMetaTooLarge, attrs.MaxBytes)
-		}
-		dst = append(dst, attrs.Pair{Name: n, Value: v})
 	}
 	return dst, nil
+}
+
+// otlpAttrPair appends the pairs of attribute key (under prefix, the
+// normalized name of the map it is in) to dst.
+func otlpAttrPair(me *metaEncoder, dst []attrs.Pair, key string, val otlpValue, prefix string) ([]attrs.Pair, error) {
+	name := key
+	if prefix != "" {
+		name = prefix + "_" + key
+	}
+	n, err := me.name(name)
+	if err != nil {
+		return dst, fmt.Errorf("attribute %q: %w", key, err)
+	}
+	if val.kind == otlpTooLarge {
+		return dst, fmt.Errorf("attribute %q: %w: more than %d values in its arrays and maps", key, errMetaTooLarge, otlpAttrMaxValues)
+	}
+	if val.kind == otlpMap {
+		val.eachKV(func(k string, e otlpValue) bool {
+			dst, err = otlpAttrPair(me, dst, k, e, n)
+			return err == nil
+		})
+		return dst, err
+	}
+	v, ok := val.render(attrs.MaxBytes)
+	if !ok {
+		return dst, fmt.Errorf("attribute %q: %w: its value renders to more than %d bytes", key, errMetaTooLarge, attrs.MaxBytes)
+	}
+	return append(dst, attrs.Pair{Name: n, Value: v}), nil
 }
 
 // otlpResourcePairs is the metadata every record of r repeats: its
 // attributes that are not stream labels.
 func otlpResourcePairs(me *metaEncoder, r *otlpResource) ([]attrs.Pair, error) {
-	return otlpAttrPairs(me, nil, r.attrs, "", func(k string) bool { return otlpIndexAttributes[k] })
+	return otlpAttrPairs(me, nil, r.attrs, func(k string) bool { return otlpIndexAttributes[k] })
 }
 
 // otlpScopePairs is the metadata every record of sc repeats.
 func otlpScopePairs(me *metaEncoder, sc *otlpScope) ([]attrs.Pair, error) {
-	p, err := otlpAttrPairs(me, nil, sc.attrs, "", nil)
+	p, err := otlpAttrPairs(me, nil, sc.attrs, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +95,7 @@ func otlpRecordPairs(me *metaEncoder, dst []attrs.Pair, rec *otlpRecord) ([]attr
 		// that name, as in Loki.
 		skip = func(k string) bool { return k == "event_name" }
 	}
-	dst, err := otlpAttrPairs(me, dst, rec.attrs, "", skip)
+	dst, err := otlpAttrPairs(me, dst, rec.attrs, skip)
 	if err != nil {
 		return dst, err
 	}
@@ -169,8 +179,9 @@ const binaryMaxVarintLen32 = 5
 // kept (an attribute name Loki's normalization refuses, attrs' limits),
 // is refused into rj. Of pairs given one name, the later wins, in Loki's
 // order: the record's attributes, its fields, its resource's attributes,
-// its scope's attributes and fields.
-func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
+// its scope's attributes and fields. A body that is not a string is kept
+// to its first maxLine+1 bytes (maxLine < 0: whole).
+func otlpStreams(res []otlpResource, now int64, maxLine int, rj *pushRejects) []pushStream {
 	out := make([]pushStream, 0, len(res))
 	n := 0
 	for i := range res {
@@ -228,7 +239,18 @@ func otlpStreams(res []otlpResource, now int64, rj *pushRejects) []pushStream {
 				if rec.body.kind == otlpString {
 					e.Line = rec.body.bytes
 				} else {
-					e.Line = []byte(rec.body.String())
+					// At most maxLine+1 bytes: past --max-line the line
+					// is refused or cut (validate), and an array of
+					// millions of values rendered whole cost 2.5x its
+					// size or more.
+					var n int
+					e.Line, n = rec.body.text(maxLine)
+					if n > len(e.Line) {
+						if ps.lineLens == nil {
+							ps.lineLens = map[int]int{}
+						}
+						ps.lineLens[len(all)-start] = n
+					}
 				}
 				all = append(all, e)
 			}

@@ -825,7 +825,7 @@ func TestOTLPProtocGolden(t *testing.T) {
 	}
 	rj := new(pushRejects)
 	var got []string
-	for _, s := range otlpStreams(res, base, rj) {
+	for _, s := range otlpStreams(res, base, -1, rj) {
 		var ls []string
 		for k, v := range s.lmap {
 			ls = append(ls, k+"="+v)
@@ -867,15 +867,17 @@ func encodeOTLP(res []otlpResource) []byte {
 			return pbLen(7, v.bytes)
 		case otlpArray:
 			var a []byte
-			for _, e := range v.arr {
+			v.eachElem(func(e otlpValue) bool {
 				a = append(a, pbLen(1, val(e))...)
-			}
+				return true
+			})
 			return pbLen(5, a)
 		case otlpMap:
 			var a []byte
-			for _, e := range v.kvs {
-				a = append(a, pbLen(1, kv(e))...)
-			}
+			v.eachKV(func(k string, e otlpValue) bool {
+				a = append(a, pbLen(1, kv(otlpKV{k, e}))...)
+				return true
+			})
 			return pbLen(6, a)
 		}
 		return nil
@@ -969,7 +971,7 @@ func otlpCheckDecoded(t *testing.T, res []otlpResource) {
 		}
 	}
 	rj := new(pushRejects)
-	streams := otlpStreams(res, 42, rj)
+	streams := otlpStreams(res, 42, -1, rj)
 	n, m := 0, 0
 	for _, r := range res {
 		n += r.nrecords()
@@ -1042,7 +1044,7 @@ func BenchmarkOTLPDecode(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if s := otlpStreams(r, base, new(pushRejects)); len(s[0].entries) != 1000 {
+				if s := otlpStreams(r, base, -1, new(pushRejects)); len(s[0].entries) != 1000 {
 					b.Fatal(len(s[0].entries))
 				}
 			}

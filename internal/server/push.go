@@ -39,6 +39,11 @@ type pushStream struct {
 	// collisions counts the metadata names of its entries given twice
 	// with different values (metaEncoder.encode).
 	collisions int
+	// lineLens holds, by index in entries, the length of a line of
+	// which the decoder kept only the first --max-line + 1 bytes (an
+	// OTLP body rendered from an array or a map): for the refusal's
+	// message; the cut under --line-policy=truncate is the same.
+	lineLens map[int]int
 }
 
 // pushEntry is a store entry whose Labels validate fills in. The
@@ -491,7 +496,11 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 			line := e.Line
 			if len(line) > s.cfg.MaxLine {
 				if !s.cfg.TruncateLines {
-					rj.add(1, "line_too_long", "stream %d %s, entry %d: line of %d bytes exceeds the limit of %d", i, key, j, len(line), s.cfg.MaxLine)
+					n := len(line)
+					if l, ok := st.lineLens[j]; ok {
+						n = l
+					}
+					rj.add(1, "line_too_long", "stream %d %s, entry %d: line of %d bytes exceeds the limit of %d", i, key, j, n, s.cfg.MaxLine)
 					continue
 				}
 				cut := max(0, s.cfg.MaxLine-len(truncMarker))

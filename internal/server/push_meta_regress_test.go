@@ -347,6 +347,22 @@ func TestOTLPRenderOracle(t *testing.T) {
 		if ok != (len(want) <= limit) || ok && got != want {
 			t.Fatalf("value %d %#v: render(%d) = %q, %v; full %q", i, v, limit, got, ok, want)
 		}
+		// The same value decoded from protobuf: arrays and maps kept
+		// as their messages (otlpValue.wire).
+		w, err := decodeOTLPValue(otlpValueProto(v), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok = w.render(limit)
+		if ok != (len(want) <= limit) || ok && got != want || w.String() != want {
+			t.Fatalf("value %d %#v from protobuf: render(%d) = %q, %v; String %q; want %q", i, v, limit, got, ok, w.String(), want)
+		}
+		if v.kind != otlpString {
+			// (A string body is the line as it is, not rendered.)
+			checkText(t, v, limit, want)
+			checkText(t, w, limit, want)
+			checkText(t, w, -1, want)
+		}
 	}
 }
 
@@ -388,16 +404,18 @@ func oracleRaw(v otlpValue) any {
 		}
 		return v.bytes
 	case otlpArray:
-		a := make([]any, len(v.arr))
-		for i, e := range v.arr {
-			a[i] = oracleRaw(e)
-		}
+		a := []any{}
+		v.eachElem(func(e otlpValue) bool {
+			a = append(a, oracleRaw(e))
+			return true
+		})
 		return a
 	case otlpMap:
-		m := make(map[string]any, len(v.kvs))
-		for _, kv := range v.kvs {
-			m[kv.key] = oracleRaw(kv.val)
-		}
+		m := map[string]any{}
+		v.eachKV(func(k string, e otlpValue) bool {
+			m[k] = oracleRaw(e)
+			return true
+		})
 		return m
 	}
 	return nil
