@@ -551,4 +551,24 @@ func TestSearchArgErrors(t *testing.T) {
 	if m := queryError(`{a="b"} |= "x" |~ "(?i)é" | json | n > "oops`, err); !strings.Contains(m, "\n  {a=\"b\"}") || !strings.HasSuffix(m, "^") {
 		t.Errorf("queryError: %s", m)
 	}
+	// A metric query gets the caret and a hint where such queries go; a
+	// log query that merely names a label "sum" does not.
+	for src, hint := range map[string]bool{
+		`sum by (source) (count_over_time({source=~".+"} |= "error" [1h]))`: true,
+		` (rate({a="b"}[5m]))`:                    true,
+		`count_over_time({a="b"}[1m])`:            true,
+		`topk(3, sum by (a) (rate({a="b"}[1m])))`: true,
+		`{sum="1"} |= "x`:                         false,
+		`summary`:                                 false,
+		`{a="b"} | json | count > 2 | rate = "x`:  false,
+	} {
+		pq, err := query.Parse(src)
+		if err == nil {
+			t.Fatalf("%s: parsed %v", src, pq)
+		}
+		m := queryError(src, err)
+		if strings.Contains(m, metricQueryHint) != hint || !strings.Contains(m, "^") {
+			t.Errorf("%s: hint %v wanted; message:\n%s", src, hint, m)
+		}
+	}
 }

@@ -623,7 +623,34 @@ func queryError(src string, err error) string {
 			pad.WriteByte(' ')
 		}
 	}
-	return fmt.Sprintf("bad query at byte %d: %s\n  %s\n  %s^", pe.Pos, pe.Msg, src[start:end], pad.String())
+	msg := fmt.Sprintf("bad query at byte %d: %s\n  %s\n  %s^", pe.Pos, pe.Msg, src[start:end], pad.String())
+	if isMetricQuery(src) {
+		msg += "\n" + metricQueryHint
+	}
+	return msg
+}
+
+// metricQueryHint is said when --query holds a metric query: someone
+// used to Grafana types one, and "expected a stream selector" alone does
+// not tell them where such queries go.
+const metricQueryHint = `a metric query (sum, rate, count_over_time, ...) is answered by hay serve's Loki API (/loki/api/v1/query_range, Grafana's Explore); hay search takes log queries, and --hist prints a query's matches over time`
+
+// isMetricQuery reports whether src starts with a LogQL aggregation or
+// range function, the way a metric query does.
+func isMetricQuery(src string) bool {
+	word := strings.TrimLeft(src, " \t\r\n(")
+	if i := strings.IndexFunc(word, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z') }); i >= 0 {
+		word = word[:i]
+	}
+	switch word {
+	case "sum", "avg", "min", "max", "count", "stddev", "stdvar", "topk", "bottomk", "sort", "sort_desc",
+		"rate", "rate_counter", "count_over_time", "bytes_rate", "bytes_over_time", "avg_over_time",
+		"sum_over_time", "min_over_time", "max_over_time", "stddev_over_time", "stdvar_over_time",
+		"quantile_over_time", "first_over_time", "last_over_time", "absent_over_time",
+		"label_replace", "vector", "approx_topk":
+		return true
+	}
+	return false
 }
 
 // printHist prints the histogram of q's matches: one line per bucket with
