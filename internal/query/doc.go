@@ -100,6 +100,16 @@
 // only, so they add nothing to Required: dropping labels never changes
 // which lines can match.
 //
+// Label filters before the first parser add Plan.MetaIndex: for an
+// entry of a given stream, the literals some of its structured metadata
+// values must contain (`| trace_id="5f89..."` needs a value holding
+// "5f89..."), for a skip index that also covers metadata values
+// (segment format 5). Without a parser before it, a label's value is a
+// stream label, a metadata value (under its name or name_extracted) or
+// the pipeline's own __error__, so a matcher that rejects "" and whose
+// label the stream lacks needs a metadata value; after a parser the key
+// may come from the line, unescaped, and nothing is required.
+//
 // # Measured
 //
 // BenchmarkFoldLiteral and BenchmarkAndThree run Plan.Match per line over

@@ -41,6 +41,7 @@ type Plan struct {
 	Index *Expr
 
 	stages []pipeStage // parsers, label filters, drop and keep, in query order
+	meta   []*metaNode // what the label filters before any parser need of metadata values (MetaIndex)
 
 	// Shortcuts for pipelines that cannot drop a line (no label filter)
 	// and those that only drop and keep (their result depends on the
@@ -149,6 +150,7 @@ func Compile(q *Query) (*Plan, error) {
 		p.Streams = append(p.Streams, sm)
 	}
 	var reqs, idx []*Expr
+	parsed := false // a parser came before: later label filters may read its keys
 	for _, st := range q.Stages {
 		switch st := st.(type) {
 		case *LineFilter:
@@ -163,12 +165,16 @@ func Compile(q *Query) (*Plan, error) {
 			}
 		case *ParserStage:
 			p.stages = append(p.stages, pipeStage{parser: st})
+			parsed = true
 		case *LabelFilter:
 			e, err := compileLabelExpr(st.Expr)
 			if err != nil {
 				return nil, err
 			}
 			p.stages = append(p.stages, pipeStage{filter: e})
+			if n := metaFilter(st.Expr); !parsed && n.op != OpAll {
+				p.meta = append(p.meta, n)
+			}
 		case *DropStage:
 			// Dropping labels never changes which lines can match: it adds
 			// nothing to Required and no line filter.

@@ -1,0 +1,143 @@
+package query
+
+import (
+	"regexp/syntax"
+)
+
+// metaNode is what a label filter needs of an entry's structured metadata
+// values before the stream is known (Plan.MetaIndex resolves it): an
+// AND/OR tree whose leaves name the label a matcher tests and what a
+// value must contain for the matcher to pass.
+type metaNode struct {
+	op   ExprOp // OpAll (nothing needed), OpLit (a leaf), OpAnd, OpOr
+	name string // a leaf's label name
+	x    *Expr  // a leaf's requirement on the value (never OpAll)
+	sub  []*metaNode
+}
+
+var metaAll = &metaNode{op: OpAll}
+
+// metaFilter is the requirement of one label filter expression that no
+// parser precedes.
+//
+// Why it is sound: with no parser before the filter, the value a matcher
+// reads for name (labelSet.get) is __error__ or __error_details__ (set
+// only by the pipeline: no requirement), a stream label the stream has
+// (no requirement, unless the stream lacks name: see Plan.MetaIndex), or
+// a metadata label, whose value is one of the entry's metadata values,
+// whatever its name (a pair whose name the stream has is read as
+// name_extracted, so `x_extracted="v"` may read pair x, and `x="v"` may
+// read a pair literally named x_extracted...). A matcher that passes only
+// on a value containing some literals therefore needs some metadata value
+// of the entry to contain them, which the skip index of format 5 answers.
+// Drop and keep only remove labels: a later matcher that rejects "" still
+// needs a value, and the value still comes from one of those places.
+func metaFilter(e LabelExpr) *metaNode {
+	switch e := e.(type) {
+	case *LabelBinary:
+		l, r := metaFilter(e.L), metaFilter(e.R)
+		if e.Or {
+			if l.op == OpAll || r.op == OpAll {
+				return metaAll
+			}
+			return &metaNode{op: OpOr, sub: []*metaNode{l, r}}
+		}
+		switch {
+		case l.op == OpAll:
+			return r
+		case r.op == OpAll:
+			return l
+		}
+		return &metaNode{op: OpAnd, sub: []*metaNode{l, r}}
+	case *LabelMatch:
+		if e.Name == "__error__" || e.Name == "__error_details__" {
+			return metaAll
+		}
+		var x *Expr
+		switch e.Type {
+		case MatchEqual:
+			if e.Value == "" {
+				return metaAll // a missing label passes
+			}
+			x = litExpr(e.Value, false)
+		case MatchRegexp:
+			re, err := syntax.Parse(e.Value, syntax.Perl) // as checkRegex parsed it
+			if err != nil {
+				return metaAll
+			}
+			if m, err := compileAnchored(e.Value, 0); err != nil || m.MatchString("") {
+				return metaAll // a missing label passes
+			}
+			x = IndexLiterals(re)
+		default:
+			return metaAll // != and !~ pass on values without any literal
+		}
+		if x.Op == OpAll {
+			return metaAll
+		}
+		return &metaNode{op: OpLit, name: e.Name, x: x}
+	}
+	// Number, duration and bytes comparisons: no literal.
+	return metaAll
+}
+
+// resolve turns n into an Expr for an entry of a stream that has the
+// label names has says: a leaf whose name the stream has needs nothing
+// (the matcher may read the stream's label).
+func (n *metaNode) resolve(has func(string) bool) *Expr {
+	switch n.op {
+	case OpLit:
+		if has(n.name) {
+			return exprAll
+		}
+		return n.x
+	case OpAnd, OpOr:
+		xs := make([]*Expr, len(n.sub))
+		for i, s := range n.sub {
+			xs[i] = s.resolve(has)
+		}
+		if n.op == OpAnd {
+			return and(xs...)
+		}
+		return or(xs...)
+	}
+	return exprAll
+}
+
+// MetaIndex is what an entry of a stream with the given labels must hold
+// among its structured metadata values (some value containing each
+// literal the tree requires) for the plan's label filters to pass, for
+// a skip index that covers metadata values (segment format 5); nil when
+// the label filters need nothing of them. Only label filters before the
+// first parser count (a parser's keys come from the line, unescaped, so
+// their values need not be anywhere verbatim), and a matcher on a label
+// the stream has needs nothing. An entry the plan matches satisfies
+// Index (its line) and MetaIndex (its metadata); a skip index holding
+// the grams of both may drop a block only where a stream it holds fails
+// them.
+func (p *Plan) MetaIndex(stream []Label) *Expr {
+	if len(p.meta) == 0 {
+		return nil
+	}
+	has := func(name string) bool {
+		for _, l := range stream {
+			if l.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	xs := make([]*Expr, len(p.meta))
+	for i, n := range p.meta {
+		xs[i] = n.resolve(has)
+	}
+	x := and(xs...)
+	if x.Op == OpAll {
+		return nil
+	}
+	return x
+}
+
+// HasMetaIndex reports whether MetaIndex may require anything (for some
+// stream): whether a label filter before any parser needs a literal.
+func (p *Plan) HasMetaIndex() bool { return len(p.meta) > 0 }
