@@ -77,7 +77,7 @@ func TestServeStopTailNewTenant(t *testing.T) {
 		<-srv.logDone
 		took := time.Since(sigAt)
 		t.Logf("existing=%v: status %d event %q err %v after %v; exit %v after %v", existing, r.status, r.event, r.err, gotAt.Round(time.Millisecond), werr, took.Round(time.Millisecond))
-		if werr != nil || took > 5*time.Second || r.event != `data: {"error":"server shutting down"}` {
+		if werr != nil || took > 5*time.Second || r.event != `data: {"error":"server shutting down","reason":"shutting_down"}` {
 			t.Errorf("existing=%v: want the shutdown event and exit 0 within 5 s\nserver log:\n%s", existing, srv.logs())
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"hash/maphash"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -63,6 +64,7 @@ type remoteLine struct {
 	Limited    bool              `json:"limited"`
 	Error      string            `json:"error"`
 	Dropped    int64             `json:"dropped"` // the tail's: entries it lost
+	Reason     string            `json:"reason"`  // the tail's: why it ends ("shutting_down")
 }
 
 // run searches and prints as a local search does; the flags are those
@@ -208,7 +210,43 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 	case http.StatusNotFound:
 		msg += " (is " + base.Redacted() + " a hay serve?)"
 	}
-	return nil, fmt.Errorf("%s: %s: %s", base.Redacted(), resp.Status, msg)
+	se := &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s: %s: %s", base.Redacted(), resp.Status, msg)}
+	if wait, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && wait > 0 {
+		se.retryAfter = time.Duration(min(wait, 300)) * time.Second
+	}
+	return nil, se
+}
+
+// statusError is an answer of the server other than 200, so that a
+// follow can tell a server that is restarting (or a proxy in front of it)
+// from one that refuses the request.
+type statusError struct {
+	code       int
+	retryAfter time.Duration // the Retry-After header, if any
+	msg        string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// transient reports whether err may go away by itself: the connection
+// failed or was cut (the server is down, restarting, or the network), or
+// the server or a proxy said it is unavailable for now (429, 502, 503
+// while hay serve drains, 504). A refusal (400, 401, 403, 404, ...) is
+// not.
+func transient(err error) bool {
+	if errors.Is(err, errAnswerCut) {
+		return true
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		switch se.code {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var netErr *url.Error
+	return errors.As(err, &netErr) && !errors.Is(err, context.Canceled)
 }
 
 // count asks /api/v1/hits for the number of matching entries.
@@ -363,44 +401,73 @@ var errFollowLimit = errors.New("limit reached")
 // follow reads the server's live tail (/api/v1/tail, server-sent events)
 // and prints each entry as it arrives.
 //
-// A tail that breaks (the server restarts, the network drops) is
-// reconnected, and what arrived meanwhile is shown from a search: from
-// the time of the last entry shown (see tailGap). An error the server
-// answers (a bad query, credentials) still ends the command.
+// A tail that is lost (the server restarts, gracefully or not; the
+// network drops) is reconnected, and what arrived meanwhile is shown from
+// a search: from a minute before the latest entry shown (see tailGap).
+// Reconnecting waits (tailGap.backoff) unless the lost tail delivered
+// something, so that a server or proxy that accepts a tail and ends it at
+// once is not sent a tail and a search in a tight loop. While the server
+// is down, drains before a restart (503), or a proxy in front of it
+// answers 502, 503, 504 or 429, it keeps trying until Ctrl-C. A refusal
+// (a bad query, credentials, 404), or a failure of the first connection,
+// ends the command.
 func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer) (int64, error) {
 	params.Set("labels", "stream")
 	params.Set("dropped", "1")
 	var (
 		n    int64
 		gap  = newTailGap(time.Now().UnixNano()) // nothing shown yet: the gap starts now
-		lost error                               // why the last tail ended; nil before the first
+		lost bool                                // a tail was lost and its gap is not filled yet
+		wait time.Duration                       // before the next attempt
+		told string                              // the last reconnection failure said, not to repeat it
 	)
+	retry := func(err error) {
+		wait = gap.backoff(err)
+		msg := err.Error()
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			msg = ue.Err.Error() // without the long URL of the tail
+		}
+		if msg != told {
+			fmt.Fprintf(os.Stderr, "hay search: still reconnecting: %s\n", msg)
+			told = msg
+		}
+	}
 	for {
-		resp, err := rs.get(ctx, base, "/api/v1/tail", params)
-		if err != nil {
-			var netErr *url.Error
-			if lost == nil || ctx.Err() != nil || !errors.As(err, &netErr) {
-				return n, err
-			}
-			if err := sleepCtx(ctx, gap.backoff()); err != nil {
+		if wait > 0 {
+			if err := sleepCtx(ctx, wait); err != nil {
 				return n, nil
 			}
+		}
+		resp, err := rs.get(ctx, base, "/api/v1/tail", params)
+		if err != nil {
+			if !lost || ctx.Err() != nil || !transient(err) {
+				return n, err
+			}
+			retry(err)
 			continue
 		}
-		if lost != nil {
+		if lost {
 			fmt.Fprintln(os.Stderr, "hay search: the live tail is back; what arrived meanwhile follows")
 			got, err := rs.fillGap(ctx, base, params, p, gap, n)
 			n += got
 			if err != nil {
 				resp.Body.Close()
-				return n, err
+				if ctx.Err() != nil || !transient(err) {
+					return n, err
+				}
+				// Lost again during the search: what it showed is
+				// remembered (gap.recent), the next search goes on.
+				gap.lostAt = max(gap.lostAt, gap.latest)
+				retry(err)
+				continue
 			}
 			if rs.q.Limit > 0 && n >= rs.q.Limit {
 				resp.Body.Close()
 				return n, errFollowLimit
 			}
+			lost, told = false, ""
 		}
-		got, err := rs.readTail(ctx, resp, p, gap, n)
+		got, delivered, err := rs.readTail(ctx, resp, p, gap, n)
 		resp.Body.Close()
 		n += got
 		if err == nil || ctx.Err() != nil {
@@ -412,68 +479,95 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 		if err := p.w.Flush(); err != nil {
 			return n, err
 		}
-		fmt.Fprintln(os.Stderr, "hay search: lost the server's live tail; reconnecting (Ctrl-C to stop)")
-		lost = err
-		gap.tries = 0
+		if errors.Is(err, errTailStopped) {
+			fmt.Fprintln(os.Stderr, "hay search: the server is shutting down (a restart?); reconnecting (Ctrl-C to stop)")
+		} else {
+			fmt.Fprintln(os.Stderr, "hay search: lost the server's live tail; reconnecting (Ctrl-C to stop)")
+		}
+		lost = true
+		gap.lostAt = time.Now().UnixNano()
+		if delivered {
+			// The tail worked: try again at once, and back off from
+			// the start if that fails.
+			gap.tries, wait = 0, 0
+		} else {
+			wait = gap.backoff(nil)
+		}
 	}
 }
 
-// errTailLost is a tail that ended without the server saying why: the
-// connection broke, or the server stopped.
-var errTailLost = errors.New("the server ended the live tail (connection lost?)")
+var (
+	// errTailLost is a tail that ended without the server saying why:
+	// the connection broke, or the server stopped.
+	errTailLost = errors.New("the server ended the live tail (connection lost?)")
+	// errTailStopped is a tail the server ended because it is shutting
+	// down: most often a restart, so a loss, not an error.
+	errTailStopped = fmt.Errorf("%w: the server is shutting down", errTailLost)
+)
+
+// tailStopping reports whether a tail's error event is the server's
+// shutdown: its reason (from the server of this version on), or the
+// message of the servers before.
+func tailStopping(l *remoteLine) bool {
+	return l.Reason == "shutting_down" || l.Error == "server shutting down"
+}
 
 // readTail prints the events of one tail connection until it ends;
-// shown counts the entries printed before it, for --limit.
-func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *printer, gap *tailGap, shown int64) (int64, error) {
+// shown counts the entries printed before it, for --limit. delivered
+// says whether the tail sent anything but its end (an entry, even one
+// not printed again, or a drop notice).
+func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *printer, gap *tailGap, shown int64) (n int64, delivered bool, err error) {
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
-	var n int64
 	for {
 		raw, err := br.ReadBytes('\n')
 		if err != nil {
 			if ctx.Err() != nil {
-				return n, nil
+				return n, delivered, nil
 			}
-			return n, errTailLost
+			return n, delivered, errTailLost
 		}
 		data, ok := bytes.CutPrefix(bytes.TrimRight(raw, "\r\n"), []byte("data: "))
 		if !ok {
 			continue // a comment (": ping"), or the blank line ending an event
 		}
-		gap.tries = 0 // the server answers: a later loss starts the backoff again
 		var l remoteLine
 		if jerr := json.Unmarshal(data, &l); jerr != nil {
-			return n, fmt.Errorf("an event of the server's tail is not JSON: %v", jerr)
+			return n, delivered, fmt.Errorf("an event of the server's tail is not JSON: %v", jerr)
 		}
 		if l.Error != "" {
-			return n, fmt.Errorf("the server: %s", appendEscaped(nil, []byte(l.Error)))
+			if tailStopping(&l) {
+				return n, delivered, errTailStopped
+			}
+			return n, delivered, fmt.Errorf("the server: %s", appendEscaped(nil, []byte(l.Error)))
 		}
+		delivered = true
 		if l.Dropped > 0 {
 			// The server's queue for this tail filled up: say so, as
 			// the lines are gone.
 			if err := p.w.Flush(); err != nil {
-				return n, err
+				return n, delivered, err
 			}
 			fmt.Fprintf(os.Stderr, "hay search: the server dropped %d entries this tail did not read in time\n", l.Dropped)
 			continue
 		}
 		m, err := rs.match(&l)
 		if err != nil {
-			return n, err
+			return n, delivered, err
 		}
 		k := gap.key(&m)
 		if gap.repeated(k) {
 			continue // shown already, from the search that filled a gap
 		}
 		if err := p.print(&m); err != nil {
-			return n, err
+			return n, delivered, err
 		}
 		if err := p.w.Flush(); err != nil {
-			return n, err
+			return n, delivered, err
 		}
-		gap.shown(k, m.Time)
+		gap.shown(k, m.Time, time.Now().UnixNano())
 		n++
 		if rs.q.Limit > 0 && shown+n >= rs.q.Limit {
-			return n, errFollowLimit
+			return n, delivered, errFollowLimit
 		}
 	}
 }
@@ -494,8 +588,16 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 	params.Set("direction", "forward")
 	params.Set("end", strconv.FormatInt(math.MaxInt64, 10))
 	from, skip := gap.from(), 0
-	gap.filled = map[uint64]int{}
-	seen := map[uint64]int{} // occurrences in this search, against gap.recent's
+	if from > gap.lostAt {
+		// gap.latest is bounded by this machine's clock when shown, so
+		// only a clock set back since gets here: say what is not searched.
+		if err := p.w.Flush(); err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(os.Stderr, "hay search: the search for what arrived meanwhile starts at %s, after the tail was lost (%s; was this machine's clock set back?): entries stamped in between are not shown\n",
+			time.Unix(0, from).UTC().Format(time.RFC3339Nano), time.Unix(0, gap.lostAt).UTC().Format(time.RFC3339Nano))
+	}
+	gap.startFill()
 	var n int64
 	for {
 		params.Set("start", strconv.FormatInt(from, 10))
@@ -518,14 +620,17 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 				from, skip = m.Time, 1
 			}
 			k := gap.key(&m)
-			if seen[k]++; seen[k] <= gap.recent[k] {
+			// Equal entries shown before the search: those counted
+			// in gap.recent that this search did not show itself.
+			if before := gap.recent[k] - gap.filled[k]; gap.skipped[k] < before {
+				gap.skipped[k]++
 				return nil // shown before the tail broke
 			}
 			if err := p.print(&m); err != nil {
 				return err
 			}
-			gap.filled[k]++
-			gap.shown(k, m.Time)
+			gap.fill(k)
+			gap.shown(k, m.Time, time.Now().UnixNano())
 			n++
 			if rs.q.Limit > 0 && shown+n >= rs.q.Limit {
 				return errFollowLimit
@@ -537,6 +642,9 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 		case errors.Is(err, errFollowLimit):
 			return n, p.w.Flush()
 		case err != nil:
+			if ferr := p.w.Flush(); ferr != nil {
+				return n, ferr
+			}
 			return n, err
 		case !limited || got == 0:
 			return n, p.w.Flush()
@@ -546,17 +654,22 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 	}
 }
 
+// errAnswerCut is an answer that ended before its trailer: the connection
+// was lost (a follow reconnects).
+var errAnswerCut = errors.New("the server's answer ended before its trailer (connection lost?)")
+
 // readEntries calls fn for each entry of a /api/v1/search answer and
 // returns whether the server stopped at the page's limit.
 func readEntries(body io.Reader, fn func(*remoteLine) error) (limited bool, err error) {
 	br := bufio.NewReaderSize(body, 256<<10)
 	for {
 		raw, err := br.ReadBytes('\n')
+		if err != nil && (len(bytes.TrimSpace(raw)) == 0 || !json.Valid(raw)) {
+			// The trailer is the last line; a body without it, or
+			// that ends inside a line, was cut.
+			return false, errAnswerCut
+		}
 		if len(bytes.TrimSpace(raw)) == 0 {
-			if err != nil {
-				// The trailer is the last line; a body without it was cut.
-				return false, errors.New("the server's answer ended before its trailer (connection lost?)")
-			}
 			continue
 		}
 		var l remoteLine
@@ -584,13 +697,26 @@ func readEntries(body io.Reader, fn func(*remoteLine) error) (limited bool, err 
 // equal in all four are told apart by count. An entry that arrives during
 // a gap stamped more than tailWindow before the latest time shown is not
 // found.
+//
+// The latest time shown counts an entry stamped in the future (a
+// shipper's clock ahead: the server accepts up to --reject-newer-than) as
+// shown now, by this machine's clock: else the next gap's search would
+// start past the break and miss everything stored during it.
 type tailGap struct {
-	latest int64          // the latest time shown (at first: when the tail started)
+	latest int64          // the latest time shown, at most the time it was shown (at first: when the tail started)
+	lostAt int64          // when the tail was lost (this machine's clock); the search starts before it
 	recent map[uint64]int // entries shown with times from latest-tailWindow on
 	order  []shownEntry   // the same, in the order shown, to forget them
 	filled map[uint64]int // entries the last gap's search showed, not yet seen again
-	tries  int            // reconnection attempts since the tail broke
-	seed   maphash.Seed
+	fills  []uint64       // the same in the order shown (with ones seen again), to forget the oldest
+	// skipped counts, per entry shown before the gap's search, the
+	// occurrences the search skipped; an entry equal to none shown
+	// before needs no count, so it holds at most recent's keys however
+	// large the gap.
+	skipped map[uint64]int
+	tries   int // reconnection attempts since the tail last delivered
+	keep    int // bound of recent and of filled (maxRecent; tests set less)
+	seed    maphash.Seed
 }
 
 type shownEntry struct {
@@ -603,12 +729,13 @@ const (
 	// search starts.
 	tailWindow = int64(time.Minute)
 	// maxRecent bounds the entries remembered (~50 MB of a very busy
-	// tail); the oldest go first.
+	// tail); the oldest go first. It bounds the entries a gap's search
+	// remembers as well (filled), however long the gap.
 	maxRecent = 1 << 20
 )
 
 func newTailGap(now int64) *tailGap {
-	return &tailGap{latest: now, recent: map[uint64]int{}, seed: maphash.MakeSeed()}
+	return &tailGap{latest: now, lostAt: now, recent: map[uint64]int{}, keep: maxRecent, seed: maphash.MakeSeed()}
 }
 
 func (g *tailGap) key(m *search.Match) uint64 {
@@ -633,14 +760,14 @@ func (g *tailGap) from() int64 {
 	return g.latest - tailWindow
 }
 
-// shown records an entry printed, and forgets those that fell out of the
-// window.
-func (g *tailGap) shown(k uint64, t int64) {
-	g.latest = max(g.latest, t)
+// shown records an entry stamped t printed at now, and forgets those that
+// fell out of the window.
+func (g *tailGap) shown(k uint64, t, now int64) {
+	g.latest = max(g.latest, min(t, now))
 	g.recent[k]++
 	g.order = append(g.order, shownEntry{t, k})
 	cut := 0
-	for cut < len(g.order) && (g.order[cut].time < g.from() || len(g.order)-cut > maxRecent) {
+	for cut < len(g.order) && (g.order[cut].time < g.from() || len(g.order)-cut > g.keep) {
 		o := g.order[cut]
 		if g.recent[o.key]--; g.recent[o.key] <= 0 {
 			delete(g.recent, o.key)
@@ -652,6 +779,33 @@ func (g *tailGap) shown(k uint64, t int64) {
 		if cap(g.order) > 1024 && len(g.order) < cap(g.order)/4 {
 			g.order = slices.Clone(g.order)
 		}
+	}
+}
+
+// startFill forgets the entries the previous gap's search showed.
+func (g *tailGap) startFill() {
+	g.filled, g.fills, g.skipped = map[uint64]int{}, nil, map[uint64]int{}
+}
+
+// fill records an entry a gap's search printed, which the new tail may
+// deliver again. Past g.keep the oldest are forgotten: the search goes
+// by time, and the new tail repeats only entries stored after it
+// connected, which are the latest unless stamped long before.
+func (g *tailGap) fill(k uint64) {
+	g.filled[k]++
+	g.fills = append(g.fills, k)
+	if len(g.fills) <= g.keep {
+		return
+	}
+	if o := g.fills[0]; g.filled[o] > 0 {
+		// (0 when the tail repeated it already.)
+		if g.filled[o]--; g.filled[o] == 0 {
+			delete(g.filled, o)
+		}
+	}
+	g.fills = g.fills[1:]
+	if cap(g.fills) > 2*g.keep {
+		g.fills = slices.Clone(g.fills)
 	}
 }
 
@@ -668,10 +822,17 @@ func (g *tailGap) repeated(k uint64) bool {
 }
 
 // backoff is how long to wait before the next reconnection attempt:
-// from a quarter second, doubling, at most 5 s.
-func (g *tailGap) backoff() time.Duration {
+// from a quarter second, doubling, at most 5 s, each ±25% at random so
+// that the clients of a restarted server do not all come back at once;
+// longer if the server's answer err asked so (Retry-After, at most 30 s).
+func (g *tailGap) backoff(err error) time.Duration {
 	g.tries++
-	return min(250*time.Millisecond<<min(g.tries-1, 5), 5*time.Second)
+	d := min(250*time.Millisecond<<min(g.tries-1, 5), 5*time.Second)
+	d = d*3/4 + rand.N(d/2)
+	if se, ok := errors.AsType[*statusError](err); ok {
+		d = max(d, min(se.retryAfter, 30*time.Second))
+	}
+	return d
 }
 
 // sleepCtx waits d, or returns ctx's error when it ends first.

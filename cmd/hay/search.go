@@ -88,10 +88,13 @@ with a match instead, and -q prints nothing: the exit status says.
 through the API its web UI uses: every matching entry, page by page, by
 time (entries of one time in the server's order, also for --order newest).
 With -f it follows the server's live tail instead: each matching entry as
-it arrives, until Ctrl-C or --limit. A tail that breaks (a restart of the
-server, the network) is reconnected, and the entries stored meanwhile are
-shown from a search (those stamped more than a minute before the latest
-one shown are not).
+it arrives, until Ctrl-C or --limit. A tail that breaks (the server
+restarts, gracefully or not; the network drops; a proxy answers 502, 503
+or 504) is reconnected, waiting longer after each failed attempt (up to
+5 s), and the entries stored meanwhile are shown from a search (those
+stamped more than a minute before the latest one shown are not; an entry
+stamped in the future counts as stamped when it was shown). A refusal (a
+bad query, credentials) ends it.
 
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with

@@ -588,7 +588,9 @@ func (s *Server) nativeTail(w http.ResponseWriter, r *http.Request) {
 			}
 		case es, ok := <-sb.ch:
 			if !ok {
-				fmt.Fprint(w, "data: {\"error\":\"server shutting down\"}\n\n")
+				// reason: a client that reconnects (hay search -f) tells
+				// a restart from a refusal without reading the message.
+				fmt.Fprint(w, "data: {\"error\":\"server shutting down\",\"reason\":\"shutting_down\"}\n\n")
 				rc.Flush()
 				return
 			}
