@@ -2,6 +2,7 @@ package query
 
 import (
 	"regexp/syntax"
+	"strings"
 )
 
 // metaNode is what a label filter needs of an entry's structured metadata
@@ -9,13 +10,36 @@ import (
 // AND/OR tree whose leaves name the label a matcher tests and what a
 // value must contain for the matcher to pass.
 type metaNode struct {
-	op   ExprOp // OpAll (nothing needed), OpLit (a leaf), OpAnd, OpOr
-	name string // a leaf's label name
-	x    *Expr  // a leaf's requirement on the value (never OpAll)
+	op   ExprOp     // OpAll (nothing needed), OpLit (a leaf), OpAnd, OpOr
+	name string     // a leaf's label name
+	m    *evalMatch // a leaf's matcher (= or =~, rejecting "")
+	x    *Expr      // a leaf's requirement on the value (never OpAll)
 	sub  []*metaNode
 }
 
 var metaAll = &metaNode{op: OpAll}
+
+// metaFilters returns the requirements of the label filters that come
+// before any stage that may set labels from the line: only line filters,
+// drop and keep (which remove labels) may precede them. Any other stage
+// (a parser, and whatever stage a later version adds: a template that
+// formats labels or lines) ends the list, so that a new stage is never
+// taken for one that sets no label.
+func metaFilters(stages []Stage) []*metaNode {
+	var out []*metaNode
+	for _, st := range stages {
+		switch st := st.(type) {
+		case *LineFilter, *DropStage:
+		case *LabelFilter:
+			if n := metaFilter(st.Expr); n.op != OpAll {
+				out = append(out, n)
+			}
+		default:
+			return out
+		}
+	}
+	return out
+}
 
 // metaFilter is the requirement of one label filter expression that no
 // parser precedes.
@@ -54,6 +78,7 @@ func metaFilter(e LabelExpr) *metaNode {
 			return metaAll
 		}
 		var x *Expr
+		m := &evalMatch{m: e.Matcher}
 		switch e.Type {
 		case MatchEqual:
 			if e.Value == "" {
@@ -65,7 +90,7 @@ func metaFilter(e LabelExpr) *metaNode {
 			if err != nil {
 				return metaAll
 			}
-			if m, err := compileAnchored(e.Value, 0); err != nil || m.MatchString("") {
+			if m.re, err = compileAnchored(e.Value, 0); err != nil || m.re.MatchString("") {
 				return metaAll // a missing label passes
 			}
 			x = IndexLiterals(re)
@@ -75,26 +100,36 @@ func metaFilter(e LabelExpr) *metaNode {
 		if x.Op == OpAll {
 			return metaAll
 		}
-		return &metaNode{op: OpLit, name: e.Name, x: x}
+		return &metaNode{op: OpLit, name: e.Name, m: m, x: x}
 	}
 	// Number, duration and bytes comparisons: no literal.
 	return metaAll
 }
 
-// resolve turns n into an Expr for an entry of a stream that has the
-// label names has says: a leaf whose name the stream has needs nothing
-// (the matcher may read the stream's label).
-func (n *metaNode) resolve(has func(string) bool) *Expr {
+// resolve turns n into an Expr for an entry of a stream with the given
+// labels. A leaf whose label the stream has reads the stream's value,
+// or "" once a drop or keep removed it: no metadata label can take that
+// name (a metadata pair of the name is read as name_extracted), so the
+// leaf passes or fails for the whole stream. Except for a name ending
+// in _extracted, which a pair renamed so may take: that leaf needs
+// nothing.
+func (n *metaNode) resolve(stream []Label) *Expr {
 	switch n.op {
 	case OpLit:
-		if has(n.name) {
-			return exprAll
+		for _, l := range stream {
+			if l.Name != n.name {
+				continue
+			}
+			if strings.HasSuffix(n.name, "_extracted") || n.m.matches(l.Value) {
+				return exprAll
+			}
+			return exprNone // the matcher rejects "" (metaFilter)
 		}
 		return n.x
 	case OpAnd, OpOr:
 		xs := make([]*Expr, len(n.sub))
 		for i, s := range n.sub {
-			xs[i] = s.resolve(has)
+			xs[i] = s.resolve(stream)
 		}
 		if n.op == OpAnd {
 			return and(xs...)
@@ -111,25 +146,17 @@ func (n *metaNode) resolve(has func(string) bool) *Expr {
 // the label filters need nothing of them. Only label filters before the
 // first parser count (a parser's keys come from the line, unescaped, so
 // their values need not be anywhere verbatim), and a matcher on a label
-// the stream has needs nothing. An entry the plan matches satisfies
+// the stream has is decided by the stream's value. An entry the plan matches satisfies
 // Index (its line) and MetaIndex (its metadata); a skip index holding
 // the grams of both may drop a block only where a stream it holds fails
-// them.
+// them. The result may be OpNone: no entry of the stream can pass.
 func (p *Plan) MetaIndex(stream []Label) *Expr {
 	if len(p.meta) == 0 {
 		return nil
 	}
-	has := func(name string) bool {
-		for _, l := range stream {
-			if l.Name == name {
-				return true
-			}
-		}
-		return false
-	}
 	xs := make([]*Expr, len(p.meta))
 	for i, n := range p.meta {
-		xs[i] = n.resolve(has)
+		xs[i] = n.resolve(stream)
 	}
 	x := and(xs...)
 	if x.Op == OpAll {

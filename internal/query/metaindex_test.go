@@ -22,7 +22,11 @@ func TestMetaIndexCases(t *testing.T) {
 		want   string // Expr.String, or "nil"
 	}{
 		{`{app="api"} | trace_id="5f89abcdef"`, plain, `"5f89abcdef"`},
-		{`{app="api"} | trace_id="5f89abcdef"`, withTrace, "nil"},
+		{`{app="api"} | trace_id="5f89abcdef"`, withTrace, "NONE"},
+		{`{app="api"} | trace_id="t"`, withTrace, "nil"},
+		{`{app="api"} | trace_id=~"(?i)T"`, withTrace, "nil"},
+		{`{app="api"} | drop trace_id | trace_id="t"`, withTrace, "nil"}, // over-inclusive: the drop makes it fail
+		{`{app="api"} | app_extracted="abcdef"`, []Label{{"app", "api"}, {"app_extracted", "z"}}, "nil"},
 		{`{app="api"} | trace_id_extracted="5f89abcdef"`, withTrace, `"5f89abcdef"`},
 		{`{app="api"} | json | trace_id="5f89abcdef"`, plain, "nil"},
 		{`{app="api"} | logfmt | trace_id="5f89abcdef"`, plain, "nil"},
@@ -36,8 +40,10 @@ func TestMetaIndexCases(t *testing.T) {
 		{`{app="api"} | trace_id=~"(?i)ABCDEF"`, plain, `(?i)"abcdef"`},
 		{`{app="api"} | trace_id=~"abcdef|ghijkl"`, plain, `("abcdef" OR "ghijkl")`},
 		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, plain, `("abcdef" OR "ghijkl")`},
-		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, withTrace, "nil"},
-		{`{app="api"} | trace_id="abcdef" and span_id="ghijkl"`, withTrace, `"ghijkl"`},
+		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, withTrace, `"ghijkl"`},
+		{`{app="api"} | trace_id="t" or span_id="ghijkl"`, withTrace, "nil"},
+		{`{app="api"} | trace_id="abcdef" and span_id="ghijkl"`, withTrace, "NONE"},
+		{`{app="api"} | trace_id="t" and span_id="ghijkl"`, withTrace, `"ghijkl"`},
 		{`{app="api"} | trace_id="abcdef" | span_id="ghijkl"`, plain, `("abcdef" AND "ghijkl")`},
 		{`{app="api"} | trace_id="abcdef" or __error__=""`, plain, "nil"},
 		{`{app="api"} | __error__="JSONParserErr"`, plain, "nil"},
@@ -115,6 +121,7 @@ func TestMetaIndexOracle(t *testing.T) {
 		{{"app", "checkout"}},
 		{{"app", "api"}, {"trace_id", "5f89abcdef01"}},
 		{{"service_name", "Checkout-2"}},
+		{{"app", "beef"}, {"app_extracted", "abcdef"}},
 	}
 	randValue := func() string {
 		v := values[rng.IntN(len(values))]

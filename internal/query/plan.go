@@ -150,7 +150,6 @@ func Compile(q *Query) (*Plan, error) {
 		p.Streams = append(p.Streams, sm)
 	}
 	var reqs, idx []*Expr
-	parsed := false // a parser came before: later label filters may read its keys
 	for _, st := range q.Stages {
 		switch st := st.(type) {
 		case *LineFilter:
@@ -165,16 +164,12 @@ func Compile(q *Query) (*Plan, error) {
 			}
 		case *ParserStage:
 			p.stages = append(p.stages, pipeStage{parser: st})
-			parsed = true
 		case *LabelFilter:
 			e, err := compileLabelExpr(st.Expr)
 			if err != nil {
 				return nil, err
 			}
 			p.stages = append(p.stages, pipeStage{filter: e})
-			if n := metaFilter(st.Expr); !parsed && n.op != OpAll {
-				p.meta = append(p.meta, n)
-			}
 		case *DropStage:
 			// Dropping labels never changes which lines can match: it adds
 			// nothing to Required and no line filter.
@@ -198,6 +193,7 @@ func Compile(q *Query) (*Plan, error) {
 	}
 	sort.SliceStable(p.Filters, func(i, j int) bool { return p.Filters[i].Cost < p.Filters[j].Cost })
 	p.Required, p.Index = and(reqs...), and(idx...)
+	p.meta = metaFilters(q.Stages)
 	return p, nil
 }
 

@@ -127,7 +127,14 @@
 // with its line and copied with it wherever a merge copies hits. Patterns
 // and line filters match the line only, never the metadata; a plan's
 // label filters see the metadata as labels of the entry
-// (Plan.MatchEntryAttrs). The skip index does not cover metadata.
+// (Plan.MatchEntryAttrs). Where a segment's skip index also holds the
+// metadata values (segment format 5, MetaSkipper), a label filter that
+// needs a value (query.Plan.MetaIndex: `| trace_id="5f89..."` before any
+// parser) skips the blocks none of whose selected streams could pass it:
+// the incident's way in, a trace id, then decodes the block or two that
+// hold the trace rather than every block of the selected streams
+// (docs/BENCHMARKS.md, "Skip index over metadata"). Older segments, and
+// the head, are never skipped for metadata.
 //
 // A caller that never looks at metadata (a count, a listing of lines)
 // sets Query.SkipAttrs: segment blocks are then read without it (their
@@ -605,6 +612,10 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	// keepForContext.
 	req := e.required()
 	useSkip := req != nil && !q.NoIndex
+	// Label filters that need a metadata value consult the index too,
+	// where it covers metadata (MetaSkipper).
+	useMeta := q.Plan != nil && q.Plan.HasMetaIndex() && !q.NoIndex
+	metaReq := map[uint32]*query.Expr{}
 	withContext := !q.Count && (q.Before > 0 || q.After > 0 || q.Grouped)
 	seen := map[uint32]bool{}
 	var cands []candidate // blocks the time range and streams keep
@@ -630,6 +641,9 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				continue
 			}
 			may := sk == nil || !useSkip || MayMatch(req, sk, bi)
+			if may && useMeta && sk != nil && metaIndexed(p) {
+				may = e.mayMatchMeta(sk, bi, m.Streams, metaReq)
+			}
 			if !may && !withContext {
 				// Only context could keep it: skip it now, so that a
 				// search the index answers lists no block at all.
@@ -672,6 +686,46 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 // maybe. Run and Hist skip such blocks without reading them.
 type Skipper interface {
 	MayContain(block int, lit []byte, fold bool) bool
+}
+
+// MetaSkipper is implemented by a part whose skip index may also cover
+// the entries' structured metadata values (segment format 5): when
+// MetaIndexed is true, Skipper.MayContain false also means that no
+// metadata value of the block contains lit. A part without it, or that
+// answers false (an older segment), is never skipped for metadata.
+type MetaSkipper interface {
+	MetaIndexed() bool
+}
+
+func metaIndexed(p store.Part) bool {
+	ms, ok := p.(MetaSkipper)
+	return ok && ms.MetaIndexed()
+}
+
+// mayMatchMeta reports whether an entry of block bi may pass the plan's
+// label filters as far as they need metadata values (query.Plan.MetaIndex):
+// whether some selected stream of the block needs nothing, or what it
+// needs may be in the block. cache holds each stream's requirement.
+func (e *exec) mayMatchMeta(sk Skipper, bi int, streams []uint32, cache map[uint32]*query.Expr) bool {
+	for _, s := range streams {
+		if e.sel != nil && !e.sel[s] {
+			continue
+		}
+		x, ok := cache[s]
+		if !ok {
+			labels, known := e.labels[s]
+			if known {
+				x = e.q.Plan.MetaIndex(labels)
+			}
+			// A stream whose labels were not parsed needs nothing: which
+			// labels it has decides whether a filter reads metadata.
+			cache[s] = x
+		}
+		if x == nil || MayMatch(x, sk, bi) {
+			return true
+		}
+	}
+	return false
 }
 
 // required is what every match contains, for the skip index; nil when

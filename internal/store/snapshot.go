@@ -90,6 +90,15 @@ func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
 	return ok
 }
 
+// MetaIndexed reports whether the segment's skip index also holds its
+// metadata values (segment.Reader.MetaIndexed: format 5), so that
+// MayContain false rules out a value as well as a line.
+func (p *SegmentPart) MetaIndexed() bool {
+	ok := p.r.MetaIndexed()
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
+}
+
 // ErrNoStore reports a data directory that does not exist.
 var ErrNoStore = errors.New("no store")
 
