@@ -52,8 +52,8 @@ func (m *Matcher) String() string {
 	return m.Name + m.Type.String() + strconv.Quote(m.Value)
 }
 
-// Stage is one pipeline stage: *LineFilter, *ParserStage, *LabelFilter or
-// *DropStage.
+// Stage is one pipeline stage: *LineFilter, *ParserStage, *LabelFilter,
+// *DropStage, *LineFormatStage, *LabelFormatStage or *DecolorizeStage.
 type Stage interface {
 	String() string
 	stage()
@@ -135,35 +135,129 @@ func (f *LineFilter) String() string {
 // ParserKind names a parser stage.
 type ParserKind int
 
-// The supported parsers.
+// The supported parsers. All of them only add labels (they never drop a
+// line); unpack also replaces the line with its _entry key.
 const (
 	ParserJSON ParserKind = iota
 	ParserLogfmt
+	ParserRegexp  // | regexp "re": the named groups of the first match
+	ParserPattern // | pattern "<a> - <b>": Loki's pattern expressions
+	ParserUnpack  // | unpack: Promtail's packed JSON
 )
 
-// ParserStage is `| json` or `| logfmt [--strict] [--keep-empty]`.
+// ParserStage is `| json [params]`, `| logfmt [--strict] [--keep-empty]
+// [params]`, `| regexp "re"`, `| pattern "expr"` or `| unpack`.
 type ParserStage struct {
 	Kind      ParserKind
 	Strict    bool // logfmt only: stop at the first malformed pair
 	KeepEmpty bool // logfmt only: keep standalone keys with value ""
-	Pos       int  // byte offset of the parser name
+	// Expr is the regular expression (regexp) or pattern expression
+	// (pattern).
+	Expr string
+	// Params, for json and logfmt, extract only the labels they name
+	// (`| json first="servers[0]", ua`); none extracts every key.
+	Params []*ExtractParam
+	Pos    int // byte offset of the parser name
+}
+
+// ExtractParam is one extraction parameter of json or logfmt: label Name
+// gets the value at Path (a JSON path such as a.b[0] or a["x y"], or a
+// logfmt key). A bare name is its own path.
+type ExtractParam struct {
+	Name string
+	Path string
+	Pos  int // byte offset of Name
 }
 
 func (*ParserStage) stage() {}
 
 func (p *ParserStage) String() string {
-	if p.Kind == ParserJSON {
-		return "| json"
+	var s string
+	switch p.Kind {
+	case ParserJSON:
+		s = "| json"
+	case ParserLogfmt:
+		s = "| logfmt"
+		if p.Strict {
+			s += " --strict"
+		}
+		if p.KeepEmpty {
+			s += " --keep-empty"
+		}
+	case ParserRegexp:
+		return "| regexp " + strconv.Quote(p.Expr)
+	case ParserPattern:
+		return "| pattern " + strconv.Quote(p.Expr)
+	case ParserUnpack:
+		return "| unpack"
 	}
-	s := "| logfmt"
-	if p.Strict {
-		s += " --strict"
-	}
-	if p.KeepEmpty {
-		s += " --keep-empty"
+	for i, x := range p.Params {
+		if i > 0 {
+			s += ","
+		}
+		s += " " + x.Name + "=" + strconv.Quote(x.Path)
 	}
 	return s
 }
+
+// LineFormatStage is `| line_format "template"`: the line becomes the Go
+// text/template's output over the entry's labels (see doc.go for the
+// functions). Later line filters test the new line.
+type LineFormatStage struct {
+	Template string
+	Pos      int // byte offset of the keyword
+}
+
+func (*LineFormatStage) stage() {}
+
+func (l *LineFormatStage) String() string { return "| line_format " + strconv.Quote(l.Template) }
+
+// LabelFormatStage is `| label_format dst=src, dst2="template", ...`.
+type LabelFormatStage struct {
+	Labels []*LabelFormat // at least one, distinct Names
+	Pos    int            // byte offset of the keyword
+}
+
+// LabelFormat is one operand of label_format: with Rename, label Name
+// takes the value of label Value, which is removed; otherwise Name gets
+// the output of the template Value.
+type LabelFormat struct {
+	Name   string
+	Value  string
+	Rename bool
+	Pos    int // byte offset of Name
+}
+
+func (*LabelFormatStage) stage() {}
+
+func (l *LabelFormatStage) String() string {
+	var b strings.Builder
+	b.WriteString("| label_format")
+	for i, f := range l.Labels {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(' ')
+		b.WriteString(f.Name)
+		b.WriteByte('=')
+		if f.Rename {
+			b.WriteString(f.Value)
+		} else {
+			b.WriteString(strconv.Quote(f.Value))
+		}
+	}
+	return b.String()
+}
+
+// DecolorizeStage is `| decolorize`: ANSI escape sequences (colours) are
+// removed from the line.
+type DecolorizeStage struct {
+	Pos int
+}
+
+func (*DecolorizeStage) stage() {}
+
+func (*DecolorizeStage) String() string { return "| decolorize" }
 
 // LabelFilter is `| <label filter expression>`.
 type LabelFilter struct {

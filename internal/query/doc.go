@@ -1,8 +1,9 @@
 // Package query parses the log-query part of LogQL and compiles it into a
 // plan the search engine runs: stream matchers, line filters ordered
-// cheapest first, parser, label-filter, drop and keep stages, and the
-// literals every matching line must contain (for the skip index and the
-// needle kernel).
+// cheapest first, parser (json, logfmt, regexp, pattern, unpack),
+// label-filter, drop, keep, line_format, label_format and decolorize
+// stages, and the literals every matching line must contain (for the skip
+// index and the needle kernel).
 //
 // # Grammar
 //
@@ -14,10 +15,16 @@
 //	Selector     = "{" Matcher { "," Matcher } "}" .
 //	Matcher      = Ident MatchOp String .
 //	MatchOp      = "=" | "!=" | "=~" | "!~" .
-//	Stage        = LineFilter | "|" ( Parser | Drop | LabelExpr ) .
+//	Stage        = LineFilter | "|" ( Parser | Drop | Format | LabelExpr ) .
 //	LineFilter   = FilterOp String { "or" String } .
 //	FilterOp     = "|=" | "!=" | "|~" | "!~" .
-//	Parser       = "json" | "logfmt" { "--strict" | "--keep-empty" } .
+//	Parser       = "json" [ Params ] | "logfmt" { "--strict" | "--keep-empty" } [ Params ]
+//	             | "regexp" String | "pattern" String | "unpack" .
+//	Params       = Param { "," Param } .
+//	Param        = Ident [ "=" String ] .
+//	Format       = "line_format" String | "decolorize"
+//	             | "label_format" LabelFmt { "," LabelFmt } .
+//	LabelFmt     = Ident "=" ( Ident | String ) .
 //	Drop         = ( "drop" | "keep" ) DropLabel { "," DropLabel } .
 //	DropLabel    = Ident [ MatchOp String ] .
 //	LabelExpr    = LabelTerm { [ "and" | "or" | "," ] LabelTerm } .
@@ -34,7 +41,8 @@
 // "==" with a string means "=". In a label expression, "," and plain
 // juxtaposition mean "and"; "and" and "or" have equal precedence and fold
 // left to right as Loki documents (a or b and c is (a or b) and c);
-// parentheses group. The words json, logfmt, drop and keep name stages
+// parentheses group. The stage keywords (json, logfmt, regexp, pattern,
+// unpack, line_format, label_format, decolorize, drop, keep) name stages
 // only when no operator follows them (`| drop="x"` filters on a label
 // named drop).
 //
@@ -54,6 +62,53 @@
 //   - logfmt: key=value and key="quoted" pairs. Malformed pairs are skipped;
 //     with --strict the first one sets __error__=LogfmtParserErr and stops.
 //     Standalone keys are kept (as "") only with --keep-empty.
+//   - json and logfmt with parameters extract only the labels named:
+//     `| json first="servers[0]", ua="request.headers[\"User-Agent\"]"`
+//     follows the path (keys joined by '.', [n] array indexes, ["k"]
+//     quoted keys); strings are unescaped, numbers and booleans keep their
+//     text, objects and arrays keep their JSON text, null is "", a
+//     missing path adds nothing. `| logfmt host, level="lvl"` takes the
+//     first value of each key (a bare name is its own key).
+//   - regexp: Go RE2 (unanchored, '.' not matching '\n', as Loki compiles
+//     it); each named group of the first match becomes a label (a group
+//     that does not take part gives ""). At least one named group is
+//     required and names must be distinct label names. No match adds
+//     nothing and sets no error.
+//   - pattern: <name> captures, <_> skips, the rest is literal (a '<'
+//     that starts no capture too). Matching is anchored at the line's
+//     start: a leading literal must begin the line, else nothing is
+//     added. Each capture ends at the first occurrence of the literal
+//     after it; the last capture takes the rest of the line. When a
+//     literal is not found, the capture before it takes the rest of the
+//     line and the later captures are not added. Two adjacent captures,
+//     a pattern with no named capture and a repeated name are refused.
+//   - unpack: a JSON object's string members become labels, except
+//     _entry, which replaces the line (Promtail's pack stage); other
+//     members are ignored; a line that is not a JSON object sets
+//     __error__=JSONParserErr.
+//   - line_format "tmpl": the line becomes the output of the Go
+//     text/template over the entry's current labels ({{.level}}; a
+//     missing label is "") and the line (__line__). Functions: ToLower,
+//     ToUpper, lower, upper, title, Replace (s old new n), replace (old
+//     new s), Trim, TrimLeft, TrimRight, TrimPrefix, TrimSuffix,
+//     TrimSpace, trim, trimAll, trimPrefix, trimSuffix, contains,
+//     hasPrefix, hasSuffix, default, trunc, substr, repeat,
+//     regexReplaceAll, regexReplaceAllLiteral and text/template's own
+//     (printf, len, index, eq, and, or, not, ...). Any other function
+//     (__timestamp__, date, ...) is refused at parse time, and so are
+//     define, block and template actions. A template that fails on an
+//     entry keeps the line and sets __error__=TemplateFormatErr with the
+//     message in __error_details__; one output is limited to 1 MiB.
+//     Line filters after line_format, decolorize or unpack test the new
+//     line; the result carries the new line (EntryLabels.Line).
+//   - label_format a=b, c="tmpl": a takes b's value and b is removed
+//     (nothing happens when the entry has no b); c gets the template's
+//     output. Every operand reads the labels as they were before the
+//     stage; the target replaces a label of that name wherever it came
+//     from (a stream label too). A target named twice, __error__ and
+//     __error_details__ are refused; a failing template sets
+//     __error__=TemplateFormatErr and leaves its label unchanged.
+//   - decolorize removes ANSI escape sequences from the line.
 //   - Extracted keys are sanitized (bytes other than [A-Za-z0-9_:] become
 //     '_', a leading digit gets a '_' prefix); a name that a stream label
 //     already has, and __error__ or __error_details__ (which only the
@@ -98,7 +153,10 @@
 // the regex runs. The whole query's Plan.Required is the AND of its
 // positive filters' requirements. Drop and keep stages change labels
 // only, so they add nothing to Required: dropping labels never changes
-// which lines can match.
+// which lines can match. Line filters after a stage that rewrites the line
+// (line_format, decolorize, unpack) run in the pipeline on the new line
+// and add nothing to Required either: the index and the scan see the
+// stored line.
 //
 // Label filters before the first parser add Plan.MetaIndex: for an
 // entry of a given stream, the literals some of its structured metadata
@@ -123,9 +181,9 @@
 //
 // # Out of scope
 //
-// Metric queries, `|>`/`!>` pattern filters, ip(), the regexp, pattern,
-// unpack, line_format, label_format, decolorize and unwrap stages, and parameters of json and logfmt (`| json a="b.c"`) are refused
-// with a ParseError. Time ranges belong to the executor. Metric queries
+// Metric queries, `|>`/`!>` pattern filters, ip(), the unwrap stage and
+// the template functions not listed above (among them __timestamp__ and
+// the date, math and encoding ones) are refused with a ParseError. Time ranges belong to the executor. Metric queries
 // are internal/server's: it cuts `| unwrap label` and what follows off
 // the log query before Parse, converts values with ParseBytesValue for
 // bytes(...), and runs the label filters Loki allows after the unwrap

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"text/template"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -20,11 +21,26 @@ const (
 	ErrLabelFilter = "LabelFilterErr"
 )
 
-// pipeStage is one stage after the line filters: exactly one field is set.
+// pipeStage is one stage after the line filters: exactly one of parser,
+// filter, drop, line, lineFmt, labelFmt and decolor is set.
 type pipeStage struct {
 	parser *ParserStage
 	filter labelEval
 	drop   *dropEval
+
+	// A line filter after a stage that rewrote the line: it tests the
+	// new line, in query order.
+	line *Filter
+	// line_format, label_format, decolorize.
+	lineFmt  *template.Template
+	labelFmt []labelFmtEval
+	decolor  bool
+
+	// The parser's compiled form (regexp, pattern, parameters).
+	re     *regexp.Regexp
+	names  []string
+	pat    *patternExpr
+	params []paramEval
 }
 
 // labelSet is the label state of one entry while the pipeline runs.
@@ -35,7 +51,11 @@ type labelSet struct {
 	ext        []Label // extracted, first value of a name wins
 	err        string  // __error__
 	errDetails string  // __error_details__
-	dropped    bool    // a drop or keep removed a stream label
+	dropped    bool    // a drop, keep or label_format changed a stream label
+	// line is the entry's line after the stages that rewrite it
+	// (line_format, decolorize, unpack); rewritten says one ran.
+	line      []byte
+	rewritten bool
 }
 
 // labelSets recycles the per-entry label state: a pipeline runs once per

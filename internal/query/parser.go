@@ -59,10 +59,11 @@ func errAt(pos int, msg string) *ParseError { return &ParseError{Pos: pos, Msg: 
 // unsupportedStages are Loki stages recognised only to be refused with a
 // clear message.
 var unsupportedStages = map[string]bool{
-	"regexp": true, "pattern": true, "unpack": true, "line_format": true,
-	"label_format": true, "decolorize": true,
 	"unwrap": true, "ip": true,
 }
+
+// stageNames lists the stages a "|" may start, for error messages.
+const stageNames = "json, logfmt, regexp, pattern, unpack, line_format, label_format, decolorize, drop, keep or a label filter"
 
 type parser struct {
 	lex   lexer
@@ -290,22 +291,37 @@ func (p *parser) stage() (Stage, error) {
 		if !isLabelOp(p.tok.kind) {
 			switch {
 			case name == "json":
-				if p.tok.kind == tIdent {
-					return nil, errAt(p.tok.pos, "json extraction parameters are not supported: expected | after json, got "+p.tok.describe())
-				}
-				return &ParserStage{Kind: ParserJSON, Pos: pos}, nil
+				st := &ParserStage{Kind: ParserJSON, Pos: pos}
+				return st, p.extractParams(st)
 			case name == "logfmt":
 				return p.logfmtFlags(pos)
+			case name == "regexp", name == "pattern":
+				return p.exprParser(name, pos)
+			case name == "unpack":
+				return &ParserStage{Kind: ParserUnpack, Pos: pos}, nil
+			case name == "decolorize":
+				return &DecolorizeStage{Pos: pos}, nil
+			case name == "line_format":
+				if p.tok.kind != tString {
+					return nil, p.expected("a template string after line_format")
+				}
+				st := &LineFormatStage{Template: p.tok.val, Pos: pos}
+				if _, err := compileTemplate(st.Template, p.tok.pos); err != nil {
+					return nil, err
+				}
+				return st, p.advance()
+			case name == "label_format":
+				return p.labelFormat(pos)
 			case name == "drop", name == "keep":
 				return p.dropStage(name == "keep", pos)
 			case unsupportedStages[name]:
-				return nil, errAt(pos, "the "+name+" stage is not supported: expected json, logfmt, drop, keep or a label filter")
+				return nil, errAt(pos, "the "+name+" stage is not supported: expected "+stageNames)
 			}
 		}
 		*p = save
 	}
 	if p.tok.kind != tIdent && p.tok.kind != tLParen {
-		return nil, errAt(p.tok.pos, "expected json, logfmt, drop, keep or a label filter after | at byte "+strconv.Itoa(pipe)+", got "+p.tok.describe())
+		return nil, errAt(p.tok.pos, "expected "+stageNames+" after | at byte "+strconv.Itoa(pipe)+", got "+p.tok.describe())
 	}
 	pos := p.tok.pos
 	e, err := p.labelExpr()
@@ -338,10 +354,128 @@ func (p *parser) logfmtFlags(pos int) (Stage, error) {
 			return nil, err
 		}
 	}
-	if p.tok.kind == tIdent {
-		return nil, errAt(p.tok.pos, "logfmt extraction parameters are not supported: expected | after logfmt, got "+p.tok.describe())
+	return st, p.extractParams(st)
+}
+
+// extractParams reads json's or logfmt's optional parameters,
+// Ident [ "=" String ] { "," Ident [ "=" String ] }; the keyword and
+// flags have been read.
+func (p *parser) extractParams(st *ParserStage) error {
+	kw := "json"
+	if st.Kind == ParserLogfmt {
+		kw = "logfmt"
 	}
-	return st, nil
+	if p.tok.kind != tIdent {
+		return nil
+	}
+	for {
+		if p.tok.kind != tIdent {
+			return p.expected("a label name after " + kw + "'s \",\"")
+		}
+		x := &ExtractParam{Name: p.tok.text, Path: p.tok.text, Pos: p.tok.pos}
+		pathPos := x.Pos
+		if err := p.advance(); err != nil {
+			return err
+		}
+		if p.tok.kind == tEq {
+			if err := p.advance(); err != nil {
+				return err
+			}
+			if p.tok.kind != tString {
+				return p.expected("a quoted " + kw + " expression after " + x.Name + "=")
+			}
+			x.Path, pathPos = p.tok.val, p.tok.pos
+			if err := p.advance(); err != nil {
+				return err
+			}
+		}
+		if err := checkParamPath(st.Kind, x.Path, pathPos); err != nil {
+			return err
+		}
+		if x.Name == "__error__" || x.Name == "__error_details__" {
+			return errAt(x.Pos, kw+" cannot extract into "+x.Name+": only the pipeline sets it")
+		}
+		for _, y := range st.Params {
+			if y.Name == x.Name {
+				return errAt(x.Pos, "label "+strconv.Quote(x.Name)+" named twice in "+kw)
+			}
+		}
+		st.Params = append(st.Params, x)
+		if p.tok.kind != tComma {
+			return nil
+		}
+		if err := p.advance(); err != nil {
+			return err
+		}
+	}
+}
+
+// exprParser reads the string of `regexp "re"` or `pattern "expr"` and
+// validates it; the keyword has been read.
+func (p *parser) exprParser(name string, pos int) (Stage, error) {
+	if p.tok.kind != tString {
+		return nil, p.expected("a quoted expression after " + name)
+	}
+	st := &ParserStage{Kind: ParserRegexp, Expr: p.tok.val, Pos: pos}
+	if name == "pattern" {
+		st.Kind = ParserPattern
+		if _, err := compilePattern(st.Expr, p.tok.pos); err != nil {
+			return nil, err
+		}
+	} else if _, _, err := compileRegexpParser(st.Expr, p.tok.pos); err != nil {
+		return nil, err
+	}
+	return st, p.advance()
+}
+
+// labelFormat = "label_format" Ident "=" ( Ident | String ) { "," ... } ;
+// the keyword has been read.
+func (p *parser) labelFormat(pos int) (Stage, error) {
+	st := &LabelFormatStage{Pos: pos}
+	for {
+		if p.tok.kind != tIdent {
+			return nil, p.expected("a label name after label_format")
+		}
+		f := &LabelFormat{Name: p.tok.text, Pos: p.tok.pos}
+		if f.Name == "__error__" || f.Name == "__error_details__" {
+			return nil, errAt(f.Pos, "label_format cannot set "+f.Name+": only the pipeline sets it")
+		}
+		for _, g := range st.Labels {
+			if g.Name == f.Name {
+				return nil, errAt(f.Pos, "label "+strconv.Quote(f.Name)+" named twice in label_format")
+			}
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tEq {
+			return nil, p.expected("= after label_format's label " + strconv.Quote(f.Name))
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		switch p.tok.kind {
+		case tIdent:
+			f.Value, f.Rename = p.tok.text, true
+		case tString:
+			f.Value = p.tok.val
+			if _, err := compileTemplate(f.Value, p.tok.pos); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, p.expected("a label name or a quoted template after " + f.Name + "=")
+		}
+		st.Labels = append(st.Labels, f)
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tComma {
+			return st, nil
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // dropStage = ( "drop" | "keep" ) dropLabel { "," dropLabel } ,

@@ -26,14 +26,17 @@ type Plan struct {
 	// Streams are the selector's matchers, ANDed; empty selects all.
 	Streams []*StreamMatcher
 
-	// Filters are all line filters of the query, cheapest first. They are
-	// ANDed and do not depend on labels (no stage here rewrites the line),
-	// so running them before the parsers and in any order is exact.
+	// Filters are the line filters of the query before any stage that
+	// rewrites the line (line_format, decolorize, unpack), cheapest
+	// first. They are ANDed and do not depend on labels, so running them
+	// before the parsers and in any order is exact. Line filters after a
+	// rewrite test the new line in the pipeline, in query order.
 	Filters []*Filter
 
 	// Required is what every matching line contains, for the skip index and
-	// the block-level kernel: the AND of the positive filters'
-	// requirements. Negative filters and label filters contribute nothing.
+	// the block-level kernel: the AND of the positive Filters'
+	// requirements. Negative filters, label filters and line filters after
+	// a rewrite contribute nothing.
 	Required *Expr
 	// Index is Required for the skip index, which needs literals at least
 	// a gram long: it spells out the k/s fold partners of (?i) regexes
@@ -150,6 +153,11 @@ func Compile(q *Query) (*Plan, error) {
 		p.Streams = append(p.Streams, sm)
 	}
 	var reqs, idx []*Expr
+	// Once a stage rewrites the line (line_format, decolorize, unpack),
+	// later line filters test the new line: they run in the pipeline, in
+	// query order, and say nothing of the stored line, so they add
+	// nothing to Required (the skip index would prune blocks wrongly).
+	rewritten := false
 	for _, st := range q.Stages {
 		switch st := st.(type) {
 		case *LineFilter:
@@ -157,13 +165,24 @@ func Compile(q *Query) (*Plan, error) {
 			if err != nil {
 				return nil, err
 			}
+			if rewritten {
+				p.stages = append(p.stages, pipeStage{line: f})
+				continue
+			}
 			p.Filters = append(p.Filters, f)
 			if !f.Negate {
 				reqs = append(reqs, f.required())
 				idx = append(idx, f.indexRequired())
 			}
 		case *ParserStage:
-			p.stages = append(p.stages, pipeStage{parser: st})
+			ps, err := compileParser(st)
+			if err != nil {
+				return nil, err
+			}
+			p.stages = append(p.stages, ps)
+			if st.Kind == ParserUnpack {
+				rewritten = true
+			}
 		case *LabelFilter:
 			e, err := compileLabelExpr(st.Expr)
 			if err != nil {
@@ -178,13 +197,45 @@ func Compile(q *Query) (*Plan, error) {
 				return nil, err
 			}
 			p.stages = append(p.stages, pipeStage{drop: d})
+		case *LineFormatStage:
+			t, err := compileTemplate(st.Template, st.Pos)
+			if err != nil {
+				return nil, err
+			}
+			p.stages = append(p.stages, pipeStage{lineFmt: t})
+			rewritten = true
+		case *DecolorizeStage:
+			p.stages = append(p.stages, pipeStage{decolor: true})
+			rewritten = true
+		case *LabelFormatStage:
+			ps := pipeStage{labelFmt: []labelFmtEval{}}
+			seen := map[string]bool{}
+			for _, f := range st.Labels {
+				if seen[f.Name] || !validLabelName(f.Name) || f.Name == "__error__" || f.Name == "__error_details__" {
+					return nil, errAt(f.Pos, "label_format: bad or repeated label name "+f.Name)
+				}
+				seen[f.Name] = true
+				e := labelFmtEval{name: f.Name, rename: f.Value}
+				if !f.Rename {
+					t, err := compileTemplate(f.Value, f.Pos)
+					if err != nil {
+						return nil, err
+					}
+					e.tmpl, e.rename = t, ""
+				}
+				ps.labelFmt = append(ps.labelFmt, e)
+			}
+			if len(ps.labelFmt) == 0 {
+				return nil, errAt(st.Pos, "label_format without a label")
+			}
+			p.stages = append(p.stages, ps)
 		default:
 			return nil, fmt.Errorf("query: unknown stage %T", st)
 		}
 	}
 	p.noLabelFilter, p.dropOnly = true, len(p.stages) > 0
 	for _, st := range p.stages {
-		if st.filter != nil {
+		if st.filter != nil || st.line != nil {
 			p.noLabelFilter = false
 		}
 		if st.drop == nil {
@@ -527,17 +578,36 @@ func (p *Plan) MatchEntryAttrs(stream []Label, meta, line []byte) bool {
 // state, and whether it passed. The caller releases the state.
 func (p *Plan) run(stream []Label, meta, line []byte) (*labelSet, bool) {
 	ls := newLabelSet(stream, meta)
-	for _, st := range p.stages {
+	ls.line = line
+	for i := range p.stages {
+		st := &p.stages[i]
 		switch {
 		case st.parser != nil:
-			ls.parse(st.parser, line)
+			if l := ls.runParser(st, ls.line); !sameSlice(l, ls.line) {
+				ls.line, ls.rewritten = l, true
+			}
 		case st.drop != nil:
 			st.drop.apply(ls)
+		case st.line != nil:
+			if !st.line.Pass(ls.line) {
+				return ls, false
+			}
+		case st.lineFmt != nil:
+			ls.line, ls.rewritten = ls.lineFormat(st.lineFmt, ls.line), true
+		case st.decolor:
+			ls.line, ls.rewritten = decolorize(ls.line), true
+		case st.labelFmt != nil:
+			ls.labelFormat(st.labelFmt, ls.line)
 		case !st.filter.eval(ls):
 			return ls, false
 		}
 	}
 	return ls, true
+}
+
+// sameSlice reports whether a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // dropStream is LabelSet for a plan of drop and keep stages only: with no
@@ -619,6 +689,10 @@ type EntryLabels struct {
 	// metadata, sorted by name; a name the stream has carries the suffix
 	// _extracted. Nil when there are none.
 	Meta []Label
+	// Line is the entry's line after a stage rewrote it (line_format,
+	// decolorize, unpack's _entry), as Loki returns it; nil when no stage
+	// did. Set whatever changed says of the labels.
+	Line []byte
 }
 
 // Split divides All by origin, given the stream's labels (the stream
@@ -654,8 +728,8 @@ func hasName(ls []Label, name string) bool {
 // the result holds (Loki 3 merges them into each entry's labels). A
 // metadata name the stream has gets the suffix _extracted; a parser's key
 // of the same name as a metadata label replaces it (Loki's precedence:
-// parsed, then metadata, then stream). changed is false, and l empty,
-// when the set equals the stream's labels.
+// parsed, then metadata, then stream). changed is false, and l empty but
+// for Line, when the set equals the stream's labels.
 func (p *Plan) LabelSetAttrs(stream []Label, meta, line []byte) (l EntryLabels, changed, ok bool) {
 	if !p.MatchLine(line) {
 		return l, false, false
@@ -668,6 +742,9 @@ func (p *Plan) LabelSetAttrs(stream []Label, meta, line []byte) (l EntryLabels, 
 	defer ls.release()
 	if !ok {
 		return l, false, false
+	}
+	if ls.rewritten {
+		l.Line = ls.line
 	}
 	changed = ls.dropped || ls.err != "" || ls.errDetails != "" || nonEmpty(ls.ext) || nonEmpty(ls.meta)
 	if !changed {
