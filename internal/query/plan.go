@@ -745,6 +745,9 @@ func (p *Plan) LabelSetAttrs(stream []Label, meta, line []byte) (l EntryLabels, 
 	}
 	if ls.rewritten {
 		l.Line = ls.line
+		if l.Line == nil {
+			l.Line = []byte{} // rewritten to nothing: still not the stored line
+		}
 	}
 	changed = ls.dropped || ls.err != "" || ls.errDetails != "" || nonEmpty(ls.ext) || nonEmpty(ls.meta)
 	if !changed {

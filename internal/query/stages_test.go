@@ -248,3 +248,30 @@ func TestTemplateBounds(t *testing.T) {
 		t.Errorf("range: %v", err)
 	}
 }
+
+// A line rewritten to nothing is an empty line, not the stored one.
+func TestRewriteEmpty(t *testing.T) {
+	for _, q := range []string{`{app="a"} | line_format ""`, `{app="a"} | line_format "{{.nosuch}}"`, `{app="a"} | decolorize`, `{app="a"} | unpack`} {
+		p, err := Compile(mustParse(t, q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := "\x1b[31m"
+		if strings.Contains(q, "unpack") {
+			line = `{"_entry":""}`
+		}
+		l, _, ok := p.LabelSetAttrs(nil, nil, []byte(line))
+		if !ok || l.Line == nil || len(l.Line) != 0 {
+			t.Errorf("%s: ok=%v Line=%q (nil %v)", q, ok, l.Line, l.Line == nil)
+		}
+	}
+}
+
+func mustParse(t *testing.T, s string) *Query {
+	t.Helper()
+	q, err := Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}

@@ -351,11 +351,17 @@ type hit struct {
 // labelHit runs sel's LogQL pipeline on an entry of a stream (its labels
 // parsed, and text, their canonical form) and sets h's labels: text when
 // the pipeline changed nothing, else the whole set, with Meta and Parsed
-// (see hit). It reports whether the entry passed.
+// (see hit), and h.Line when a stage rewrote the line. It reports whether
+// the entry passed.
 func (sel *selection) labelHit(h *hit, stream []query.Label, text string, meta, line []byte) bool {
 	l, changed, ok := sel.plan.LabelSetAttrs(stream, meta, line)
 	if !ok {
 		return false
+	}
+	if l.Line != nil {
+		// line_format, decolorize or unpack rewrote it: Loki returns,
+		// counts and measures the new line.
+		h.Line = l.Line
 	}
 	h.Labels, h.Meta, h.Parsed = text, "", ""
 	if !changed {

@@ -43,7 +43,11 @@ type scanOpts struct {
 }
 
 // hitLabels are a hit's label texts (see hit), computed in a worker.
-type hitLabels struct{ labels, meta, parsed string }
+// line is the line a stage rewrote (line_format...), nil when none did.
+type hitLabels struct {
+	labels, meta, parsed string
+	line                 []byte
+}
 
 func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanOpts, fn func(*hit) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -140,7 +144,8 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				if !sel.labelHit(&h, streamLabels(id), v.Labels(id), b.Attrs(k), b.Line(k)) {
 					return false
 				}
-				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed})
+				// h.Line is set only when a stage rewrote the line.
+				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed, h.Line})
 				return true
 			}
 		}
@@ -158,7 +163,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				} else if id < known {
 					h.Labels = v.Labels(id)
 				}
-				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed})
+				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed, nil})
 			}
 		}
 		// search reads a zero Since or Until as no bound (see
@@ -253,6 +258,9 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 			if t.labels != nil {
 				l := &t.labels[j]
 				h.Labels, h.Meta, h.Parsed = l.labels, l.meta, l.parsed
+				if l.line != nil {
+					h.Line = l.line
+				}
 			}
 			if !fn(&h) {
 				stop = true
