@@ -120,22 +120,31 @@ const otlpMaxDepth = 128
 
 // otlpValue is a decoded AnyValue.
 //
-// An array or a map decoded from protobuf is not decoded into values:
-// wire is set and bytes holds its ArrayValue or KeyValueList message
-// (checked by decodeOTLPValue), whose values eachElem and eachKV decode
-// one at a time. An empty AnyValue is 2 bytes on the wire and an
-// otlpValue about 100, so a tree of them cost ~48x the body before any
-// limit applied: a 64 MiB push took gigabytes (review 9, F1). Decoded
-// from JSON (or built by tests), arr and kvs hold the values.
+// An array or a map decoded from a request is not decoded into values
+// (enc is set): bytes holds its protobuf ArrayValue or KeyValueList
+// message, or the JSON text of its "values" array, checked by the
+// decoder; eachElem and eachKV decode its values one at a time. An empty
+// AnyValue is 2 bytes of protobuf or 3 of JSON and a decoded tree of
+// them cost ~100 bytes each before any limit applied: a 64 MiB push took
+// gigabytes (review 9, F1). Built by tests, arr and kvs hold the values.
 type otlpValue struct {
 	kind  otlpKind
-	wire  bool    // an array or map held as its protobuf message in bytes
+	enc   otlpEnc
 	num   int64   // int, bool (0 or 1)
 	dbl   float64 // double
 	bytes []byte  // bytes, and string (decoded from protobuf: aliasing the body, so a line is not copied)
 	arr   []otlpValue
 	kvs   []otlpKV
 }
+
+// otlpEnc is how an array or a map holds its values.
+type otlpEnc uint8
+
+const (
+	otlpDecoded  otlpEnc = iota // in arr or kvs
+	otlpWire                    // bytes: the protobuf message
+	otlpJSONText                // bytes: the JSON array of "values" (or null, or empty: none)
+)
 
 type otlpKind uint8
 
@@ -409,7 +418,7 @@ func scanOTLPKeyValue(b []byte, depth int, budget *int) (key []byte, val otlpVal
 
 // otlpField is the AnyValue that field f (wire type t) of an AnyValue
 // message makes, or false when it is not one of its fields. An array or
-// a map is kept as its message (wire).
+// a map is kept as its message (otlpWire).
 func otlpField(f, t int, num uint64, v []byte) (otlpValue, bool) {
 	switch {
 	case f == 1 && t == wireLen:
@@ -425,9 +434,9 @@ func otlpField(f, t int, num uint64, v []byte) (otlpValue, bool) {
 	case f == 4 && t == wireI64:
 		return otlpValue{kind: otlpDouble, dbl: math.Float64frombits(num)}, true
 	case f == 5 && t == wireLen:
-		return otlpValue{kind: otlpArray, wire: true, bytes: v}, true
+		return otlpValue{kind: otlpArray, enc: otlpWire, bytes: v}, true
 	case f == 6 && t == wireLen:
-		return otlpValue{kind: otlpMap, wire: true, bytes: v}, true
+		return otlpValue{kind: otlpMap, enc: otlpWire, bytes: v}, true
 	case f == 7 && t == wireLen:
 		return otlpValue{kind: otlpBytes, bytes: v}, true
 	}
@@ -457,7 +466,7 @@ func decodeOTLPValue(b []byte, depth int, budget *int) (otlpValue, error) {
 			}
 			continue
 		}
-		if nv.wire {
+		if nv.enc == otlpWire {
 			for i := 0; len(v) > 0; {
 				ef, et, _, ev, rest, err := protoField(v)
 				if err != nil {
@@ -543,12 +552,21 @@ func otlpKVKey(b []byte) []byte {
 // eachElem calls fn with each value of array v in order, until fn
 // returns false.
 func (v otlpValue) eachElem(fn func(e otlpValue) bool) {
-	if !v.wire {
+	switch v.enc {
+	case otlpDecoded:
 		for _, e := range v.arr {
 			if !fn(e) {
 				return
 			}
 		}
+		return
+	case otlpJSONText:
+		jsonElems(v.bytes, func(_ int, el []byte) error {
+			if !fn(jsonAnyElem(el)) {
+				return errJSONStop
+			}
+			return nil
+		})
 		return
 	}
 	for b := v.bytes; len(b) > 0; {
@@ -566,12 +584,22 @@ func (v otlpValue) eachElem(fn func(e otlpValue) bool) {
 // eachKV calls fn with each key and value of map v in order (a repeated
 // key as often as it is given), until fn returns false.
 func (v otlpValue) eachKV(fn func(key string, val otlpValue) bool) {
-	if !v.wire {
+	switch v.enc {
+	case otlpDecoded:
 		for _, kv := range v.kvs {
 			if !fn(kv.key, kv.val) {
 				return
 			}
 		}
+		return
+	case otlpJSONText:
+		jsonElems(v.bytes, func(_ int, el []byte) error {
+			key, val, _ := jsonKVElem(el)
+			if !fn(string(key), val) {
+				return errJSONStop
+			}
+			return nil
+		})
 		return
 	}
 	for b := v.bytes; len(b) > 0; {
@@ -633,12 +661,16 @@ type otlpJSONAny struct {
 	IntValue    *otlpJSONInt   `json:"intValue"`
 	DoubleValue *otlpJSONFloat `json:"doubleValue"`
 	BytesValue  *otlpJSONBytes `json:"bytesValue"`
-	ArrayValue  *struct {
-		Values []otlpJSONAny `json:"values"`
-	} `json:"arrayValue"`
-	KvlistValue *struct {
-		Values []otlpJSONKV `json:"values"`
-	} `json:"kvlistValue"`
+	ArrayValue  *otlpJSONList  `json:"arrayValue"`
+	KvlistValue *otlpJSONList  `json:"kvlistValue"`
+}
+
+// otlpJSONList is an ArrayValue (values: AnyValues) or a KeyValueList
+// (values: KeyValues). Its values are kept as JSON text and decoded one
+// at a time (see otlpValue): decoded into structs, 3 bytes of "{}," cost
+// ~300 bytes of allocations.
+type otlpJSONList struct {
+	Values json.RawMessage `json:"values"`
 }
 
 // otlpJSONUint is a uint64 sent as a string (the proto3 JSON form of
@@ -737,6 +769,9 @@ func jsonNumberText(b []byte) (string, bool) {
 		return "", false
 	}
 	if len(b) > 0 && b[0] == '"' {
+		if c, ok := jsonPlainString(b); ok {
+			return string(c), true // (what encoding/json decodes, without its cost)
+		}
 		var s string
 		if json.Unmarshal(b, &s) == nil {
 			return s, true
@@ -902,76 +937,468 @@ func (a otlpJSONKV) decode(depth int, budget *int) (otlpKV, error) {
 	return kv, nil
 }
 
+// decode checks a and the values inside its arrays and maps, each of
+// which takes one from *budget (nil: no bound), and decodes it
+// (shallow).
 func (a *otlpJSONAny) decode(depth int, budget *int) (otlpValue, error) {
-	var v otlpValue
 	if depth >= otlpMaxDepth {
-		return v, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
+		return otlpValue{}, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
 	}
 	n := 0
+	for _, set := range []bool{a.StringValue != nil, a.BoolValue != nil, a.IntValue != nil, a.DoubleValue != nil,
+		a.BytesValue != nil, a.ArrayValue != nil, a.KvlistValue != nil} {
+		if set {
+			n++
+		}
+	}
+	if a.ArrayValue != nil {
+		if err := checkJSONList(a.ArrayValue.Values, false, depth, budget); err != nil {
+			return otlpValue{}, err
+		}
+	}
+	if a.KvlistValue != nil {
+		if err := checkJSONList(a.KvlistValue.Values, true, depth, budget); err != nil {
+			return otlpValue{}, err
+		}
+	}
+	if n > 1 {
+		// A oneof: proto3 JSON decoders refuse two of its fields.
+		return a.shallow(), errors.New("an AnyValue with more than one value")
+	}
+	return a.shallow(), nil
+}
+
+// checkJSONList checks the values of an array (a JSON array of
+// AnyValues) or a map (of KeyValues) at depth, each of which takes one
+// from *budget (nil: no bound), as encoding/json and decode would decode
+// them.
+func checkJSONList(b []byte, isMap bool, depth int, budget *int) error {
+	// (Scratch for encoding/json made only when it is needed: taken by
+	// its address, it is allocated, and a list of lists would allocate
+	// them for each.)
+	var e *otlpJSONAny
+	var kv *otlpJSONKV
+	return jsonElems(b, func(i int, el []byte) error {
+		if budget != nil {
+			*budget--
+		}
+		if !isMap {
+			if v, ok := jsonAnyFast(el); ok {
+				if err := checkJSONShallow(v, depth+1, budget); err != nil {
+					return fmt.Errorf("value %d: %w", i, err)
+				}
+				return nil
+			}
+			e = new(otlpJSONAny)
+			if err := json.Unmarshal(el, e); err != nil {
+				return fmt.Errorf("value %d: %w", i, err)
+			}
+			if _, err := e.decode(depth+1, budget); err != nil {
+				return fmt.Errorf("value %d: %w", i, err)
+			}
+			return nil
+		}
+		if key, v, hasVal, ok := jsonKVFast(el); ok {
+			if hasVal {
+				if err := checkJSONShallow(v, depth+1, budget); err != nil {
+					return fmt.Errorf("value %d: %q: %w", i, key, err)
+				}
+			}
+			return nil
+		}
+		kv = new(otlpJSONKV)
+		if err := json.Unmarshal(el, kv); err != nil {
+			return fmt.Errorf("value %d: %w", i, err)
+		}
+		if kv.Value != nil {
+			if _, err := kv.Value.decode(depth+1, budget); err != nil {
+				return fmt.Errorf("value %d: %q: %w", i, kv.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+// checkJSONShallow is decode's check of a value that jsonAnyFast
+// decoded (one field at most).
+func checkJSONShallow(v otlpValue, depth int, budget *int) error {
+	if depth >= otlpMaxDepth {
+		return fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
+	}
+	if v.enc == otlpJSONText {
+		return checkJSONList(v.bytes, v.kind == otlpMap, depth, budget)
+	}
+	return nil
+}
+
+// otlpJSONAnyFields are otlpJSONAny's JSON keys, by jsonAnyFast's field
+// numbers.
+var otlpJSONAnyFields = []string{"stringValue", "boolValue", "intValue", "doubleValue", "bytesValue", "arrayValue", "kvlistValue"}
+
+// jsonAnyFast decodes (shallow) the AnyValue object el, as encoding/json
+// and shallow would, when it is plain: null or an object of at most one
+// of the value keys, each key once and in its exact case and without
+// escapes (other keys are skipped, as encoding/json skips them), a
+// string value without escapes in valid UTF-8, an array or map object
+// with no other key than "values". Else ok is false and the caller
+// decodes it with encoding/json: that cost ~150 bytes of allocations a
+// value, which 3 bytes of "{}," could ask for millions of times.
+func jsonAnyFast(el []byte) (v otlpValue, ok bool) {
+	i := jsonSpace(el, 0)
+	if el[i] == 'n' {
+		return v, true // null: a zero otlpJSONAny
+	}
+	seen := 0
+	ok = jsonObject(el, i, func(key, val []byte) bool {
+		f := jsonField(key, otlpJSONAnyFields)
+		if f < 0 {
+			return f == -1 // unknown: skipped; a case variant: encoding/json's
+		}
+		if seen != 0 || val[0] == 'n' {
+			return false // (a second field: encoding/json's error; null: nil)
+		}
+		seen |= 1 << f
+		switch f {
+		case 0:
+			s, ok := jsonPlainString(val)
+			v = otlpValue{kind: otlpString, bytes: s}
+			return ok
+		case 1:
+			v = otlpValue{kind: otlpBool}
+			if string(val) == "true" {
+				v.num = 1
+			}
+			return string(val) == "true" || string(val) == "false"
+		case 2:
+			var x otlpJSONInt
+			v = otlpValue{kind: otlpInt}
+			if x.UnmarshalJSON(val) != nil {
+				return false
+			}
+			v.num = int64(x)
+			return true
+		case 3:
+			var x otlpJSONFloat
+			v = otlpValue{kind: otlpDouble}
+			if x.UnmarshalJSON(val) != nil {
+				return false
+			}
+			v.dbl = float64(x)
+			return true
+		case 5, 6:
+			v = otlpValue{kind: otlpArray, enc: otlpJSONText}
+			if f == 6 {
+				v.kind = otlpMap
+			}
+			if val[0] != '{' {
+				return false
+			}
+			n := 0
+			return jsonObject(val, 0, func(k, list []byte) bool {
+				n++
+				v.bytes = list
+				return n == 1 && string(k) == "values" && (list[0] == '[' || string(list) == "null")
+			})
+		}
+		return false // bytesValue
+	})
+	return v, ok
+}
+
+// jsonKVFast is jsonAnyFast for a KeyValue: its key, and its value if it
+// has one.
+func jsonKVFast(el []byte) (key []byte, v otlpValue, hasVal, ok bool) {
+	i := jsonSpace(el, 0)
+	if el[i] == 'n' {
+		return nil, v, false, true
+	}
+	seen := 0
+	ok = jsonObject(el, i, func(k, val []byte) bool {
+		f := jsonField(k, []string{"key", "value"})
+		if f < 0 {
+			return f == -1
+		}
+		if seen&(1<<f) != 0 || val[0] == 'n' {
+			return false
+		}
+		seen |= 1 << f
+		if f == 0 {
+			var ok bool
+			key, ok = jsonPlainString(val)
+			return ok
+		}
+		hasVal = true
+		var ok bool
+		v, ok = jsonAnyFast(val)
+		return ok
+	})
+	return key, v, hasVal, ok
+}
+
+// jsonField is the index of key in names, -1 when it is none of them
+// even in another case, -2 when it is one in another case or might be
+// (escapes, bytes past ASCII: encoding/json folds them).
+func jsonField(key []byte, names []string) int {
+	for i, n := range names {
+		if string(key) == n {
+			return i
+		}
+	}
+	for _, c := range key {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return -2
+		}
+	}
+	for _, n := range names {
+		if strings.EqualFold(string(key), n) {
+			return -2
+		}
+	}
+	return -1
+}
+
+// jsonPlainString is the content of the JSON string s when it has no
+// escapes and is valid UTF-8 (what encoding/json decodes it to); ok is
+// false otherwise.
+func jsonPlainString(s []byte) ([]byte, bool) {
+	if len(s) < 2 || s[0] != '"' {
+		return nil, false
+	}
+	c := s[1 : len(s)-1]
+	return c, bytes.IndexByte(c, '\\') < 0 && utf8.Valid(c)
+}
+
+// jsonObject calls fn with each key (raw: without its quotes, escapes
+// kept) and value of the JSON object at b[i], in text checked to be JSON,
+// until fn returns false; it returns false when b[i] is not an object or
+// fn did.
+func jsonObject(b []byte, i int, fn func(key, val []byte) bool) bool {
+	if b[i] != '{' {
+		return false
+	}
+	for {
+		i = jsonSpace(b, i+1)
+		if b[i] == '}' {
+			return true
+		}
+		end := jsonSkip(b, i) // the key
+		key := b[i+1 : end-1]
+		i = jsonSpace(b, jsonSpace(b, end)+1) // past ':'
+		end = jsonSkip(b, i)
+		if !fn(key, b[i:end]) {
+			return false
+		}
+		i = jsonSpace(b, end)
+		if b[i] == '}' {
+			return true
+		}
+	}
+}
+
+// jsonAnyElem decodes (shallow) an AnyValue element that checkJSONList
+// checked; scratch is for encoding/json.
+func jsonAnyElem(el []byte) otlpValue {
+	if v, ok := jsonAnyFast(el); ok {
+		return v
+	}
+	var a otlpJSONAny
+	json.Unmarshal(el, &a)
+	return a.shallow()
+}
+
+// jsonKVElem decodes a KeyValue element that checkJSONList checked;
+// plain is whether the key is a slice of el (jsonKVFast).
+func jsonKVElem(el []byte) (key []byte, v otlpValue, plain bool) {
+	if key, v, _, ok := jsonKVFast(el); ok {
+		return key, v, true
+	}
+	var kv otlpJSONKV
+	json.Unmarshal(el, &kv)
+	if kv.Value != nil {
+		v = kv.Value.shallow()
+	}
+	return []byte(kv.Key), v, false
+}
+
+// shallow is the value of a checked a; an array or a map keeps its
+// values as JSON text.
+func (a *otlpJSONAny) shallow() otlpValue {
+	var v otlpValue
 	if a.StringValue != nil {
-		n++
 		v = otlpValue{kind: otlpString, bytes: []byte(*a.StringValue)}
 	}
 	if a.BoolValue != nil {
-		n++
 		v = otlpValue{kind: otlpBool}
 		if *a.BoolValue {
 			v.num = 1
 		}
 	}
 	if a.IntValue != nil {
-		n++
 		v = otlpValue{kind: otlpInt, num: int64(*a.IntValue)}
 	}
 	if a.DoubleValue != nil {
-		n++
 		v = otlpValue{kind: otlpDouble, dbl: float64(*a.DoubleValue)}
 	}
 	if a.BytesValue != nil {
-		n++
 		v = otlpValue{kind: otlpBytes, bytes: []byte(*a.BytesValue)}
 	}
 	if a.ArrayValue != nil {
-		n++
-		v = otlpValue{kind: otlpArray}
-		for i := range a.ArrayValue.Values {
-			keep := true
-			if budget != nil {
-				*budget--
-				keep = *budget >= 0
-			}
-			e, err := a.ArrayValue.Values[i].decode(depth+1, budget)
-			if err != nil {
-				return v, fmt.Errorf("value %d: %w", i, err)
-			}
-			if keep {
-				v.arr = append(v.arr, e)
-			}
-		}
+		v = otlpValue{kind: otlpArray, enc: otlpJSONText, bytes: a.ArrayValue.Values}
 	}
 	if a.KvlistValue != nil {
-		n++
-		v = otlpValue{kind: otlpMap}
-		for i, e := range a.KvlistValue.Values {
-			keep := true
-			if budget != nil {
-				*budget--
-				keep = *budget >= 0
+		v = otlpValue{kind: otlpMap, enc: otlpJSONText, bytes: a.KvlistValue.Values}
+	}
+	return v
+}
+
+// errJSONStop ends jsonElems early.
+var errJSONStop = errors.New("stop")
+
+// jsonElems calls fn with each element of the JSON array b (text that
+// encoding/json has checked is JSON), until fn returns an error, which
+// it returns (but errJSONStop). null or nothing is no elements, as an
+// absent or null array decodes to none.
+func jsonElems(b []byte, fn func(i int, el []byte) error) error {
+	i := jsonSpace(b, 0)
+	if i == len(b) || b[i] == 'n' {
+		return nil
+	}
+	if b[i] != '[' {
+		return fmt.Errorf("values: json: cannot unmarshal %s into an array", jsonTypeName(b[i]))
+	}
+	for n := 0; ; n++ {
+		i = jsonSpace(b, i+1)
+		if b[i] == ']' {
+			return nil
+		}
+		end := jsonSkip(b, i)
+		if err := fn(n, b[i:end]); err != nil {
+			if err == errJSONStop {
+				return nil
 			}
-			kv, err := e.decode(depth+1, budget)
-			if err != nil {
-				return v, fmt.Errorf("value %d: %w", i, err)
+			return err
+		}
+		i = jsonSpace(b, end)
+		if b[i] == ']' {
+			return nil
+		}
+		// b[i] is ','.
+	}
+}
+
+// jsonTypeName names the JSON type that starts with c, for messages.
+func jsonTypeName(c byte) string {
+	switch c {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case 't', 'f':
+		return "bool"
+	}
+	return "number"
+}
+
+// jsonSpace skips JSON white space from b[i].
+func jsonSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonSkip returns the end of the JSON value that starts at b[i], in
+// text checked to be JSON.
+func jsonSkip(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for i++; b[i] != '"'; i++ {
+			if b[i] == '\\' {
+				i++
 			}
-			if keep {
-				v.kvs = append(v.kvs, kv)
+		}
+		return i + 1
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = jsonSkip(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
 			}
 		}
 	}
-	if n > 1 {
-		// A oneof: proto3 JSON decoders refuse two of its fields.
-		return v, errors.New("an AnyValue with more than one value")
+	for i < len(b) && b[i] != ',' && b[i] != ']' && b[i] != '}' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
 	}
-	return v, nil
+	return i
+}
+
+// renderJSONMap writes the KeyValues of the JSON array b as
+// encoding/json writes a map of them: keys sorted, of a repeated key the
+// last. It keeps where each entry and its key are in b (16 bytes an
+// entry; keys that are not plain strings aside) and decodes each value
+// again to write it.
+func renderJSONMap(r *jsonRender, b []byte) {
+	if len(b) > math.MaxUint32 {
+		// (Beyond uint32 offsets: entries as slices.)
+		renderJSONMapOf[int](r, b)
+		return
+	}
+	renderJSONMapOf[uint32](r, b)
+}
+
+func renderJSONMapOf[T uint32 | int](r *jsonRender, b []byte) {
+	type ent struct{ off, n, koff, kn T } // kn ^T(0): koff indexes others
+	var others [][]byte
+	count := 0
+	jsonElems(b, func(int, []byte) error { count++; return nil })
+	ents := make([]ent, 0, count)
+	jsonElems(b, func(_ int, el []byte) error {
+		// el and a plain key are slices of b: b[i:j] has cap(b)-i.
+		e := ent{off: T(cap(b) - cap(el)), n: T(len(el))}
+		key, _, plain := jsonKVElem(el)
+		switch {
+		case plain && len(key) > 0:
+			e.koff, e.kn = T(cap(b)-cap(key)), T(len(key))
+		case plain:
+		default:
+			e.koff, e.kn = T(len(others)), ^T(0)
+			others = append(others, key)
+		}
+		ents = append(ents, e)
+		return nil
+	})
+	keyOf := func(e ent) []byte {
+		if e.kn == ^T(0) {
+			return others[e.koff]
+		}
+		return b[e.koff : e.koff+e.kn]
+	}
+	slices.SortStableFunc(ents, func(x, y ent) int { return bytes.Compare(keyOf(x), keyOf(y)) })
+	first := true
+	for n, e := range ents {
+		key := keyOf(e)
+		if n+1 < len(ents) && bytes.Equal(keyOf(ents[n+1]), key) {
+			continue
+		}
+		if !first {
+			r.writeByte(',')
+		}
+		first = false
+		jsonString(r, key)
+		r.writeByte(':')
+		_, val, _ := jsonKVElem(b[e.off : e.off+e.n])
+		r.value(val)
+		if r.bad {
+			return
+		}
+	}
 }
 
 // ---- mapping ----
@@ -1145,7 +1572,10 @@ func (r *jsonRender) value(v otlpValue) {
 		r.writeByte(']')
 	case otlpMap:
 		r.writeByte('{')
-		if !v.wire {
+		switch {
+		case v.enc == otlpJSONText:
+			renderJSONMap(r, v.bytes)
+		case v.enc == otlpDecoded:
 			for n, i := range mapOrder(v.kvs) {
 				if n > 0 {
 					r.writeByte(',')
@@ -1154,9 +1584,9 @@ func (r *jsonRender) value(v otlpValue) {
 				r.writeByte(':')
 				r.value(v.kvs[i].val)
 			}
-		} else if len(v.bytes) <= math.MaxUint32 {
+		case len(v.bytes) <= math.MaxUint32:
 			renderWireMap[uint32](r, v.bytes)
-		} else {
+		default:
 			renderWireMap[int](r, v.bytes)
 		}
 		r.writeByte('}')

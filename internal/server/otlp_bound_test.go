@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -162,8 +163,8 @@ func TestOTLPWireRender(t *testing.T) {
 		}
 		mv := mem(pv)
 		want := renderOracle(mv)
-		if !pv.wire || mv.wire {
-			t.Fatalf("%s: wire %v, decoded %v", want, pv.wire, mv.wire)
+		if pv.enc != otlpWire || mv.enc != otlpDecoded {
+			t.Fatalf("%s: enc %v, decoded %v", want, pv.enc, mv.enc)
 		}
 		for _, x := range []otlpValue{pv, mv} {
 			if got := x.String(); got != want {
@@ -231,5 +232,357 @@ func checkText(t *testing.T, v otlpValue, limit int, want string) {
 	}
 	if string(p) != want[:keep] || n != len(want) {
 		t.Fatalf("%#v: text(%d) = %q, %d; want %q, %d", v, limit, p, n, want[:keep], len(want))
+	}
+}
+
+// TestOTLPJSONBodyDecodeBounded: OTLP/JSON bodies of a million tiny
+// values ("{}"), refused or cut as before (the same answer), allocate
+// about what a string body of the same size does (8x: encoding/json's
+// buffers); before, 290x.
+func TestOTLPJSONBodyDecodeBounded(t *testing.T) {
+	const n = 1 << 19
+	req := func(body string) []byte {
+		return []byte(`{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}}]},"scopeLogs":[{"logRecords":[{"timeUnixNano":"` +
+			fmt.Sprint(ns(time.Second)) + `","body":` + body + `}]}]}]}`)
+	}
+	list := func(el string) string { return strings.TrimSuffix(strings.Repeat(el+",", n), ",") }
+	marker := len(truncMarker)
+	cases := []struct {
+		name     string
+		truncate bool
+		body     string
+		code     int
+		resp     string
+		stored   []string
+	}{
+		{name: "array refused", body: `{"arrayValue":{"values":[` + list(`{}`) + `]}}`, code: 400,
+			resp: fmt.Sprintf(`entry 0: line of %d bytes exceeds the limit of 262144; nothing was stored`, 5*n+1)},
+		{name: "array of arrays cut", truncate: true, body: `{"arrayValue":{"values":[` + list(` {"arrayValue":{}}`) + `]}}`, code: 200,
+			stored: []string{("[" + strings.Repeat("[],", n))[:262144-marker] + truncMarker}},
+		{name: "map of one key", body: `{"kvlistValue":{"values":[` + list(`{"key":"k"}`) + `]}}`, code: 200,
+			stored: []string{`{"k":null}`}},
+		{name: "array with a NaN", body: `{"arrayValue":{"values":[` + list(`{"intValue":"7"}`) + `,{"doubleValue":"NaN"}]}}`, code: 200,
+			stored: []string{""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, func(cfg *Config) { cfg.TruncateLines = c.truncate })
+			b := req(c.body)
+			code, resp, alloc := otlpAllocs(e, b, "application/json", "fake")
+			t.Logf("a push of %d bytes allocated %d bytes (%.1fx)", len(b), alloc, float64(alloc)/float64(len(b)))
+			if limit := uint64(12 * len(b)); alloc > limit {
+				t.Errorf("a push of %d bytes allocated %d MB (%.0fx), want under %d MB", len(b), alloc>>20, float64(alloc)/float64(len(b)), limit>>20)
+			}
+			if code != c.code || !bytes.Contains(resp, []byte(c.resp)) {
+				t.Errorf("answer %d %.300q, want %d with %q", code, resp, c.code, c.resp)
+			}
+			var want []string
+			for _, l := range c.stored {
+				want = append(want, fmt.Sprintf(`{service_name="svc"} %d %q | `, ns(time.Second), l))
+			}
+			wantLines(t, c.name, e.stored("fake"), want)
+		})
+	}
+}
+
+// otlpJSONAnyOracle and otlpJSONKVOracle are how OTLP/JSON values were
+// decoded before: encoding/json all the way down.
+type otlpJSONAnyOracle struct {
+	StringValue *string        `json:"stringValue"`
+	BoolValue   *bool          `json:"boolValue"`
+	IntValue    *otlpJSONInt   `json:"intValue"`
+	DoubleValue *otlpJSONFloat `json:"doubleValue"`
+	BytesValue  *otlpJSONBytes `json:"bytesValue"`
+	ArrayValue  *struct {
+		Values []otlpJSONAnyOracle `json:"values"`
+	} `json:"arrayValue"`
+	KvlistValue *struct {
+		Values []otlpJSONKVOracle `json:"values"`
+	} `json:"kvlistValue"`
+}
+
+type otlpJSONKVOracle struct {
+	Key   string             `json:"key"`
+	Value *otlpJSONAnyOracle `json:"value"`
+}
+
+// decode is the decoder before (values in arr and kvs).
+func (a *otlpJSONAnyOracle) decode(depth int) (otlpValue, error) {
+	var v otlpValue
+	if depth >= otlpMaxDepth {
+		return v, fmt.Errorf("values nested deeper than %d", otlpMaxDepth)
+	}
+	n := 0
+	if a.StringValue != nil {
+		n++
+		v = otlpValue{kind: otlpString, bytes: []byte(*a.StringValue)}
+	}
+	if a.BoolValue != nil {
+		n++
+		v = otlpValue{kind: otlpBool}
+		if *a.BoolValue {
+			v.num = 1
+		}
+	}
+	if a.IntValue != nil {
+		n++
+		v = otlpValue{kind: otlpInt, num: int64(*a.IntValue)}
+	}
+	if a.DoubleValue != nil {
+		n++
+		v = otlpValue{kind: otlpDouble, dbl: float64(*a.DoubleValue)}
+	}
+	if a.BytesValue != nil {
+		n++
+		v = otlpValue{kind: otlpBytes, bytes: []byte(*a.BytesValue)}
+	}
+	if a.ArrayValue != nil {
+		n++
+		v = otlpValue{kind: otlpArray, arr: []otlpValue{}}
+		for i := range a.ArrayValue.Values {
+			e, err := a.ArrayValue.Values[i].decode(depth + 1)
+			if err != nil {
+				return v, err
+			}
+			v.arr = append(v.arr, e)
+		}
+	}
+	if a.KvlistValue != nil {
+		n++
+		v = otlpValue{kind: otlpMap, kvs: []otlpKV{}}
+		for _, e := range a.KvlistValue.Values {
+			kv := otlpKV{key: e.Key}
+			if e.Value != nil {
+				val, err := e.Value.decode(depth + 1)
+				if err != nil {
+					return v, err
+				}
+				kv.val = val
+			}
+			v.kvs = append(v.kvs, kv)
+		}
+	}
+	if n > 1 {
+		return v, fmt.Errorf("more than one value")
+	}
+	return v, nil
+}
+
+// TestOTLPJSONValuesOracle: random OTLP/JSON AnyValues, with key case
+// variants, escapes, unknown keys, nulls, repeated keys, numbers as
+// strings, bytes, bad UTF-8, deep nesting, decode (the plain ones
+// without encoding/json: jsonAnyFast) as encoding/json decoded them
+// before: the same refusals and the same renderings.
+func TestOTLPJSONValuesOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	var gen func(depth int) string
+	var genKV func(depth int) string
+	list := func(depth int, el func(int) string) string {
+		var parts []string
+		for range r.IntN(4) {
+			parts = append(parts, el(depth+1))
+		}
+		return pick("", " ", "\n") + "[" + strings.Join(parts, pick(",", " , ")) + "]"
+	}
+	gen = func(depth int) string {
+		if depth > 6 || r.IntN(12) == 0 {
+			return pick(`null`, `{}`, ` { } `)
+		}
+		var members []string
+		// Members of different fields: a field given twice, the first
+		// time with a value of the wrong type, refused the request
+		// before and no longer does (the later value is decoded).
+		for _, f := range r.Perm(8)[:1+r.IntN(2)] {
+			var k, v string
+			switch f {
+			case 0:
+				k, v = pick("stringValue", "StringValue", "string\\u0056alue", "\u017ftringValue"), pick(`"a"`, `"\u00e9<"`, `"\ud800x"`, `"a\"b"`, "\"\xff\"", `null`, `1`, `""`)
+			case 1:
+				k, v = pick("boolValue", "BOOLVALUE"), pick(`true`, `false`, `"true"`, `null`)
+			case 2:
+				k, v = "intValue", pick(`1`, `"-2"`, `1.5e3`, `"x"`, `1.5`, `null`, `{}`)
+			case 3:
+				k, v = "doubleValue", pick(`1.5`, `"NaN"`, `"Infinity"`, `1e400`, `"-0"`, `null`, `"x"`)
+			case 4:
+				k, v = "bytesValue", pick(`"AAE="`, `"_-8"`, `"!"`, `null`)
+			case 5:
+				k = pick("arrayValue", "arrayvalue", "arrayValue", "arrayValue")
+				v = pick(`null`, `{}`, `{"values":null}`, `{"values":`+list(depth, gen)+`}`, `{"values":`+list(depth, gen)+`,"x":1}`, `{"Values":`+list(depth, gen)+`}`, `[]`, `{"values":{}}`, `{"values":"x"}`)
+			case 6:
+				k = pick("kvlistValue", "kvlistValue", "KvlistValue")
+				v = pick(`null`, `{}`, `{"values":`+list(depth, genKV)+`}`, `{"values":[1]}`)
+			default:
+				k, v = pick("x", "key", "value", "values"), pick(`1`, `{"stringValue":"a"}`, `[null]`)
+			}
+			members = append(members, `"`+k+`"`+pick(":", " : ")+v)
+		}
+		return "{" + strings.Join(members, ",") + "}"
+	}
+	genKV = func(depth int) string {
+		var members []string
+		for _, f := range r.Perm(5)[:r.IntN(3)] {
+			switch f {
+			case 0, 1:
+				members = append(members, `"key":`+pick(`"k"`, `"a"`, `"\u006b"`, `""`, `null`, `1`, "\"\xfe\""))
+			case 2:
+				members = append(members, `"value":`+gen(depth))
+			default:
+				members = append(members, pick(`"Key":"K"`, `"z":[]`))
+			}
+		}
+		if r.IntN(15) == 0 {
+			return pick(`null`, `1`, `[]`)
+		}
+		return "{" + strings.Join(members, ",") + "}"
+	}
+	accepted := 0
+	for i := range 20000 {
+		text := gen(0)
+		if i%3 == 0 {
+			// As an array's element: the fast path on the top value too.
+			text = `{"arrayValue":{"values":[` + text + `]}}`
+		}
+		var old otlpJSONAnyOracle
+		var want otlpValue
+		err := json.Unmarshal([]byte(text), &old)
+		if err == nil {
+			want, err = old.decode(0)
+		}
+		var a otlpJSONAny
+		var got otlpValue
+		err2 := json.Unmarshal([]byte(text), &a)
+		if err2 == nil {
+			got, err2 = a.decode(0, nil)
+		}
+		if (err == nil) != (err2 == nil) {
+			t.Fatalf("%s:\nbefore: %v\nnow: %v", text, err, err2)
+		}
+		if err != nil {
+			continue
+		}
+		accepted++
+		if w, g := renderOracle(want), got.String(); w != g {
+			t.Fatalf("%s:\nbefore %q\nnow    %q", text, w, g)
+		}
+		if w, g := want.String(), got.String(); w != g {
+			t.Fatalf("%s: String before %q, now %q", text, w, g)
+		}
+	}
+	if accepted < 5000 {
+		t.Errorf("only %d of 20000 accepted", accepted)
+	}
+}
+
+// otlpJSONRequestOracle is otlpJSONRequest as it was decoded before:
+// values by encoding/json all the way down.
+type otlpJSONRequestOracle struct {
+	ResourceLogs []struct {
+		Resource struct {
+			Attributes []otlpJSONKVOracle `json:"attributes"`
+		} `json:"resource"`
+		ScopeLogs []struct {
+			Scope struct {
+				Name                   string             `json:"name"`
+				Version                string             `json:"version"`
+				Attributes             []otlpJSONKVOracle `json:"attributes"`
+				DroppedAttributesCount otlpJSONUint       `json:"droppedAttributesCount"`
+			} `json:"scope"`
+			LogRecords []struct {
+				TimeUnixNano           otlpJSONUint       `json:"timeUnixNano"`
+				ObservedTimeUnixNano   otlpJSONUint       `json:"observedTimeUnixNano"`
+				SeverityNumber         otlpJSONSeverity   `json:"severityNumber"`
+				SeverityText           string             `json:"severityText"`
+				Body                   *otlpJSONAnyOracle `json:"body"`
+				Attributes             []otlpJSONKVOracle `json:"attributes"`
+				DroppedAttributesCount otlpJSONUint       `json:"droppedAttributesCount"`
+				Flags                  otlpJSONUint       `json:"flags"`
+				TraceID                string             `json:"traceId"`
+				SpanID                 string             `json:"spanId"`
+				EventName              string             `json:"eventName"`
+			} `json:"logRecords"`
+		} `json:"scopeLogs"`
+	} `json:"resourceLogs"`
+}
+
+// otlpJSONCheckOracle is what FuzzOTLPJSON checks against the decoding
+// before: a request it accepted is accepted (when it was not refused for
+// the fields the oracle does not decode: ids, dropped counts) with the
+// same bodies and attribute values. (The other way may differ: a field
+// given twice in one object, the first of a wrong type inside its
+// arrays, was refused and is now decoded.)
+func otlpJSONCheckOracle(t *testing.T, b []byte, res []otlpResource, err error) {
+	var old otlpJSONRequestOracle
+	if decodeJSONBody(b, &old) != nil {
+		return
+	}
+	str := func(v *otlpJSONAnyOracle) (string, bool) {
+		if v == nil {
+			return "", true
+		}
+		d, err := v.decode(0)
+		return d.String(), err == nil
+	}
+	type pair struct {
+		old  *otlpJSONAnyOracle
+		now  otlpValue
+		body bool
+	}
+	var pairs []pair
+	for i, rl := range old.ResourceLogs {
+		for _, kv := range rl.Resource.Attributes {
+			if _, ok := str(kv.Value); !ok {
+				return
+			}
+		}
+		for _, sl := range rl.ScopeLogs {
+			for _, kv := range sl.Scope.Attributes {
+				if _, ok := str(kv.Value); !ok {
+					return
+				}
+			}
+			for _, lr := range sl.LogRecords {
+				if _, ok := str(lr.Body); !ok {
+					return
+				}
+				for _, kv := range lr.Attributes {
+					if _, ok := str(kv.Value); !ok {
+						return
+					}
+				}
+			}
+		}
+		if err != nil {
+			continue
+		}
+		r := res[i]
+		for j, kv := range rl.Resource.Attributes {
+			pairs = append(pairs, pair{old: kv.Value, now: r.attrs[j].val})
+		}
+		for j, sl := range rl.ScopeLogs {
+			for l, kv := range sl.Scope.Attributes {
+				pairs = append(pairs, pair{old: kv.Value, now: r.scopes[j].attrs[l].val})
+			}
+			for l, lr := range sl.LogRecords {
+				pairs = append(pairs, pair{old: lr.Body, now: r.scopes[j].records[l].body, body: true})
+				for m, kv := range lr.Attributes {
+					pairs = append(pairs, pair{old: kv.Value, now: r.scopes[j].records[l].attrs[m].val})
+				}
+			}
+		}
+	}
+	if err != nil {
+		if !strings.Contains(err.Error(), "Id ") && !strings.Contains(err.Error(), "does not fit 32 bits") && !strings.Contains(err.Error(), "Count") {
+			t.Fatalf("refused now: %v; accepted before", err)
+		}
+		return
+	}
+	for _, p := range pairs {
+		if p.now.kind == otlpTooLarge {
+			continue
+		}
+		if want, _ := str(p.old); p.now.String() != want {
+			t.Fatalf("decoded before as %q, now %q", want, p.now.String())
+		}
 	}
 }

@@ -1012,6 +1012,7 @@ func FuzzOTLPJSON(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		res, err := decodeOTLPJSON(b)
+		otlpJSONCheckOracle(t, b, res, err)
 		if err != nil {
 			return
 		}
