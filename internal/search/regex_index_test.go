@@ -311,12 +311,21 @@ func rxGenQuery(t testing.TB, r *rand.Rand, lines [][]byte) rxQuery {
 		}
 		q.filters = append(q.filters, f)
 	}
-	if r.IntN(4) == 0 {
-		stage := []string{
+	if r.IntN(3) == 0 {
+		stages := []string{
 			` | json | level="error"`, ` | logfmt | level=~"(?i)ERROR|warn"`, ` | json | msg=~"(?i).*k.*"`,
 			` | logfmt | msg!~".*s.*"`, ` | json | __error__!=""`, ` | json`,
 			` | logfmt | drop msg | level="error"`, ` | json | keep level | level=~"(?i)error"`,
-		}[r.IntN(8)]
+			// Line filters after a stage that rewrites the line test the
+			// new line: a literal no stored line has must not reach the
+			// index (which would then prune every block).
+			` | line_format "ZQX {{__line__}}" |= "ZQX"`, ` | line_format "{{ __line__ | upper }}" |~ "[A-Z]{3}"`,
+			` | line_format "{{.s}}QZ" |= "QZ" != "2QZ"`, ` | decolorize |= "e"`, ` | unpack != "ZQX"`,
+			` | regexp "(?P<w>[a-z]{2,})" | w=~"k.*"`, ` | pattern "<a> <b>" | a!="" | b=~".*e.*"`,
+			` | logfmt | label_format lvl=level | lvl="error"`, ` | json l="level" | l=~"(?i)error"`,
+			` | logfmt level, m="msg" | m=~".*k.*"`, ` | label_format x="{{.s}}-{{__line__ | len}}" | x=~"1-.*"`,
+		}
+		stage := stages[r.IntN(len(stages))]
 		b.WriteString(stage)
 		sp, err := query.Parse(sel.src + stage)
 		if err != nil {
@@ -335,9 +344,11 @@ func rxGenQuery(t testing.TB, r *rand.Rand, lines [][]byte) rxQuery {
 	// and the plan would answer different questions.
 	var got []string
 	for _, st := range pq.Stages {
-		if lf, ok := st.(*query.LineFilter); ok {
-			got = append(got, fmt.Sprintf("%v%q", lf.Op, lf.Values))
+		lf, ok := st.(*query.LineFilter)
+		if !ok {
+			break // the stage's own filters are q.stages'
 		}
+		got = append(got, fmt.Sprintf("%v%q", lf.Op, lf.Values))
 	}
 	var want []string
 	for _, f := range q.filters {
