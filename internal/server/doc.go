@@ -209,6 +209,18 @@
 // record repeats counts toward --max-inflight-push-bytes (a request
 // whose repeated metadata alone exceeds it gets 413).
 //
+// OTLP arrays and maps (bodies and attributes, protobuf and JSON) are
+// checked at decode but their values are not decoded into memory: they
+// are decoded one at a time to render or flatten, and a body that is
+// not a string keeps only its first --max-line+1 bytes (the rest is
+// counted, for the refusal's message, or cut by --line-policy=truncate):
+// a push of millions of 2-byte values no longer costs ~100 bytes a value
+// before the limits apply. One difference from before, OTLP/JSON only: a
+// field given twice in one object (a repeated key, or keys equal but for
+// case), the first with a value of the wrong type inside its arrays or
+// maps, refused the request; now the later value is decoded, as the
+// later of a repeated key wins elsewhere.
+//
 // A pushed stream without service_name gets one, as Loki's
 // discover_service_name gives it (Logs Drilldown lists services by it):
 // the value of the first of service, app, application, app_name, name,
