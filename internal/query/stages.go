@@ -158,10 +158,10 @@ func compilePattern(expr string, pos int) (*patternExpr, error) {
 // occurrence of the literal after it (the last capture, with no literal
 // after it, takes the rest of the line); when that literal is missing the
 // capture takes the rest of the line and matching stops, so the later
-// captures are not added.
-func (pe *patternExpr) match(line []byte, add func(name string, value []byte)) {
+// captures are not added. It reports whether every literal was found.
+func (pe *patternExpr) match(line []byte, add func(name string, value []byte)) bool {
 	if !bytes.HasPrefix(line, pe.prefix) {
-		return
+		return false
 	}
 	rest := line[len(pe.prefix):]
 	for _, part := range pe.parts {
@@ -169,20 +169,21 @@ func (pe *patternExpr) match(line []byte, add func(name string, value []byte)) {
 			if part.name != "" {
 				add(part.name, rest)
 			}
-			return
+			return true
 		}
 		i := bytes.Index(rest, part.lit)
 		if i < 0 {
 			if part.name != "" {
 				add(part.name, rest)
 			}
-			return
+			return false
 		}
 		if part.name != "" {
 			add(part.name, rest[:i])
 		}
 		rest = rest[i+len(part.lit):]
 	}
+	return true
 }
 
 // ---- json and logfmt parameters ----
