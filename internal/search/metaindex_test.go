@@ -291,6 +291,18 @@ func TestMetaIndexSkipsBlocks(t *testing.T) {
 						t.Errorf("%s: a version-4 segment was skipped for metadata (%d blocks)", src, st.PrunedIndex)
 					}
 				}
+				// A line search for a value that only metadata holds: the
+				// lines' index rules out every block, in either version
+				// (the values' index is apart; line filters never match
+				// metadata).
+				span, ok := attrs.Get([]byte(got[0].attrs), "span_id")
+				if !ok {
+					t.Fatalf("%s: first entry without span_id: %q", src, got[0].attrs)
+				}
+				var ls Stats
+				if _, n := runMetaIdx(t, snap.Parts, Query{Pattern: span, Count: true, Stats: &ls}); n != 0 || ls.Decoded != 0 || ls.PrunedIndex != ls.Blocks {
+					t.Errorf("line search for span id %s: %d entries, %d of %d blocks decoded", span, n, ls.Decoded, ls.Blocks)
+				}
 			}
 		})
 	}

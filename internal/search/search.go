@@ -127,7 +127,7 @@
 // with its line and copied with it wherever a merge copies hits. Patterns
 // and line filters match the line only, never the metadata; a plan's
 // label filters see the metadata as labels of the entry
-// (Plan.MatchEntryAttrs). Where a segment's skip index also holds the
+// (Plan.MatchEntryAttrs). Where a segment's skip index also covers the
 // metadata values (segment format 5, MetaSkipper), a label filter that
 // needs a value (query.Plan.MetaIndex: `| trace_id="5f89..."` before any
 // parser) skips the blocks none of whose selected streams could pass it:
@@ -641,8 +641,8 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				continue
 			}
 			may := sk == nil || !useSkip || MayMatch(req, sk, bi)
-			if may && useMeta && sk != nil && metaIndexed(p) {
-				may = e.mayMatchMeta(sk, bi, m.Streams, metaReq)
+			if ms, ok := p.(MetaSkipper); may && useMeta && ok && ms.MetaIndexed() {
+				may = e.mayMatchMeta(valueSkipper{ms}, bi, m.Streams, metaReq)
 			}
 			if !may && !withContext {
 				// Only context could keep it: skip it now, so that a
@@ -690,16 +690,20 @@ type Skipper interface {
 
 // MetaSkipper is implemented by a part whose skip index may also cover
 // the entries' structured metadata values (segment format 5): when
-// MetaIndexed is true, Skipper.MayContain false also means that no
-// metadata value of the block contains lit. A part without it, or that
-// answers false (an older segment), is never skipped for metadata.
+// MetaIndexed is true, MayContainValue false means that no metadata value
+// of block i contains lit (ASCII case-insensitively when fold). A part
+// without it, or that answers false (an older segment), is never skipped
+// for metadata.
 type MetaSkipper interface {
 	MetaIndexed() bool
+	MayContainValue(block int, lit []byte, fold bool) bool
 }
 
-func metaIndexed(p store.Part) bool {
-	ms, ok := p.(MetaSkipper)
-	return ok && ms.MetaIndexed()
+// valueSkipper asks a MetaSkipper's index of values, for MayMatch.
+type valueSkipper struct{ ms MetaSkipper }
+
+func (v valueSkipper) MayContain(block int, lit []byte, fold bool) bool {
+	return v.ms.MayContainValue(block, lit, fold)
 }
 
 // mayMatchMeta reports whether an entry of block bi may pass the plan's

@@ -83,7 +83,24 @@ func postingsArea(r *Reader) (start, end int64) {
 		return 0, 0
 	}
 	end = int64(len(r.data) - footerSize)
+	if r.vgrams != nil {
+		// Version 5: the lines' index ends where the values' begins.
+		ft := r.data[len(r.data)-footerSize:]
+		d := decoder{b: r.data[binary.LittleEndian.Uint64(ft[24:]):end]}
+		n := d.uvarint()
+		end = int64(len(r.data)-footerSize-len(d.b)) + int64(n)
+	}
 	return end - int64(len(r.grams.area)), end
+}
+
+// valuesArea is postingsArea for version 5's index of metadata values
+// (empty before version 5).
+func valuesArea(r *Reader) (start, end int64) {
+	if r.vgrams == nil {
+		return 0, 0
+	}
+	end = int64(len(r.data) - footerSize)
+	return end - int64(len(r.vgrams.area)), end
 }
 
 // corpusLits returns every 4-byte substring of the entries' lines: each
@@ -91,13 +108,22 @@ func postingsArea(r *Reader) (start, end int64) {
 func corpusLits(es []Entry) [][]byte {
 	seen := map[string]bool{}
 	var lits [][]byte
-	for _, e := range es {
-		for i := 0; i+SkipGram <= len(e.Line); i++ {
-			if l := e.Line[i : i+SkipGram]; !seen[string(l)] {
+	add := func(b []byte) {
+		for i := 0; i+SkipGram <= len(b); i++ {
+			if l := b[i : i+SkipGram]; !seen[string(l)] {
 				seen[string(l)] = true
 				lits = append(lits, l)
 			}
 		}
+	}
+	for _, e := range es {
+		add(e.Line)
+		// The metadata values' grams reach every group of version 5's
+		// values' index.
+		attrs.Each(e.Attrs, func(_, v []byte) bool {
+			add(v)
+			return true
+		})
 	}
 	return lits
 }
@@ -128,6 +154,9 @@ func indexDamageCheck(t *testing.T, path, what string, open func() (*Reader, err
 		for i := range r.NumBlocks() {
 			if !r.MayContain(i, l, false) && good.MayContain(i, l, false) {
 				t.Fatalf("%s: MayContain(%d, %q) false on the damaged index, true on the good one", what, i, l)
+			}
+			if !r.MayContainValue(i, l, false) && good.MayContainValue(i, l, false) {
+				t.Fatalf("%s: MayContainValue(%d, %q) false on the damaged index, true on the good one", what, i, l)
 			}
 		}
 	}
@@ -214,8 +243,16 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 	} {
 		t.Run(o.Codec.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			src, _ := writeSegment(t, dir, "good", smallEntries(), o)
-			lits := corpusLits(smallEntries())
+			// smallEntries with metadata values long enough for grams,
+			// so that version 5's values' index has postings to damage.
+			es := smallEntries()
+			for i := range es {
+				if len(es[i].Attrs) > 0 {
+					es[i].Attrs = attrs.MustPairs("tid", fmt.Sprintf("trace-%d", i*31))
+				}
+			}
+			src, _ := writeSegment(t, dir, "good", es, o)
+			lits := corpusLits(es)
 			orig, err := os.ReadFile(src)
 			if err != nil {
 				t.Fatal(err)
@@ -258,13 +295,17 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			if areaEnd-areaStart < 16 {
 				t.Fatalf("postings area %d..%d", areaStart, areaEnd)
 			}
+			valStart, valEnd := valuesArea(r)
+			if valEnd-valStart < 16 {
+				t.Fatalf("values' postings area %d..%d", valStart, valEnd)
+			}
 			buf := bytes.Clone(orig)
 			for off := range buf {
 				for bit := range 8 {
 					buf[off] ^= 1 << bit
 					what := fmt.Sprintf("bit %d of byte %d flipped", bit, off)
 					inMem := func() (*Reader, error) { return newReader(path, buf) }
-					inArea := int64(off) >= areaStart && int64(off) < areaEnd
+					inArea := int64(off) >= areaStart && int64(off) < areaEnd || int64(off) >= valStart && int64(off) < valEnd
 					if inArea {
 						indexDamageCheck(t, path, what, inMem, r, lits)
 					} else {
@@ -456,6 +497,13 @@ func forgeV(version uint32, blocks []forged) []byte {
 		skip = append(skip, 0)
 	}
 	skip = append(skip, 0)
+	if version >= formatVersion {
+		// Version 5: the lines' index framed by its length, then the
+		// values' index (here the same: every block unindexed).
+		one := skip
+		skip = binary.AppendUvarint(nil, uint64(len(one)))
+		skip = append(append(skip, one...), one...)
+	}
 	return appendIndexSkipAndFooter(f, idx, skip, uint32(len(blocks)), version)
 }
 

@@ -55,7 +55,7 @@
 //	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
-//	|                        (versions 3 to 5: of its head only;    |
+//	|                        (versions 3 to 5: of its heads only;   |
 //	|                        all three are 0 in version 1)          |
 //	|  44  u32  format version (5, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
@@ -171,10 +171,7 @@
 //
 // A gram is a 4-byte n-gram (SkipGram) of one entry, never spanning two
 // entries, after ASCII lower-casing (A-Z to a-z, other bytes as they
-// are), read as a big-endian uint32. From version 5 a block's grams also
-// include those of each metadata value of its entries (each value on its
-// own: a gram never spans two values, or a value and a line; names are
-// not indexed), so the index answers for lines and values together. Group k holds grams 32k..32k+31 (the
+// are), read as a big-endian uint32. Group k holds grams 32k..32k+31 (the
 // last group the rest); its bytes run from its offset to the next
 // group's (the last: to the section's end) and must be consumed exactly
 // by its grams. First grams and offsets strictly increase, the first
@@ -190,9 +187,9 @@
 // outgrow the writer's memory bound; on log text no block is unindexed.
 //
 // Exactness: MayContain(block, needle) is false exactly when some 4-gram
-// of the lowered needle is absent from the block's entries (from version
-// 5: and from their metadata values; it is absent from the index, or its
-// posting lacks the block) and the block is indexed. So false means that no entry of the block contains the
+// of the lowered needle is absent from the block's entries (it is absent
+// from the index, or its posting lacks the block) and the block is
+// indexed. So false means that no entry of the block contains the
 // needle, exactly or ASCII case-insensitively, and a block lacking one
 // of the needle's grams is always dropped. True for a block holding
 // every gram may still be a block without a match (the grams occur in
@@ -223,6 +220,27 @@
 // Reader's IndexDamage reports the first such group as a *CorruptError
 // naming the file. Verify checks every group's CRC and rules.
 //
+// Skip index, version 5: two such indexes (must be consumed exactly):
+//
+//	uvarint  L    length in bytes of the lines' index
+//	[L]           the lines' index: version 3's layout, as above
+//	the rest      the metadata values' index: the same layout (B equal)
+//	              over the grams of each metadata value of the block's
+//	              entries, each value on its own (a gram never spans two
+//	              values); names are not indexed
+//
+// A block without metadata has no grams in the values' index; a segment
+// without any has an empty one (three bytes: B, U = 0, G = 0). The
+// values' index leaves a block unindexed only past maxBlockCands
+// candidates or the segment's table bound, not at gramCandLimit: random
+// hex ids record about a candidate per byte but make at most 65,536
+// grams. MayContainValue(block, needle) is exact over the values as
+// MayContain is over the lines. The footer's skipCRC covers L's bytes
+// and both indexes' heads (in that order, as one CRC-32C), and each
+// index's groups have their CRCs in its own table; damage and forgeries
+// are handled per index as above, and IndexDamage and Verify report
+// either.
+//
 // Skip index, version 2: bloom filters (must be consumed exactly):
 //
 //	uvarint  blockCount     equals the block index's
@@ -252,22 +270,22 @@
 // section; nothing else changed (the index and skip index are version
 // 3's, and the skip index covers lines only, never metadata). Blocks of
 // versions 1 to 3 have neither: their entries have no metadata. Version 5
-// changed only what the skip index holds: the grams of the metadata
-// values too (Reader.MetaIndexed), so that a label filter that needs a
-// value (`| trace_id="..."`) skips the blocks without it; a version-4
-// block must never be skipped for a value, since its index does not know
-// them. A segment without metadata is the same in both versions but for
-// the version number.
+// changed only the skip index, which adds an index of the metadata
+// values (Reader.MetaIndexed, MayContainValue), so that a label filter
+// that needs a value (`| trace_id="..."`) skips the blocks without it; a
+// version-4 block must never be skipped for a value, since its index
+// does not know them. A segment without metadata costs 4 to 7 bytes
+// more than in version 4 (L and the empty values' index).
 //
-// Why values join the lines' grams rather than a posting set of their
-// own: one index, one lookup path and no format change beyond its
-// meaning; a line filter for a needle that occurs only in metadata keeps
-// a few more blocks (still exact for the scan, which confirms), and an
-// index of OTel ids grows by what their grams cost (docs/BENCHMARKS.md,
-// "Skip index over metadata"). Names are left out: the filters that need
-// a value do not know which name it is stored under (a name the stream
-// has is read as name_extracted), and a handful of names is in every
-// block anyway.
+// Why an index of its own rather than the values' grams among the
+// lines': measured on 1M OTel-like entries (docs/BENCHMARKS.md, "Skip
+// index over metadata"), span ids put most of the 65,536 hex grams in
+// every block, so a line search for a number ("84213", absent from every
+// line) read 125 of 423 blocks where the lines' index reads none. Two
+// indexes cost the same bytes and keep line searches exact. Names are
+// left out: the filters that need a value do not know which name it is
+// stored under (a pair whose name the stream has is read as
+// name_extracted), and a handful of names is in every block anyway.
 //
 // A reader accepts versions 1 to 5; version 1 requires the skip fields to
 // be zero, and its blocks answer "maybe" to every needle. A reader of an

@@ -70,12 +70,13 @@ func FuzzOpenAndRead(f *testing.F) {
 			for _, lit := range [][]byte{nil, []byte("ab"), []byte("abcd"), []byte("Error: x"), b.Data[:min(len(b.Data), 40)]} {
 				r.MayContain(i, lit, false)
 				r.MayContain(i, lit, true)
+				r.MayContainValue(i, lit, false)
 			}
 		}
 		if entries != info.Entries || raw != info.RawBytes {
 			t.Fatalf("info %+v, blocks add up to %d entries, %d bytes", info, entries, raw)
 		}
-		skipBad := r.grams != nil && r.grams.check() != nil
+		skipBad := r.grams != nil && r.grams.check() != nil || r.vgrams != nil && r.vgrams.check() != nil
 		verr := r.Verify()
 		if (verr == nil) != (bad == 0 && !skipBad) {
 			t.Fatalf("Verify %v with %d bad blocks, malformed skip index %v", verr, bad, skipBad)

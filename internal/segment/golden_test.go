@@ -71,8 +71,8 @@ func goldenAttrEntries() []Entry {
 // filter writer that tests keep) and compared, so that the reader of
 // version 2 stays tested against what version 2 wrote; so are version-3
 // files. The version-4 and version-5 files hold goldenAttrEntries, with
-// metadata; they differ only in the skip index, which in version 5 also
-// holds the grams of the metadata values.
+// metadata; they differ only in the skip index, to which version 5 adds
+// an index of the metadata values.
 var goldens = []struct {
 	file          string
 	opts          Options
@@ -151,6 +151,7 @@ func TestGolden(t *testing.T) {
 			if g.version >= formatV3 {
 				checkExact(t, r, entries, goldenNeedles(entries))
 			}
+			checkExactValues(t, r, entries, goldenNeedles(entries))
 			if got, want := r.MetaIndexed(), g.version >= formatVersion; got != want {
 				t.Errorf("MetaIndexed() = %v in version %d", got, g.version)
 			}
@@ -167,8 +168,9 @@ func goldenNeedles(entries []Entry) [][]byte {
 			ns = append(ns, e.Line[i:i+6])
 		}
 	}
-	// Metadata values and pieces of them: in version 5 the index holds
-	// them (in the blocks whose entries carry them), before it did not.
+	// Metadata values and pieces of them: in version 5 the values' index
+	// holds them (in the blocks whose entries carry them), the lines'
+	// index never.
 	for _, e := range entries {
 		attrs.Each(e.Attrs, func(_, v []byte) bool {
 			ns = append(ns, v)

@@ -96,6 +96,15 @@ const (
 // anyway. Unindexed blocks answer "maybe".
 func gramCandLimit(raw int) int { return min(1<<12+raw/2, maxBlockCands) }
 
+// valueCandLimit is gramCandLimit for a block's metadata values (version
+// 5's values' index): trace and span ids are random hex, which records
+// about a candidate per byte, but whose grams are at most 16^4 = 65,536,
+// so their index stays small however many ids a block holds, and it is
+// what lets a trace id's blocks be found. So a block's values stay
+// indexed up to one candidate per byte (only maxBlockCands, or the
+// segment's table bound, leaves them unindexed).
+func valueCandLimit(raw int) int { return min(1<<12+raw, maxBlockCands) }
+
 // The writer works on a gram's hash h = g * gramMul mod 2^32 rather
 // than on the gram g: multiplying by an odd constant is a bijection of
 // uint32 (g = h * gramMulInv), so h identifies the gram, and its top bits
@@ -194,10 +203,11 @@ type pendBlock struct {
 	block uint32
 }
 
-// add records the distinct grams of the next block: those of its
-// entries (data cut by lens) and, in version 5, of its metadata values
-// (vals cut by vlens; nil otherwise). A gram never spans two pieces.
-func (s *gramBuilder) add(data []byte, lens []uint32, vals []byte, vlens []uint32) {
+// add records the distinct grams of the next block (data cut by lens:
+// its entries, or in the values' index of version 5 its metadata
+// values), unless it records more than limit candidates (gramCandLimit,
+// valueCandLimit): then the block is left unindexed.
+func (s *gramBuilder) add(data []byte, lens []uint32, limit int) {
 	block := uint32(s.blocks)
 	s.blocks++
 	if s.cache == nil {
@@ -216,33 +226,28 @@ func (s *gramBuilder) add(data []byte, lens []uint32, vals []byte, vlens []uint3
 	cache := s.cache
 	clear(cache[:])
 	start := len(s.pend)
-	limit := start + gramCandLimit(len(data)+len(vals))
+	limit += start
 	cand := s.pend
-	for _, piece := range [2]struct {
-		data []byte
-		lens []uint32
-	}{{data, lens}, {vals, vlens}} {
-		off := 0
-		for _, l := range piece.lens {
-			line := piece.data[off : off+int(l)]
-			off += int(l)
-			if len(line) < SkipGram {
-				continue
-			}
-			g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
-			line = line[3:]
-			for len(line) > 0 && len(cand) <= limit {
-				chunk := line[:min(len(line), 1<<16)]
-				line = line[len(chunk):]
-				n := len(cand)
-				cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
-				var k int
-				k, g = scanGrams(cache, cand[n:], g, chunk)
-				cand = cand[:n+k]
-			}
-			if len(cand) > limit {
-				break
-			}
+	off := 0
+	for _, l := range lens {
+		line := data[off : off+int(l)]
+		off += int(l)
+		if len(line) < SkipGram {
+			continue
+		}
+		g := uint32(lowerTable[line[0]])<<16 | uint32(lowerTable[line[1]])<<8 | uint32(lowerTable[line[2]])
+		line = line[3:]
+		for len(line) > 0 && len(cand) <= limit {
+			chunk := line[:min(len(line), 1<<16)]
+			line = line[len(chunk):]
+			n := len(cand)
+			cand = slices.Grow(cand, len(chunk))[:n+len(chunk)]
+			var k int
+			k, g = scanGrams(cache, cand[n:], g, chunk)
+			cand = cand[:n+k]
+		}
+		if len(cand) > limit {
+			break
 		}
 	}
 	if len(cand) > limit || s.entries >= maxGramEntries {
@@ -292,6 +297,10 @@ func scanGramsGo(cache *[1 << gramCacheBits]uint16, cand []uint32, g uint32, chu
 // region of the table after another: one pass over the table per batch.
 func (s *gramBuilder) flush() {
 	if len(s.pend) == 0 {
+		// Blocks without a gram (short entries; in the values' index,
+		// blocks without metadata) set nothing, but their marks must go:
+		// a batch holds at most 1<<partBits of them.
+		s.pendEnd = s.pendEnd[:0]
 		return
 	}
 	// Count the partitions; for a segment's first batch, also estimate

@@ -46,7 +46,8 @@ type Reader struct {
 	info    Info
 	blocks  []BlockMeta
 	skip    [][]byte   // version 2: per block, its bloom filter (into data)
-	grams   *gramIndex // versions 3 to 5: the postings index
+	grams   *gramIndex // versions 3 to 5: the postings index of the lines
+	vgrams  *gramIndex // version 5: the postings index of the metadata values
 	version uint32     // format version, which decides the block layout
 	mapped  bool       // data is a mapping to unmap on Close (tests read from memory)
 	closed  atomic.Bool
@@ -245,14 +246,35 @@ func newReader(path string, data []byte) (*Reader, error) {
 		// its CRC in the table, checked when a lookup first decodes the
 		// group (a search reads a few of thousands), so Open never
 		// reads the postings (~700 KiB per segment of logs).
-		g, err := parseGrams(skip, len(r.blocks))
+		lines, vals, prefix := skip, []byte(nil), 0
+		if version >= formatVersion {
+			// Version 5: the lines' index framed by its length, then
+			// the values' index.
+			d := decoder{b: skip}
+			n := d.uvarint()
+			if d.err != nil || n > uint64(len(d.b)) {
+				return nil, bad("skip index: lines' index length out of range")
+			}
+			prefix = len(skip) - len(d.b)
+			lines, vals = d.b[:n:n], d.b[n:]
+		}
+		g, err := parseGrams(lines, len(r.blocks))
 		if err != nil {
 			return nil, bad("skip index: %v", err)
 		}
-		if crc32.Checksum(skip[:len(skip)-len(g.area)], castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
+		crc := crc32.Checksum(skip[:prefix], castagnoli)
+		crc = crc32.Update(crc, castagnoli, lines[:len(lines)-len(g.area)])
+		var vg *gramIndex
+		if version >= formatVersion {
+			if vg, err = parseGrams(vals, len(r.blocks)); err != nil {
+				return nil, bad("skip index of metadata values: %v", err)
+			}
+			crc = crc32.Update(crc, castagnoli, vals[:len(vals)-len(vg.area)])
+		}
+		if crc != binary.LittleEndian.Uint32(ft[40:]) {
 			return nil, bad("skip index checksum mismatch")
 		}
-		r.grams = g
+		r.grams, r.vgrams = g, vg
 		r.info.SkipBytes = int64(len(skip))
 	}
 	r.info.Blocks = len(r.blocks)
@@ -273,12 +295,12 @@ func minBlockLen(version uint32) int {
 // Path returns the path the segment was opened with.
 func (r *Reader) Path() string { return r.path }
 
-// MetaIndexed reports whether the skip index also holds the grams of the
-// entries' structured metadata values (format version 5): then
-// MayContain(i, v, fold) false also means that no metadata value of block
-// i contains v. Older segments index lines only, and a caller must not
-// skip one of their blocks for a value its metadata may hold.
-func (r *Reader) MetaIndexed() bool { return r.version >= formatVersion && r.grams != nil }
+// MetaIndexed reports whether the skip index also covers the entries'
+// structured metadata values (format version 5), so that
+// MayContainValue false means that no value holds the literal. Older
+// segments index lines only: a caller must not skip one of their blocks
+// for a value its metadata may hold (MayContainValue says "maybe").
+func (r *Reader) MetaIndexed() bool { return r.vgrams != nil }
 
 // Info returns the segment's summary.
 func (r *Reader) Info() Info { return r.info }
@@ -377,6 +399,11 @@ func (r *Reader) Verify() error {
 			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: err.Error()})
 		}
 	}
+	if r.vgrams != nil && !r.closed.Load() {
+		if err := r.vgrams.check(); err != nil {
+			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: "metadata values: " + err.Error()})
+		}
+	}
 	for i := range r.blocks {
 		if err := r.ReadBlock(i, b); err != nil {
 			errs = append(errs, err)
@@ -397,6 +424,11 @@ func (r *Reader) IndexDamage() error {
 	}
 	if e := r.grams.damage.Load(); e != nil {
 		return &CorruptError{File: r.path, Block: -1, Reason: e.Error()}
+	}
+	if r.vgrams != nil {
+		if e := r.vgrams.damage.Load(); e != nil {
+			return &CorruptError{File: r.path, Block: -1, Reason: "metadata values: " + e.Error()}
+		}
 	}
 	return nil
 }

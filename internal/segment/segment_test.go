@@ -318,9 +318,10 @@ func TestEmptySegment(t *testing.T) {
 	if len(got) != 0 || r.NumBlocks() != 0 || info.Blocks != 0 || info.Entries != 0 {
 		t.Fatalf("empty segment: %d entries, %d blocks, info %+v", len(got), r.NumBlocks(), info)
 	}
-	// One byte of block count in the block index; the skip index has
-	// three: block count, unindexed blocks and grams, all 0.
-	if info.FileBytes != headerSize+footerSize+4 || info.SkipBytes != 3 || r.Info() != info {
+	// One byte of block count in the block index; the skip index has two
+	// indexes (lines, metadata values) of three bytes each (block count,
+	// unindexed blocks and grams, all 0) and the first one's length.
+	if info.FileBytes != headerSize+footerSize+8 || info.SkipBytes != 7 || r.Info() != info {
 		t.Fatalf("info %+v, reader %+v", info, r.Info())
 	}
 }

@@ -175,6 +175,23 @@ func (r *Reader) MayContain(i int, lit []byte, fold bool) bool {
 	return mayContain(f, lit)
 }
 
+// MayContainValue reports whether block i may hold an entry with a
+// structured metadata value containing lit (ASCII case-insensitively
+// when fold; the index is lowered, so it answers both). False is
+// certain, and exact as MayContain is for lines: some lowered 4-gram of
+// lit is in no metadata value of the (indexed) block. True is a maybe,
+// and always the answer before version 5 (MetaIndexed false), for lit
+// shorter than SkipGram bytes, and after Close. Safe for concurrent use
+// as MayContain.
+func (r *Reader) MayContainValue(i int, lit []byte, fold bool) bool {
+	_ = fold
+	_ = r.blocks[i] // the range check
+	if len(lit) < SkipGram || r.vgrams == nil || r.closed.Load() {
+		return true
+	}
+	return r.vgrams.mayContain(i, lit)
+}
+
 // parseSkip splits a version-2 skip index into the blocks' filters,
 // checking each record's checksum (the footer's skipCRC, checked by the
 // caller, covers the whole section as well).

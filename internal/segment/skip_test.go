@@ -40,13 +40,13 @@ func checkMayContain(t *testing.T, r *Reader, entries []Entry) {
 				attrs.Each(e.Attrs, func(_, v []byte) bool {
 					for i := range len(v) {
 						for j := i; j <= len(v) && j <= i+12; j++ {
-							if !r.MayContain(bi, v[i:j], false) || !r.MayContain(bi, asciiCase(v[i:j], true), true) {
-								t.Fatalf("block %d: MayContain(%q) false, but metadata value %q holds it", bi, v[i:j], v)
+							if !r.MayContainValue(bi, v[i:j], false) || !r.MayContainValue(bi, asciiCase(v[i:j], true), true) {
+								t.Fatalf("block %d: MayContainValue(%q) false, but metadata value %q holds it", bi, v[i:j], v)
 							}
 						}
 					}
-					if !r.MayContain(bi, v, false) {
-						t.Fatalf("block %d: MayContain false for a whole metadata value %q", bi, v)
+					if !r.MayContainValue(bi, v, false) {
+						t.Fatalf("block %d: MayContainValue false for a whole metadata value %q", bi, v)
 					}
 					return true
 				})

@@ -146,7 +146,7 @@ type Info struct {
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 5 // what the Writer writes: the skip index covers metadata values
+	formatVersion = 5 // what the Writer writes: a skip index of metadata values too
 	formatV4      = 4 // blocks with an attrs section, index of lines only; still read
 	formatV3      = 3 // exact postings skip index, no attrs section; still read
 	formatV2      = 2 // bloom-filter skip index; still read
@@ -168,7 +168,8 @@ type Writer struct {
 	index      []byte      // encoded block index entries
 	version    uint32      // formatVersion, or formatV2 to formatV4 in tests
 	skip       skipBuilder // version 2
-	grams      gramBuilder // versions 3 to 5
+	grams      gramBuilder // versions 3 to 5: the lines' grams
+	vgrams     gramBuilder // version 5: the metadata values' grams
 	err        error       // sticky I/O error
 	done       bool        // committed or aborted
 
@@ -526,14 +527,17 @@ func (w *Writer) flushBlock() {
 	w.write(c[:])
 	length := w.off - start
 
-	switch {
-	case w.version == formatV2:
+	if w.version == formatV2 {
 		w.skip.add(w.data, w.lens)
-	case w.version >= formatVersion && len(w.attrs) > 0:
-		// Version 5: the metadata values' grams join the block's, each
-		// value on its own (a gram never spans two values, nor a value
-		// and a line), so that a label filter needing a value can skip
-		// the block (Reader.MetaIndexed).
+	} else {
+		w.grams.add(w.data, w.lens, gramCandLimit(len(w.data)))
+	}
+	if w.version >= formatVersion {
+		// Version 5: the metadata values' grams, in an index of their
+		// own (each value on its own: a gram never spans two values), so
+		// that a label filter needing a value can skip the block
+		// (Reader.MayContainValue) while line filters keep an index of
+		// lines alone. Every block is added, with or without values.
 		vals, vlens := w.valBuf[:0], w.vlens[:0]
 		each := func(_, value []byte) bool {
 			if len(value) >= SkipGram {
@@ -548,9 +552,7 @@ func (w *Writer) flushBlock() {
 			off += int(l)
 		}
 		w.valBuf, w.vlens = vals, vlens
-		w.grams.add(w.data, w.lens, vals, vlens)
-	default:
-		w.grams.add(w.data, w.lens, nil, nil)
+		w.vgrams.add(vals, vlens, valueCandLimit(len(vals)))
 	}
 
 	// Index entry.
@@ -617,11 +619,23 @@ func (w *Writer) Commit() (Info, error) {
 		skip, covered = w.grams.encode()
 	}
 	skipCRC := crc32.Checksum(skip[:covered], castagnoli)
+	if w.version >= formatVersion {
+		// Version 5: the lines' index, framed by its length, then the
+		// values' index; skipCRC covers the length and both heads.
+		lines := skip
+		vals, vcovered := w.vgrams.encode()
+		skip = binary.AppendUvarint(nil, uint64(len(lines)))
+		skipCRC = crc32.Checksum(skip, castagnoli)
+		skipCRC = crc32.Update(skipCRC, castagnoli, lines[:covered])
+		skipCRC = crc32.Update(skipCRC, castagnoli, vals[:vcovered])
+		skip = append(append(skip, lines...), vals...)
+	}
 	w.write(skip)
 	skipLen := w.off - skipOff
 	w.info.SkipBytes = skipLen
 	w.skip = skipBuilder{}
 	w.grams.release()
+	w.vgrams.release()
 	size := w.off + footerSize
 	var ft [footerSize]byte
 	binary.LittleEndian.PutUint64(ft[0:], uint64(indexOff))

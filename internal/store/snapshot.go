@@ -90,11 +90,19 @@ func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
 	return ok
 }
 
-// MetaIndexed reports whether the segment's skip index also holds its
-// metadata values (segment.Reader.MetaIndexed: format 5), so that
-// MayContain false rules out a value as well as a line.
+// MetaIndexed reports whether the segment's skip index also covers its
+// metadata values (segment.Reader.MetaIndexed: format 5).
 func (p *SegmentPart) MetaIndexed() bool {
 	ok := p.r.MetaIndexed()
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
+}
+
+// MayContainValue asks the segment's index of metadata values whether
+// block i may hold an entry with a value containing lit
+// (segment.Reader.MayContainValue; "maybe" before format 5).
+func (p *SegmentPart) MayContainValue(i int, lit []byte, fold bool) bool {
+	ok := p.r.MayContainValue(i, lit, fold)
 	runtime.KeepAlive(p) // as in ReadBlock
 	return ok
 }
