@@ -266,3 +266,27 @@ func TestOptionsVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestGramManyBlocksWithoutGrams: more than a batch (256) of blocks in a
+// row without a gram (entries under 4 bytes; in version 5's values'
+// index, blocks without metadata), then blocks with grams. The builder
+// used to keep the empty blocks' marks past a batch's 256 and panic.
+func TestGramManyBlocksWithoutGrams(t *testing.T) {
+	var es []Entry
+	for i := range 1200 {
+		es = append(es, Entry{Time: int64(i), Line: []byte("ab")})
+	}
+	for i := range 50 {
+		es = append(es, Entry{Time: int64(1200 + i), Line: fmt.Appendf(nil, "line %d status=%d", i, 200+i%3)})
+	}
+	for _, v := range []uint32{formatV4, formatVersion} {
+		path, _ := writeSegmentVersion(t, t.TempDir(), "s", es, Options{BlockSize: 8, Codec: CodecNone}, v)
+		got, r := readAll(t, path)
+		equalEntries(t, got, es)
+		if r.NumBlocks() < 2*256 {
+			t.Fatalf("%d blocks", r.NumBlocks())
+		}
+		checkExact(t, r, es, [][]byte{[]byte("status=201"), []byte("line 4"), []byte("absent")})
+		r.Close()
+	}
+}
