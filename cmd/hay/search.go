@@ -413,11 +413,18 @@ func searchCommand(args []string) error {
 				p.hl = newHighlighter(q.Pattern, q.Fold, q.Plan)
 			}
 		}
+		emit := p.print
+		if q.Plan != nil && q.Plan.RewritesLine() {
+			// line_format, decolorize or unpack: print the line they
+			// make, as Loki does. The filters' spans are in the stored
+			// line, so nothing is coloured in the new one.
+			emit, p.hl = rewriteLines(q.Plan, snap.Labels, p.print), nil
+		}
 		if *count && *withStream {
 			// -c -H: a count per stream, as grep -c names each file's.
 			n, err = countByStream(ctx, out, snap, q, &p, onErr)
 		} else {
-			n, err = search.Run(ctx, snap.Parts, q, p.print, onErr)
+			n, err = search.Run(ctx, snap.Parts, q, emit, onErr)
 		}
 		if errors.Is(err, errAllListed) {
 			// Run's count stops short on an emit error; -l found these.

@@ -53,7 +53,13 @@ type Plan struct {
 	// them it costs a label set per entry.
 	noLabelFilter bool
 	dropOnly      bool
+	rewrites      bool // a stage may replace the line (RewritesLine)
 }
+
+// RewritesLine reports whether a stage (line_format, decolorize, unpack)
+// may replace an entry's line: the line to show, count and measure is
+// then EntryLabels.Line when set, as Loki returns it.
+func (p *Plan) RewritesLine() bool { return p.rewrites }
 
 // StreamMatcher is a compiled selector matcher.
 type StreamMatcher struct {
@@ -233,6 +239,7 @@ func Compile(q *Query) (*Plan, error) {
 			return nil, fmt.Errorf("query: unknown stage %T", st)
 		}
 	}
+	p.rewrites = rewritten
 	p.noLabelFilter, p.dropOnly = true, len(p.stages) > 0
 	for _, st := range p.stages {
 		if st.filter != nil || st.line != nil {

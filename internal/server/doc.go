@@ -80,8 +80,12 @@
 // (web/API.md).
 //
 // LogQL log queries are internal/query's: a stream selector, line
-// filters, json and logfmt, label filters, drop and keep, and # comments
-// to the end of a line (in metric queries too). Grafana Explore's
+// filters, the json, logfmt (both with extraction parameters), regexp,
+// pattern and unpack parsers, label filters, line_format, label_format,
+// decolorize, drop and keep, and # comments to the end of a line (in
+// metric queries too). A line that line_format, decolorize or unpack
+// rewrote is the line returned, counted and measured (bytes_over_time),
+// as in Loki; line filters after such a stage test the new line. Grafana Explore's
 // logs-volume query ends its log query in `| drop __error__`, Logs
 // Drilldown appends `| json | logfmt | drop __error__, __error_details__`.
 // A metric query fails with Loki's pipeline error when a series still
