@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -128,5 +129,76 @@ func TestLogQLStagesLokiAPI(t *testing.T) {
 	code, body = rangeQuery(e, `{app="api"} | line_format "{{ .x | nosuch }}"`)
 	if code != 400 || !strings.Contains(body, `function \"nosuch\" not defined`) {
 		t.Errorf("unknown function: %d %s", code, body)
+	}
+}
+
+// The new stages through the pre-grouped sum (metaFree may read blocks
+// without metadata): the answer equals the range vector over every full
+// label set, then summed, on preGroupStore's entries with metadata. A
+// stage that can set labels from metadata (label_format, line_format
+// followed by a filter) must keep metadata.
+func TestLogQLStagesPreGroup(t *testing.T) {
+	for _, c := range []struct {
+		q    string
+		want bool
+	}{
+		{`sum by (app) (count_over_time({app="a"} | regexp "level=(?P<lvl>\\w+)" [1m]))`, true},
+		{`sum by (app) (count_over_time({app="a"} | pattern "level=<lvl> <_>" [1m]))`, true},
+		{`sum by (app) (count_over_time({app="a"} | label_format app=route [1m]))`, false},
+		{`sum(count_over_time({app="a"} | line_format "{{.route}}" |= "/a" [1m]))`, false},
+		{`sum(count_over_time({app="a"} | label_format x="{{.route}}" [1m]))`, false},
+	} {
+		me, err := parseMetric(c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, err := parseSelection(me.inner.log, false)
+		if err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		if got := preGroupOf(me).metaFree(sel); got != c.want {
+			t.Errorf("%s: metaFree %v, want %v", c.q, got, c.want)
+		}
+	}
+	e := newEnv(t, nil)
+	ts := preGroupStore(t, e)
+	answered := 0
+	for _, qs := range []string{
+		`sum by (app) (count_over_time({app=~".+"} | label_format app=route [1h]))`,
+		`sum by (x) (count_over_time({app=~".+"} | label_format x="{{.route}}-{{.region}}" [1h]))`,
+		`sum (count_over_time({app=~".+"} | line_format "{{.route}}" |= "/a" [1h]))`,
+		`sum by (lvl) (count_over_time({app=~".+"} | pattern "level=<lvl> <_>" [1h]))`,
+		`sum by (lvl, route) (bytes_over_time({app=~".+"} | regexp "level=(?P<lvl>\\w+)" | line_format "{{.lvl}}" [1h]))`,
+		`sum by (app) (count_over_time({app="a"} | regexp "took=(?P<app>\\d)" [1h]))`,
+		`sum by (app_extracted) (count_over_time({app="a"} | regexp "took=(?P<app>\\d)" [1h]))`,
+	} {
+		me, err := parseMetric(qs)
+		if err != nil {
+			t.Fatalf("%s: %v", qs, err)
+		}
+		start, step := base-1800e9, int64(600e9)
+		var steps []int64
+		for t := start; t <= base; t += step {
+			steps = append(steps, t)
+		}
+		got, gotErr := evalMetric(context.Background(), ts, me, start, base, step)
+		in, wantErr := evalRange(context.Background(), ts, me.inner, start, base, steps, nil)
+		if gotErr != nil || wantErr != nil {
+			t.Fatalf("%s: %v, %v", qs, gotErr, wantErr)
+		}
+		want := aggregate(me, in)
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("%s: %d series, want %d (not 0)", qs, len(got), len(want))
+		}
+		for j := range want {
+			g, w := got[j], want[j]
+			if g.labels.String() != w.labels.String() || !slices.Equal(g.ts, w.ts) || !slices.Equal(g.vs, w.vs) {
+				t.Fatalf("%s: series %d %s %v %v, want %s %v %v", qs, j, g.labels, g.ts, g.vs, w.labels, w.ts, w.vs)
+			}
+		}
+		answered += len(want)
+	}
+	if answered < 15 {
+		t.Errorf("only %d series answered", answered)
 	}
 }
