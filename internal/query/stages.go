@@ -678,10 +678,9 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// execTemplate runs t over the entry's current labels and line.
-func (ls *labelSet) execTemplate(t *template.Template, line []byte) ([]byte, error) {
-	data := ls.labelMap()
-	data[lineKey] = string(line)
+// execTemplate runs t over data, the entry's current labels and line
+// (templateData).
+func execTemplate(t *template.Template, data map[string]string) ([]byte, error) {
 	w := &limitWriter{max: maxTemplateOut}
 	if err := t.Execute(w, data); err != nil {
 		return nil, err
@@ -689,8 +688,9 @@ func (ls *labelSet) execTemplate(t *template.Template, line []byte) ([]byte, err
 	return w.b, nil
 }
 
-// labelMap is the entry's current labels as a template's data.
-func (ls *labelSet) labelMap() map[string]string {
+// templateData is the entry's current labels and line as a template's
+// data.
+func (ls *labelSet) templateData(line []byte) map[string]string {
 	m := make(map[string]string, len(ls.base)+len(ls.meta)+len(ls.ext)+3)
 	for _, l := range ls.base {
 		m[l.Name] = l.Value
@@ -707,13 +707,14 @@ func (ls *labelSet) labelMap() map[string]string {
 	if ls.errDetails != "" {
 		m["__error_details__"] = ls.errDetails
 	}
+	m[lineKey] = string(line)
 	return m
 }
 
 // lineFormat runs `| line_format`: the new line, or on a template error
 // the line unchanged and __error__=TemplateFormatErr.
 func (ls *labelSet) lineFormat(t *template.Template, line []byte) []byte {
-	out, err := ls.execTemplate(t, line)
+	out, err := execTemplate(t, ls.templateData(line))
 	if err != nil {
 		ls.setErr(ErrTemplate, err.Error())
 		return line
@@ -738,13 +739,17 @@ func (ls *labelSet) labelFormat(fs []labelFmtEval, line []byte) {
 		ok    bool
 	}
 	res := make([]result, len(fs))
+	var data map[string]string // built once, for every template
 	for i, f := range fs {
 		if f.tmpl == nil {
 			v, ok := ls.get(f.rename)
 			res[i] = result{v, ok}
 			continue
 		}
-		out, err := ls.execTemplate(f.tmpl, line)
+		if data == nil {
+			data = ls.templateData(line)
+		}
+		out, err := execTemplate(f.tmpl, data)
 		if err != nil {
 			ls.setErr(ErrTemplate, err.Error())
 			continue

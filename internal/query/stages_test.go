@@ -275,3 +275,29 @@ func mustParse(t *testing.T, s string) *Query {
 	}
 	return q
 }
+
+// BenchmarkStages runs LabelSetAttrs per line over all Loghub samples for
+// the new stages, against logfmt alone as the reference.
+func BenchmarkStages(b *testing.B) {
+	lines, n := benchLines(b)
+	stream := []Label{{"app", "x"}}
+	for _, c := range []struct{ name, q string }{
+		{"logfmt", `{app="x"} | logfmt`},
+		{"regexp", `{app="x"} | regexp "(?P<first>\\S+) (?P<second>\\S+)"`},
+		{"pattern", `{app="x"} | pattern "<first> <second> <_>"`},
+		{"line_format", `{app="x"} | line_format "{{.app}} {{ __line__ | lower }}"`},
+		{"label_format", `{app="x"} | label_format x="{{.app}}-y", y=app`},
+		{"decolorize", `{app="x"} | decolorize`},
+	} {
+		p := mustPlan(b, c.q)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, l := range lines {
+					p.LabelSetAttrs(stream, nil, l)
+				}
+			}
+		})
+	}
+}
