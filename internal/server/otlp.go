@@ -173,9 +173,125 @@ type otlpKV struct {
 	val otlpValue
 }
 
+// otlpAttrs is the attributes (KeyValues) of a resource, scope or
+// record. Decoded from protobuf they are not decoded into otlpKVs (~110
+// bytes each, for an empty KeyValue's 2 bytes: a record of a million
+// attributes cost 320x its size): raws holds the messages whose fields
+// numbered field are the attributes, checked by the decoder, and each
+// decodes them one at a time. Decoded from JSON (or built by tests), kvs
+// holds them.
+type otlpAttrs struct {
+	kvs   []otlpKV
+	raws  [][]byte
+	field int
+}
+
+// add notes that message m (of the list's field numbers) holds
+// attributes, once.
+func (a *otlpAttrs) add(m []byte, field int) {
+	if n := len(a.raws); n > 0 && len(a.raws[n-1]) == len(m) && &a.raws[n-1][0] == &m[0] {
+		return
+	}
+	a.field = field
+	a.raws = append(a.raws, m)
+}
+
+// each calls fn with each attribute in order, until fn returns false. An
+// attribute whose arrays and maps hold more than otlpAttrMaxValues
+// values is otlpTooLarge.
+func (a *otlpAttrs) each(fn func(key string, val otlpValue) bool) {
+	for _, kv := range a.kvs {
+		if !fn(kv.key, kv.val) {
+			return
+		}
+	}
+	for _, raw := range a.raws {
+		for b := raw; len(b) > 0; {
+			f, t, _, v, rest, err := protoField(b)
+			if err != nil {
+				break // not after the decoder's check
+			}
+			b = rest
+			if f != a.field || t != wireLen {
+				continue
+			}
+			key, val := otlpShallowKV(v)
+			budget := otlpAttrMaxValues
+			for kb := v; len(kb) > 0 && budget >= 0; {
+				kf, kt, _, kv, krest, err := protoField(kb)
+				if err != nil {
+					break
+				}
+				kb = krest
+				if kf == 2 && kt == wireLen {
+					otlpCharge(kv, &budget)
+				}
+			}
+			if budget < 0 {
+				val = otlpValue{kind: otlpTooLarge}
+			}
+			if !fn(string(key), val) {
+				return
+			}
+		}
+	}
+}
+
+// list is the attributes as otlpKVs (for tests).
+func (a *otlpAttrs) list() []otlpKV {
+	var out []otlpKV
+	a.each(func(k string, v otlpValue) bool {
+		out = append(out, otlpKV{k, v})
+		return true
+	})
+	return out
+}
+
+// otlpCharge takes from *budget what decodeOTLPValue took for the
+// (checked) AnyValue b: one for each value inside its arrays and maps,
+// every array or map field of it counted, as decodeOTLPValue checks
+// each. It stops once *budget is below zero.
+func otlpCharge(b []byte, budget *int) {
+	for len(b) > 0 && *budget >= 0 {
+		f, t, _, v, rest, err := protoField(b)
+		if err != nil {
+			return
+		}
+		b = rest
+		if f != 5 && f != 6 || t != wireLen {
+			continue
+		}
+		for len(v) > 0 && *budget >= 0 {
+			ef, et, _, ev, rest, err := protoField(v)
+			if err != nil {
+				return
+			}
+			v = rest
+			if ef != 1 || et != wireLen {
+				continue
+			}
+			*budget--
+			if f == 5 {
+				otlpCharge(ev, budget)
+				continue
+			}
+			for kb := ev; len(kb) > 0; {
+				kf, kt, _, kv, krest, err := protoField(kb)
+				if err != nil {
+					break
+				}
+				kb = krest
+				if kf == 2 && kt == wireLen {
+					otlpCharge(kv, budget)
+				}
+			}
+		}
+	}
+}
+
 // otlpResource is one ResourceLogs: its attributes and scopes.
 type otlpResource struct {
-	attrs  []otlpKV
+	attrs  otlpAttrs
 	scopes []otlpScope
 }
 
@@ -191,7 +307,8 @@ func (r *otlpResource) nrecords() int {
 // otlpScope is one ScopeLogs: its InstrumentationScope and records.
 type otlpScope struct {
 	name, version []byte
-	attrs         []otlpKV
+	attrs         otlpAttrs
+	nattrs        int // attributes, for messages
 	dropped       uint64
 	records       []otlpRecord
 }
@@ -201,7 +318,7 @@ type otlpRecord struct {
 	body            otlpValue
 	sevNum          int64 // severity_number (an enum: int32)
 	sevText         []byte
-	attrs           []otlpKV
+	attrs           otlpAttrs
 	dropped, flags  uint64 // uint32 fields
 	traceID, spanID []byte // 16 and 8 bytes, or none
 	eventName       []byte
@@ -235,6 +352,7 @@ func decodeOTLPProto(b []byte) ([]otlpResource, error) {
 
 func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 	var res otlpResource
+	nattrs := 0
 	for len(b) > 0 {
 		f, t, _, v, rest, err := protoField(b)
 		if err != nil {
@@ -243,6 +361,9 @@ func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 		b = rest
 		switch {
 		case f == 1 && t == wireLen: // Resource
+			if len(v) > 0 {
+				res.attrs.add(v, 1)
+			}
 			for len(v) > 0 {
 				f, t, _, kv, rest, err := protoField(v)
 				if err != nil {
@@ -253,13 +374,12 @@ func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 					continue
 				}
 				if t != wireLen {
-					return res, fmt.Errorf("resource attribute %d: wrong wire type %d", len(res.attrs), t)
+					return res, fmt.Errorf("resource attribute %d: wrong wire type %d", nattrs, t)
 				}
-				a, err := decodeOTLPAttr(kv)
-				if err != nil {
-					return res, fmt.Errorf("resource attribute %d: %w", len(res.attrs), err)
+				if err := checkOTLPAttr(kv); err != nil {
+					return res, fmt.Errorf("resource attribute %d: %w", nattrs, err)
 				}
-				res.attrs = append(res.attrs, a)
+				nattrs++
 			}
 		case f == 2 && t == wireLen: // ScopeLogs
 			// Sized by a first pass: grown by append, the records
@@ -298,6 +418,7 @@ func decodeOTLPResourceLogs(b []byte) (otlpResource, error) {
 
 // decodeOTLPScope decodes an InstrumentationScope into sc.
 func decodeOTLPScope(b []byte, sc *otlpScope) error {
+	all := b // the message: its attributes are read from it (otlpAttrs)
 	for len(b) > 0 {
 		f, t, num, v, rest, err := protoField(b)
 		if err != nil {
@@ -310,11 +431,11 @@ func decodeOTLPScope(b []byte, sc *otlpScope) error {
 		case f == 2 && t == wireLen:
 			sc.version = v
 		case f == 3 && t == wireLen:
-			kv, err := decodeOTLPAttr(v)
-			if err != nil {
-				return fmt.Errorf("attribute %d: %w", len(sc.attrs), err)
+			if err := checkOTLPAttr(v); err != nil {
+				return fmt.Errorf("attribute %d: %w", sc.nattrs, err)
 			}
-			sc.attrs = append(sc.attrs, kv)
+			sc.nattrs++
+			sc.attrs.add(all, 3)
 		case f == 4 && t == wireVarint:
 			sc.dropped = uint64(uint32(num)) // a uint32: protobuf keeps the low bits
 		case f >= 1 && f <= 4:
@@ -326,6 +447,7 @@ func decodeOTLPScope(b []byte, sc *otlpScope) error {
 
 func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 	var rec otlpRecord
+	all, nattrs := b, 0 // the message: its attributes are read from it (otlpAttrs)
 	for len(b) > 0 {
 		f, t, num, v, rest, err := protoField(b)
 		if err != nil {
@@ -346,11 +468,11 @@ func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 		case f == 3 && t == wireLen:
 			rec.sevText = v
 		case f == 6 && t == wireLen:
-			kv, err := decodeOTLPAttr(v)
-			if err != nil {
-				return rec, fmt.Errorf("attribute %d: %w", len(rec.attrs), err)
+			if err := checkOTLPAttr(v); err != nil {
+				return rec, fmt.Errorf("attribute %d: %w", nattrs, err)
 			}
-			rec.attrs = append(rec.attrs, kv)
+			nattrs++
+			rec.attrs.add(all, 6)
 		case f == 7 && t == wireVarint:
 			rec.dropped = uint64(uint32(num))
 		case f == 8 && t == wireI32:
@@ -374,16 +496,11 @@ func decodeOTLPRecord(b []byte) (otlpRecord, error) {
 	return rec, nil
 }
 
-// decodeOTLPAttr decodes an attribute (a KeyValue of a resource, scope or
-// record), keeping at most otlpAttrMaxValues values of its arrays and
-// maps: past them it is otlpTooLarge.
-func decodeOTLPAttr(b []byte) (otlpKV, error) {
-	budget := otlpAttrMaxValues
-	kv, err := decodeOTLPKeyValue(b, 0, &budget)
-	if budget < 0 {
-		kv.val = otlpValue{kind: otlpTooLarge}
-	}
-	return kv, err
+// checkOTLPAttr checks an attribute (a KeyValue of a resource, scope or
+// record); otlpAttrs.each decodes it.
+func checkOTLPAttr(b []byte) error {
+	_, _, err := scanOTLPKeyValue(b, 0, nil)
+	return err
 }
 
 // decodeOTLPKeyValue decodes a KeyValue (see scanOTLPKeyValue).
@@ -794,12 +911,12 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 			if err != nil {
 				return nil, fmt.Errorf("resourceLogs %d: resource attribute %d: %w", i, j, err)
 			}
-			res.attrs = append(res.attrs, kv)
+			res.attrs.kvs = append(res.attrs.kvs, kv)
 		}
 		for _, sl := range rl.ScopeLogs {
 			sc := otlpScope{name: []byte(sl.Scope.Name), version: []byte(sl.Scope.Version)}
 			var err error
-			if sc.attrs, err = decodeOTLPJSONAttrs(sl.Scope.Attributes); err != nil {
+			if sc.attrs.kvs, err = decodeOTLPJSONAttrs(sl.Scope.Attributes); err != nil {
 				return nil, fmt.Errorf("resourceLogs %d: scope: %w", i, err)
 			}
 			if sc.dropped, err = jsonUint32(sl.Scope.DroppedAttributesCount, "droppedAttributesCount"); err != nil {
@@ -814,7 +931,7 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 							return fmt.Errorf("body: %w", err)
 						}
 					}
-					if rec.attrs, err = decodeOTLPJSONAttrs(lr.Attributes); err != nil {
+					if rec.attrs.kvs, err = decodeOTLPJSONAttrs(lr.Attributes); err != nil {
 						return err
 					}
 					if rec.dropped, err = jsonUint32(lr.DroppedAttributesCount, "droppedAttributesCount"); err != nil {
@@ -1777,7 +1894,7 @@ func otlpLabelName(k string) string {
 
 // otlpLabels picks a resource's stream labels. A key given twice keeps
 // its first value (as a lookup in the collector's attribute map does).
-func otlpLabels(attrs []otlpKV) map[string]string {
+func otlpLabels(attrs *otlpAttrs) map[string]string {
 	labels := map[string]string{}
 	var add func(name string, v otlpValue)
 	add = func(name string, v otlpValue) {
@@ -1794,13 +1911,13 @@ func otlpLabels(attrs []otlpKV) map[string]string {
 		}
 	}
 	seen := map[string]bool{}
-	for _, a := range attrs {
-		if !otlpIndexAttributes[a.key] || seen[a.key] {
-			continue
+	attrs.each(func(key string, val otlpValue) bool {
+		if otlpIndexAttributes[key] && !seen[key] {
+			seen[key] = true
+			add(otlpLabelName(key), val)
 		}
-		seen[a.key] = true
-		add(otlpLabelName(a.key), a.val)
-	}
+		return true
+	})
 	if labels["service_name"] == "" {
 		labels["service_name"] = "unknown_service"
 	}

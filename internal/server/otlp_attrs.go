@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"haystack/internal/attrs"
 )
@@ -22,17 +24,56 @@ import (
 // map value is flattened into one pair a key, its name the parent's and
 // the key's joined by '_' (an empty map gives none), each name normalized
 // at each level as Loki normalizes it. skip leaves out keys.
-func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs []otlpKV, skip func(string) bool) ([]attrs.Pair, error) {
+//
+// Past otlpCompactPairs pairs, the pairs so far are compacted
+// (compactPairs): of a name only the last pair is kept, as encode keeps
+// it, so that a list of a million attributes of a few names does not
+// hold a million pairs.
+func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs *otlpAttrs, skip func(string) bool) ([]attrs.Pair, error) {
 	var err error
-	for _, kv := range kvs {
-		if skip != nil && skip(kv.key) {
+	base := len(dst)
+	next := base + otlpCompactPairs
+	kvs.each(func(key string, val otlpValue) bool {
+		if skip != nil && skip(key) {
+			return true
+		}
+		if dst, err = otlpAttrPair(me, dst, key, val, ""); err != nil {
+			return false
+		}
+		if len(dst) >= next {
+			dst = compactPairs(me, dst, base)
+			next = len(dst) + max(otlpCompactPairs, len(dst)-base)
+		}
+		return true
+	})
+	return dst, err
+}
+
+// otlpCompactPairs is how many pairs otlpAttrPairs collects before it
+// compacts them.
+const otlpCompactPairs = 1024
+
+// compactPairs keeps, of the pairs dst[base:] (names normalized) of one
+// name, only the last, as encode would (a later pair of the name wins),
+// counting in me.collisions the names given twice with different values
+// as encode counts them (each change of value from one pair of the name
+// to the next). Empty values are kept: a later empty value drops the
+// name in encode.
+func compactPairs(me *metaEncoder, dst []attrs.Pair, base int) []attrs.Pair {
+	ps := dst[base:]
+	slices.SortStableFunc(ps, func(a, b attrs.Pair) int { return strings.Compare(a.Name, b.Name) })
+	out := ps[:0]
+	for i, p := range ps {
+		if i+1 < len(ps) && ps[i+1].Name == p.Name {
+			if ps[i+1].Value != p.Value {
+				me.collisions++
+			}
 			continue
 		}
-		if dst, err = otlpAttrPair(me, dst, kv.key, kv.val, ""); err != nil {
-			return dst, err
-		}
+		out = append(out, p)
 	}
-	return dst, nil
+	clear(ps[len(out):])
+	return dst[:base+len(out)]
 }
 
 // otlpAttrPair appends the pairs of attribute key (under prefix, the
@@ -66,12 +107,12 @@ func otlpAttrPair(me *metaEncoder, dst []attrs.Pair, key string, val otlpValue, 
 // otlpResourcePairs is the metadata every record of r repeats: its
 // attributes that are not stream labels.
 func otlpResourcePairs(me *metaEncoder, r *otlpResource) ([]attrs.Pair, error) {
-	return otlpAttrPairs(me, nil, r.attrs, func(k string) bool { return otlpIndexAttributes[k] })
+	return otlpAttrPairs(me, nil, &r.attrs, func(k string) bool { return otlpIndexAttributes[k] })
 }
 
 // otlpScopePairs is the metadata every record of sc repeats.
 func otlpScopePairs(me *metaEncoder, sc *otlpScope) ([]attrs.Pair, error) {
-	p, err := otlpAttrPairs(me, nil, sc.attrs, nil)
+	p, err := otlpAttrPairs(me, nil, &sc.attrs, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +136,7 @@ func otlpRecordPairs(me *metaEncoder, dst []attrs.Pair, rec *otlpRecord) ([]attr
 		// that name, as in Loki.
 		skip = func(k string) bool { return k == "event_name" }
 	}
-	dst, err := otlpAttrPairs(me, dst, rec.attrs, skip)
+	dst, err := otlpAttrPairs(me, dst, &rec.attrs, skip)
 	if err != nil {
 		return dst, err
 	}
@@ -192,13 +233,22 @@ func otlpStreams(res []otlpResource, now int64, maxLine int, rj *pushRejects) []
 	var scratch []attrs.Pair
 	for i := range res {
 		r := &res[i]
-		ps := pushStream{lmap: otlpLabels(r.attrs)}
+		ps := pushStream{lmap: otlpLabels(&r.attrs)}
 		start := len(all)
+		// The collisions compactPairs counts inside the resource's and
+		// scope's pairs are counted for each record, as encode counted
+		// them in each record's pairs.
+		c0 := me.collisions
 		rp, rerr := otlpResourcePairs(&me, r)
+		rcoll := me.collisions - c0
+		me.collisions = c0
 		j := 0 // record number in the resource, for messages
 		for k := range r.scopes {
 			sc := &r.scopes[k]
+			c1 := me.collisions
 			sp, serr := otlpScopePairs(&me, sc)
+			scoll := me.collisions - c1
+			me.collisions = c1
 			for l := range sc.records {
 				rec := &sc.records[l]
 				j++
@@ -227,6 +277,7 @@ func otlpStreams(res []otlpResource, now int64, maxLine int, rj *pushRejects) []
 					continue
 				}
 				scratch = append(append(scratch, rp...), sp...)
+				me.collisions += rcoll + scoll
 				e := pushEntry{Time: int64(ts)}
 				if ts == 0 {
 					e.Time = now

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"haystack/internal/attrs"
 )
 
 // otlpAllocs pushes body to e as tenant and returns the answer and the
@@ -557,16 +559,16 @@ func otlpJSONCheckOracle(t *testing.T, b []byte, res []otlpResource, err error) 
 		}
 		r := res[i]
 		for j, kv := range rl.Resource.Attributes {
-			pairs = append(pairs, pair{old: kv.Value, now: r.attrs[j].val})
+			pairs = append(pairs, pair{old: kv.Value, now: r.attrs.list()[j].val})
 		}
 		for j, sl := range rl.ScopeLogs {
 			for l, kv := range sl.Scope.Attributes {
-				pairs = append(pairs, pair{old: kv.Value, now: r.scopes[j].attrs[l].val})
+				pairs = append(pairs, pair{old: kv.Value, now: r.scopes[j].attrs.list()[l].val})
 			}
 			for l, lr := range sl.LogRecords {
 				pairs = append(pairs, pair{old: lr.Body, now: r.scopes[j].records[l].body, body: true})
 				for m, kv := range lr.Attributes {
-					pairs = append(pairs, pair{old: kv.Value, now: r.scopes[j].records[l].attrs[m].val})
+					pairs = append(pairs, pair{old: kv.Value, now: r.scopes[j].records[l].attrs.list()[m].val})
 				}
 			}
 		}
@@ -583,6 +585,102 @@ func otlpJSONCheckOracle(t *testing.T, b []byte, res []otlpResource, err error) 
 		}
 		if want, _ := str(p.old); p.now.String() != want {
 			t.Fatalf("decoded before as %q, now %q", want, p.now.String())
+		}
+	}
+}
+
+// TestOTLPManyAttributesBounded: a record or resource of half a million
+// attributes (an empty KeyValue is 2 bytes) cost ~110 bytes each before
+// any limit (320x the push); now about the push's size, with the same
+// answers, stored metadata (the last value of a name wins, empty values
+// dropped) and collisions counted.
+func TestOTLPManyAttributesBounded(t *testing.T) {
+	const n = 1 << 18
+	alternating := func(f int, name string, a, b string) []byte {
+		var out []byte
+		for i := range n {
+			v := a
+			if i%2 == 1 {
+				v = b
+			}
+			out = append(out, pbLen(f, append(pbLen(1, []byte(name)), pbLen(2, pbLen(1, []byte(v)))...))...)
+		}
+		return out
+	}
+	rec := func(d time.Duration, line string, attrs []byte) []byte {
+		r := append(pbFixed64(1, ns(d)), pbLen(5, pbLen(1, []byte(line)))...)
+		return pbLen(2, append(r, attrs...))
+	}
+	res := append(pbLen(1, kvS("service.name", "svc").proto()), alternating(1, "r", "x", "y")...)
+	recs := append(rec(1*time.Second, "many", alternating(6, "a", "v", "w")), rec(2*time.Second, "one", pbLen(6, kvS("a", "z").proto()))...)
+	noValues := bytes.Repeat(pbLen(6, pbLen(1, []byte("e"))), 4*n) // e, no value: dropped
+	recs = append(recs, rec(3*time.Second, "empty values", append(noValues, pbLen(6, kvS("b", "1").proto())...))...)
+	empties := bytes.Repeat(pbLen(6, nil), 4*n) // no name: refused
+	recs = append(recs, rec(4*time.Second, "no names", empties)...)
+	req := pbLen(1, append(pbLen(1, res), pbLen(2, recs)...))
+
+	e := newEnv(t, nil)
+	code, resp, alloc := otlpAllocs(e, req, "application/x-protobuf", "fake")
+	t.Logf("a push of %d bytes allocated %d bytes (%.1fx)", len(req), alloc, float64(alloc)/float64(len(req)))
+	if limit := uint64(8 * len(req)); alloc > limit {
+		t.Errorf("a push of %d bytes allocated %d MB (%.0fx), want under %d MB", len(req), alloc>>20, float64(alloc)/float64(len(req)), limit>>20)
+	}
+	if code != 200 || !bytes.Contains(resp, []byte(`resource 0, log record 3: structured metadata: attribute "": empty name; 1 entries refused, the other 3 stored`)) {
+		t.Errorf("answer %d %q", code, resp)
+	}
+	wantLines(t, "stored", e.stored("fake"), []string{
+		fmt.Sprintf(`{service_name="svc"} %d "empty values" | b="1", r="y"`, ns(3*time.Second)),
+		fmt.Sprintf(`{service_name="svc"} %d "one" | a="z", r="y"`, ns(2*time.Second)),
+		fmt.Sprintf(`{service_name="svc"} %d "many" | a="w", r="y"`, ns(time.Second)),
+	})
+	// Each change of value counts: a's n-1 in the first record, r's in
+	// each of the three records that got to encoding.
+	if got, want := metricValue(t, e, "hay_structured_metadata_collisions_total", "", ""), float64(4*(n-1)); got != want {
+		t.Errorf("collisions %v, want %v", got, want)
+	}
+}
+
+// TestOTLPCompactPairsOracle: attribute lists long enough to be
+// compacted (otlpCompactPairs) encode to the same metadata, refusal and
+// collision count as the whole list given to encode, with later pairs
+// (a record's fields, its resource's) after them.
+func TestOTLPCompactPairsOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	names := []string{"a", "a.b", "a_b", "b", "c", "1x", "_y"}
+	vals := []string{"", "v", "w", "x"}
+	for i := range 300 {
+		var kvs []otlpKV
+		nn := 1 + r.IntN(len(names))
+		for range r.IntN(5000) {
+			kvs = append(kvs, otlpKV{names[r.IntN(nn)], otlpValue{kind: otlpString, bytes: []byte(vals[r.IntN(len(vals))])}})
+		}
+		if r.IntN(4) == 0 {
+			for j := range r.IntN(300) {
+				kvs = append(kvs, otlpKV{fmt.Sprint("d", j), otlpValue{kind: otlpString, bytes: []byte("1")}})
+			}
+		}
+		var later []attrs.Pair
+		for range r.IntN(4) {
+			later = append(later, attrs.Pair{Name: names[r.IntN(nn)], Value: vals[r.IntN(len(vals))]})
+		}
+		var me1, me2 metaEncoder
+		got, err := otlpAttrPairs(&me1, nil, &otlpAttrs{kvs: kvs}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc1, ref1 := me1.encode(append(got, later...))
+		var all []attrs.Pair
+		for _, kv := range kvs {
+			if all, err = otlpAttrPair(&me2, all, kv.key, kv.val, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		enc2, ref2 := me2.encode(append(all, later...))
+		if !bytes.Equal(enc1, enc2) || (ref1 == nil) != (ref2 == nil) || ref1 != nil && *ref1 != *ref2 || me1.collisions != me2.collisions {
+			t.Fatalf("list %d of %d: %q %v %d; whole %q %v %d", i, len(kvs), enc1, ref1, me1.collisions, enc2, ref2, me2.collisions)
+		}
+		if len(kvs) > 2*otlpCompactPairs && len(got) > otlpCompactPairs+nn+300 {
+			t.Fatalf("list %d: %d pairs kept of %d", i, len(got), len(kvs))
 		}
 	}
 }

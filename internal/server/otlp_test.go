@@ -890,10 +890,10 @@ func encodeOTLP(res []otlpResource) []byte {
 	}
 	var out []byte
 	for _, r := range res {
-		rl := pbLen(1, kvs(1, r.attrs))
+		rl := pbLen(1, kvs(1, r.attrs.list()))
 		for _, sc := range r.scopes {
 			scope := append(pbLen(1, sc.name), pbLen(2, sc.version)...)
-			scope = append(scope, kvs(3, sc.attrs)...)
+			scope = append(scope, kvs(3, sc.attrs.list())...)
 			scope = append(scope, pbVarint(4, sc.dropped)...)
 			sl := pbLen(1, scope)
 			for _, rec := range sc.records {
@@ -911,7 +911,7 @@ func encodeOTLP(res []otlpResource) []byte {
 				if rec.sevText != nil {
 					lr = append(lr, pbLen(3, rec.sevText)...)
 				}
-				lr = append(lr, kvs(6, rec.attrs)...)
+				lr = append(lr, kvs(6, rec.attrs.list())...)
 				lr = append(lr, pbVarint(7, rec.dropped)...)
 				lr = append(lr, pbFixed32(8, uint32(rec.flags))...)
 				if rec.traceID != nil {
@@ -955,16 +955,16 @@ func otlpCheckDecoded(t *testing.T, res []otlpResource) {
 		}
 	}
 	for _, r := range res {
-		for _, kv := range r.attrs {
+		for _, kv := range r.attrs.list() {
 			check(kv.val)
 		}
 		for _, sc := range r.scopes {
-			for _, kv := range sc.attrs {
+			for _, kv := range sc.attrs.list() {
 				check(kv.val)
 			}
 			for _, rec := range sc.records {
 				check(rec.body)
-				for _, kv := range rec.attrs {
+				for _, kv := range rec.attrs.list() {
 					check(kv.val)
 				}
 			}
