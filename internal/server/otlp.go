@@ -184,6 +184,7 @@ type otlpAttrs struct {
 	kvs   []otlpKV
 	raws  [][]byte
 	field int
+	json  []byte // from JSON: the array of KeyValues, checked
 }
 
 // add notes that message m (of the list's field numbers) holds
@@ -204,6 +205,20 @@ func (a *otlpAttrs) each(fn func(key string, val otlpValue) bool) {
 		if !fn(kv.key, kv.val) {
 			return
 		}
+	}
+	if a.json != nil {
+		jsonElems(a.json, func(_ int, el []byte) error {
+			key, val, _ := jsonKVElem(el)
+			budget := otlpAttrMaxValues
+			jsonCharge(val, &budget)
+			if budget < 0 {
+				val = otlpValue{kind: otlpTooLarge}
+			}
+			if !fn(string(key), val) {
+				return errJSONStop
+			}
+			return nil
+		})
 	}
 	for _, raw := range a.raws {
 		for b := raw; len(b) > 0; {
@@ -245,6 +260,31 @@ func (a *otlpAttrs) list() []otlpKV {
 		return true
 	})
 	return out
+}
+
+// jsonCharge takes from *budget what decode took for v (decoded from
+// JSON): one for each value inside its arrays and maps. It stops once
+// *budget is below zero.
+func jsonCharge(v otlpValue, budget *int) {
+	if v.enc != otlpJSONText {
+		return
+	}
+	jsonElems(v.bytes, func(_ int, el []byte) error {
+		if *budget--; *budget < 0 {
+			return errJSONStop
+		}
+		var e otlpValue
+		if v.kind == otlpArray {
+			e = jsonAnyElem(el)
+		} else {
+			_, e, _ = jsonKVElem(el)
+		}
+		jsonCharge(e, budget)
+		if *budget < 0 {
+			return errJSONStop
+		}
+		return nil
+	})
 }
 
 // otlpCharge takes from *budget what decodeOTLPValue took for the
@@ -741,14 +781,14 @@ func (v otlpValue) eachKV(fn func(key string, val otlpValue) bool) {
 type otlpJSONRequest struct {
 	ResourceLogs []struct {
 		Resource struct {
-			Attributes []otlpJSONKV `json:"attributes"`
+			Attributes json.RawMessage `json:"attributes"`
 		} `json:"resource"`
 		ScopeLogs []struct {
 			Scope struct {
-				Name                   string       `json:"name"`
-				Version                string       `json:"version"`
-				Attributes             []otlpJSONKV `json:"attributes"`
-				DroppedAttributesCount otlpJSONUint `json:"droppedAttributesCount"`
+				Name                   string          `json:"name"`
+				Version                string          `json:"version"`
+				Attributes             json.RawMessage `json:"attributes"`
+				DroppedAttributesCount otlpJSONUint    `json:"droppedAttributesCount"`
 			} `json:"scope"`
 			LogRecords []struct {
 				TimeUnixNano           otlpJSONUint     `json:"timeUnixNano"`
@@ -756,7 +796,7 @@ type otlpJSONRequest struct {
 				SeverityNumber         otlpJSONSeverity `json:"severityNumber"`
 				SeverityText           string           `json:"severityText"`
 				Body                   *otlpJSONAny     `json:"body"`
-				Attributes             []otlpJSONKV     `json:"attributes"`
+				Attributes             json.RawMessage  `json:"attributes"`
 				DroppedAttributesCount otlpJSONUint     `json:"droppedAttributesCount"`
 				Flags                  otlpJSONUint     `json:"flags"`
 				TraceID                string           `json:"traceId"`
@@ -906,17 +946,14 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 	out := make([]otlpResource, 0, len(req.ResourceLogs))
 	for i, rl := range req.ResourceLogs {
 		var res otlpResource
-		for j, a := range rl.Resource.Attributes {
-			kv, err := a.decodeAttr()
-			if err != nil {
-				return nil, fmt.Errorf("resourceLogs %d: resource attribute %d: %w", i, j, err)
-			}
-			res.attrs.kvs = append(res.attrs.kvs, kv)
+		var err error
+		if res.attrs, err = decodeOTLPJSONAttrs(rl.Resource.Attributes, "resource attribute"); err != nil {
+			return nil, fmt.Errorf("resourceLogs %d: %w", i, err)
 		}
 		for _, sl := range rl.ScopeLogs {
 			sc := otlpScope{name: []byte(sl.Scope.Name), version: []byte(sl.Scope.Version)}
 			var err error
-			if sc.attrs.kvs, err = decodeOTLPJSONAttrs(sl.Scope.Attributes); err != nil {
+			if sc.attrs, err = decodeOTLPJSONAttrs(sl.Scope.Attributes, "attribute"); err != nil {
 				return nil, fmt.Errorf("resourceLogs %d: scope: %w", i, err)
 			}
 			if sc.dropped, err = jsonUint32(sl.Scope.DroppedAttributesCount, "droppedAttributesCount"); err != nil {
@@ -931,7 +968,7 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 							return fmt.Errorf("body: %w", err)
 						}
 					}
-					if rec.attrs.kvs, err = decodeOTLPJSONAttrs(lr.Attributes); err != nil {
+					if rec.attrs, err = decodeOTLPJSONAttrs(lr.Attributes, "attribute"); err != nil {
 						return err
 					}
 					if rec.dropped, err = jsonUint32(lr.DroppedAttributesCount, "droppedAttributesCount"); err != nil {
@@ -958,17 +995,34 @@ func decodeOTLPJSON(b []byte) ([]otlpResource, error) {
 	return out, nil
 }
 
-// decodeOTLPJSONAttrs decodes a list of attributes.
-func decodeOTLPJSONAttrs(kvs []otlpJSONKV) ([]otlpKV, error) {
-	var out []otlpKV
-	for j, a := range kvs {
-		kv, err := a.decodeAttr()
-		if err != nil {
-			return nil, fmt.Errorf("attribute %d: %w", j, err)
-		}
-		out = append(out, kv)
+// decodeOTLPJSONAttrs checks a list of attributes (a JSON array of
+// KeyValues, or null) and keeps it as its text (otlpAttrs); what names
+// an attribute in messages.
+func decodeOTLPJSONAttrs(raw json.RawMessage, what string) (otlpAttrs, error) {
+	if err := jsonIsList(raw); err != nil {
+		return otlpAttrs{}, fmt.Errorf("%ss: %w", what, err)
 	}
-	return out, nil
+	err := jsonElems(raw, func(j int, el []byte) error {
+		if key, v, hasVal, ok := jsonKVFast(el); ok {
+			if hasVal {
+				if err := checkJSONShallow(v, 0, nil); err != nil {
+					return fmt.Errorf("%s %d: %q: %w", what, j, key, err)
+				}
+			}
+			return nil
+		}
+		var kv otlpJSONKV
+		if err := json.Unmarshal(el, &kv); err != nil {
+			return fmt.Errorf("%s %d: %w", what, j, err)
+		}
+		if kv.Value != nil {
+			if _, err := kv.Value.decode(0, nil); err != nil {
+				return fmt.Errorf("%s %d: %q: %w", what, j, kv.Key, err)
+			}
+		}
+		return nil
+	})
+	return otlpAttrs{json: raw}, err
 }
 
 // jsonUint32 checks that a uint32 field's value fits.
@@ -1031,28 +1085,6 @@ var otlpSeverityNames = func() map[string]int32 {
 	}
 	return m
 }()
-
-// decodeAttr is decodeOTLPAttr's JSON twin.
-func (a otlpJSONKV) decodeAttr() (otlpKV, error) {
-	budget := otlpAttrMaxValues
-	kv, err := a.decode(0, &budget)
-	if budget < 0 {
-		kv.val = otlpValue{kind: otlpTooLarge}
-	}
-	return kv, err
-}
-
-func (a otlpJSONKV) decode(depth int, budget *int) (otlpKV, error) {
-	kv := otlpKV{key: a.Key}
-	if a.Value != nil {
-		v, err := a.Value.decode(depth, budget)
-		if err != nil {
-			return kv, fmt.Errorf("%q: %w", a.Key, err)
-		}
-		kv.val = v
-	}
-	return kv, nil
-}
 
 // decode checks a and the values inside its arrays and maps, each of
 // which takes one from *budget (nil: no bound), and decodes it
@@ -1376,12 +1408,12 @@ var errJSONStop = errors.New("stop")
 // it returns (but errJSONStop). null or nothing is no elements, as an
 // absent or null array decodes to none.
 func jsonElems(b []byte, fn func(i int, el []byte) error) error {
+	if err := jsonIsList(b); err != nil {
+		return fmt.Errorf("values: %w", err)
+	}
 	i := jsonSpace(b, 0)
 	if i == len(b) || b[i] == 'n' {
 		return nil
-	}
-	if b[i] != '[' {
-		return fmt.Errorf("values: json: cannot unmarshal %s into an array", jsonTypeName(b[i]))
 	}
 	for n := 0; ; n++ {
 		i = jsonSpace(b, i+1)
@@ -1401,6 +1433,16 @@ func jsonElems(b []byte, fn func(i int, el []byte) error) error {
 		}
 		// b[i] is ','.
 	}
+}
+
+// jsonIsList checks that the JSON text b (checked to be JSON) is an
+// array, null or nothing, as encoding/json would decode into a slice.
+func jsonIsList(b []byte) error {
+	i := jsonSpace(b, 0)
+	if i == len(b) || b[i] == 'n' || b[i] == '[' {
+		return nil
+	}
+	return fmt.Errorf("json: cannot unmarshal %s into an array", jsonTypeName(b[i]))
 }
 
 // jsonTypeName names the JSON type that starts with c, for messages.

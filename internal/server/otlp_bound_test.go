@@ -684,3 +684,48 @@ func TestOTLPCompactPairsOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestOTLPJSONManyAttributesBounded is TestOTLPManyAttributesBounded in
+// OTLP/JSON (before: 70-255x the push).
+func TestOTLPJSONManyAttributesBounded(t *testing.T) {
+	const n = 1 << 17
+	alternating := func(name, a, b string) string {
+		var parts []string
+		for i := range n {
+			v := a
+			if i%2 == 1 {
+				v = b
+			}
+			parts = append(parts, `{"key":"`+name+`","value":{"stringValue":"`+v+`"}}`)
+		}
+		return strings.Join(parts, ",")
+	}
+	rec := func(d time.Duration, line, attrs string) string {
+		return `{"timeUnixNano":"` + fmt.Sprint(ns(d)) + `","body":{"stringValue":"` + line + `"},"attributes":[` + attrs + `]}`
+	}
+	recs := []string{
+		rec(time.Second, "many", alternating("a", "v", "w")),
+		rec(2*time.Second, "one", `{"key":"a","value":{"stringValue":"z"}}`),
+		rec(3*time.Second, "empty values", strings.Repeat(`{"key":"e"},`, 4*n)+`{"key":"b","value":{"stringValue":"1"}}`),
+		rec(4*time.Second, "no names", strings.TrimSuffix(strings.Repeat(`{},`, 4*n), ",")),
+	}
+	req := []byte(`{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}},` + alternating("r", "x", "y") +
+		`]},"scopeLogs":[{"logRecords":[` + strings.Join(recs, ",") + `]}]}]}`)
+	e := newEnv(t, nil)
+	code, resp, alloc := otlpAllocs(e, req, "application/json", "fake")
+	t.Logf("a push of %d bytes allocated %d bytes (%.1fx)", len(req), alloc, float64(alloc)/float64(len(req)))
+	if limit := uint64(12 * len(req)); alloc > limit {
+		t.Errorf("a push of %d bytes allocated %d MB (%.0fx), want under %d MB", len(req), alloc>>20, float64(alloc)/float64(len(req)), limit>>20)
+	}
+	if code != 200 || !bytes.Contains(resp, []byte(`resource 0, log record 3: structured metadata: attribute \"\": empty name; 1 entries refused, the other 3 stored`)) {
+		t.Errorf("answer %d %q", code, resp)
+	}
+	wantLines(t, "stored", e.stored("fake"), []string{
+		fmt.Sprintf(`{service_name="svc"} %d "empty values" | b="1", r="y"`, ns(3*time.Second)),
+		fmt.Sprintf(`{service_name="svc"} %d "one" | a="z", r="y"`, ns(2*time.Second)),
+		fmt.Sprintf(`{service_name="svc"} %d "many" | a="w", r="y"`, ns(time.Second)),
+	})
+	if got, want := metricValue(t, e, "hay_structured_metadata_collisions_total", "", ""), float64(4*(n-1)); got != want {
+		t.Errorf("collisions %v, want %v", got, want)
+	}
+}
