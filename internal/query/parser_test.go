@@ -372,3 +372,52 @@ func TestFromGrepFoldInvalidUTF8(t *testing.T) {
 		t.Errorf("foldASCIIRegex: %q", got)
 	}
 }
+
+// The new stages' ASTs, positions (byte offsets counted with Python's
+// str.index on the same text) and String forms.
+func TestParseStagesAST(t *testing.T) {
+	src := "{a=\"b\"} | regexp `(?P<x>\\d+)` | pattern \"<p> <_>\" | json f=\"a.b[0]\", g | logfmt --strict h, i=\"j\" | unpack | decolorize | line_format \"{{.x}}\" |= \"y\" | label_format k=x, l=\"{{.p}}\""
+	q, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{a="b"} | regexp "(?P<x>\\d+)" | pattern "<p> <_>" | json f="a.b[0]", g="g" | logfmt --strict h="h", i="j" | unpack | decolorize | line_format "{{.x}}" |= "y" | label_format k=x, l="{{.p}}"`
+	if got := q.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if q2 := mustParse(t, want); q2.String() != want {
+		t.Fatalf("round trip %s", q2)
+	}
+	re := q.Stages[0].(*ParserStage)
+	if re.Kind != ParserRegexp || re.Expr != `(?P<x>\d+)` || re.Pos != 10 {
+		t.Errorf("regexp %+v", re)
+	}
+	pt := q.Stages[1].(*ParserStage)
+	if pt.Kind != ParserPattern || pt.Expr != "<p> <_>" || pt.Pos != 32 {
+		t.Errorf("pattern %+v", pt)
+	}
+	js := q.Stages[2].(*ParserStage)
+	if js.Kind != ParserJSON || len(js.Params) != 2 || *js.Params[0] != (ExtractParam{"f", "a.b[0]", 57}) || *js.Params[1] != (ExtractParam{"g", "g", 69}) {
+		t.Errorf("json %+v %+v", js, js.Params)
+	}
+	lf := q.Stages[3].(*ParserStage)
+	if lf.Kind != ParserLogfmt || !lf.Strict || len(lf.Params) != 2 || *lf.Params[1] != (ExtractParam{"i", "j", 92}) {
+		t.Errorf("logfmt %+v", lf)
+	}
+	if u := q.Stages[4].(*ParserStage); u.Kind != ParserUnpack || u.Pos != 100 {
+		t.Errorf("unpack %+v", u)
+	}
+	if d := q.Stages[5].(*DecolorizeStage); d.Pos != 109 {
+		t.Errorf("decolorize %+v", d)
+	}
+	if l := q.Stages[6].(*LineFormatStage); l.Template != "{{.x}}" || l.Pos != 122 {
+		t.Errorf("line_format %+v", l)
+	}
+	if f := q.Stages[7].(*LineFilter); f.Op != FilterContains || f.Values[0] != "y" {
+		t.Errorf("filter %+v", f)
+	}
+	lb := q.Stages[8].(*LabelFormatStage)
+	if len(lb.Labels) != 2 || *lb.Labels[0] != (LabelFormat{"k", "x", true, 165}) || *lb.Labels[1] != (LabelFormat{"l", "{{.p}}", false, 170}) {
+		t.Errorf("label_format %+v %+v", lb.Labels[0], lb.Labels[1])
+	}
+}
