@@ -437,6 +437,9 @@ func (p *parser) labelFormat(pos int) (Stage, error) {
 			return nil, p.expected("a label name after label_format")
 		}
 		f := &LabelFormat{Name: p.tok.text, Pos: p.tok.pos}
+		if !validLabelName(f.Name) {
+			return nil, errAt(f.Pos, "label_format: "+strconv.Quote(f.Name)+" is not a valid label name")
+		}
 		if f.Name == "__error__" || f.Name == "__error_details__" {
 			return nil, errAt(f.Pos, "label_format cannot set "+f.Name+": only the pipeline sets it")
 		}

@@ -53,6 +53,7 @@ func TestParseErrors(t *testing.T) {
 		{`{app="x"} | pattern "<a> <a>"`, 20, `names the capture <a> twice`},
 		{`{app="x"} | label_format a`, 26, `expected = after label_format's label "a", got end of query`},
 		{`{app="x"} | label_format a=b, a=c`, 30, `label "a" named twice in label_format`},
+		{`{app="x"} | label_format a:b="x"`, 25, `label_format: "a:b" is not a valid label name`},
 		{`{app="x"} | label_format a=5`, 27, `expected a label name or a quoted template after a=, got number 5`},
 		{`{app="x"} | label_format __error__="x"`, 25, `label_format cannot set __error__`},
 		{`{app="x"} | label_format a="{{ bad }}"`, 27, `function "bad" not defined`},
