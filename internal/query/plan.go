@@ -707,11 +707,12 @@ type EntryLabels struct {
 // the parsed ones (a parser's keys, __error__ and __error_details__).
 // With Meta, they partition All. A metadata or parsed name never equals
 // a stream label's (it gets the suffix _extracted), so a label of All
-// named like a stream label is that stream label.
+// named like a stream label is that stream label, unless label_format set
+// it: one whose value differs from the stream's is counted as parsed.
 func (e *EntryLabels) Split(stream []Label) (kept, parsed []Label) {
 	for _, l := range e.All {
 		switch {
-		case l.Name != "__error__" && l.Name != "__error_details__" && hasName(stream, l.Name):
+		case l.Name != "__error__" && l.Name != "__error_details__" && slices.Contains(stream, l):
 			kept = append(kept, l)
 		case !hasName(e.Meta, l.Name):
 			parsed = append(parsed, l)

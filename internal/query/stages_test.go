@@ -1,6 +1,7 @@
 package query
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -299,5 +300,23 @@ func BenchmarkStages(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A stream label that label_format set to another value is parsed, not
+// the stream's, in Split (categorize-labels responses).
+func TestSplitLabelFormat(t *testing.T) {
+	p, err := Compile(mustParse(t, `{app="a"} | label_format app="{{.app}}2", env=env, x=env`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := []Label{{"app", "a"}, {"env", "prod"}}
+	l, changed, ok := p.LabelSetAttrs(stream, nil, []byte("x"))
+	if !ok || !changed {
+		t.Fatalf("ok=%v changed=%v", ok, changed)
+	}
+	kept, parsed := l.Split(stream)
+	if fmt.Sprint(kept) != "[{env prod}]" || fmt.Sprint(parsed) != "[{app a2} {x prod}]" {
+		t.Errorf("kept %v, parsed %v", kept, parsed)
 	}
 }
