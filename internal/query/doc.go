@@ -89,7 +89,7 @@
 //   - line_format "tmpl": the line becomes the output of the Go
 //     text/template over the entry's current labels ({{.level}}; a
 //     missing label is "") and the line (__line__). Functions: ToLower,
-//     ToUpper, lower, upper, title, Replace (s old new n), replace (old
+//     ToUpper, lower, upper, title (strings.Title), Replace (s old new n), replace (old
 //     new s), Trim, TrimLeft, TrimRight, TrimPrefix, TrimSuffix,
 //     TrimSpace, trim, trimAll, trimPrefix, trimSuffix, contains,
 //     hasPrefix, hasSuffix, default, trunc, substr, repeat,

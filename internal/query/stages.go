@@ -463,17 +463,8 @@ var templateFuncs = template.FuncMap{
 	"ToUpper":  strings.ToUpper,
 	"lower":    strings.ToLower,
 	"upper":    strings.ToUpper,
-	"title": func(s string) string {
-		b := []byte(s)
-		start := true
-		for i, c := range b {
-			if start && 'a' <= c && c <= 'z' {
-				b[i] = c - 32
-			}
-			start = c == ' ' || c == '\t' || c == '\n'
-		}
-		return string(b)
-	},
+	// sprig's title, which Loki documents: strings.Title's word rule.
+	"title": strings.Title, //nolint:staticcheck // the documented behaviour
 	"Replace": func(s, old, new string, n int) (string, error) {
 		if err := checkGrowth(s, old, new); err != nil {
 			return "", err

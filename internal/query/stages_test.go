@@ -320,3 +320,19 @@ func TestSplitLabelFormat(t *testing.T) {
 		t.Errorf("kept %v, parsed %v", kept, parsed)
 	}
 }
+
+func TestTemplateTitleSubstr(t *testing.T) {
+	for _, c := range [][2]string{
+		{`{{ title "hello wORLD-x_y émile" }}`, "Hello WORLD-X_y Émile"},
+		{`{{ substr 1 3 "abcdef" }}|{{ substr -1 2 "abcdef" }}|{{ substr 2 99 "abcdef" }}|{{ substr 4 2 "abcdef" }}`, "bc|ab|cdef|"},
+		{`{{ trunc 2 "abc" }}|{{ trunc -2 "abc" }}|{{ trunc 9 "abc" }}`, "ab|bc|abc"},
+		{`{{ trimAll "$" "$5.00$" }}|{{ Trim "xxaxx" "x" }}|{{ TrimLeft "xxaxx" "x" }}|{{ TrimRight "xxaxx" "x" }}|{{ TrimSpace " a " }}|{{ TrimSuffix "ab" "b" }}`, "5.00|a|axx|xxa|a|a"},
+		{`{{ if hasPrefix "ab" "abc" }}p{{ end }}{{ if hasSuffix "bc" "abc" }}s{{ end }}{{ repeat 3 "ab" }}`, "psababab"},
+		{`{{ regexReplaceAllLiteral "b+" "abbcb" "$1" }}`, "a$1c$1"},
+	} {
+		_, out, ok := runStages(t, `{app="a"} | line_format `+"`"+c[0]+"`", "x")
+		if !ok || out != c[1] {
+			t.Errorf("%s: %q, want %q", c[0], out, c[1])
+		}
+	}
+}
