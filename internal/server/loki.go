@@ -420,7 +420,13 @@ func evalMetric(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 		return evalRange(ctx, ts, e, start, end, steps, nil)
 	case "agg":
 		if g := preGroupOf(e); g != nil {
-			in, err := evalRange(ctx, ts, e.inner, start, end, steps, g)
+			var in []*series
+			var err error
+			if e.inner.kind == "unwrap" {
+				in, err = evalUnwrap(ctx, ts, e.inner, start, end, step, g)
+			} else {
+				in, err = evalRange(ctx, ts, e.inner, start, end, steps, g)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -636,10 +642,15 @@ func hasPipelineError(labels string) bool {
 // preGroup is the grouping of a sum directly over a range aggregation
 // whose value over a set of entries is the sum of its values over any
 // partition of them (count_over_time, rate, bytes_over_time, bytes_rate:
-// counts and byte sizes, divided by the same range): the range series can
-// then be keyed by the labels the sum keeps. Not min/max/count/avg (they
-// see the series), not unwrap aggregations (sum_over_time would be exact,
-// but evalUnwrap is another path: left).
+// counts and byte sizes, divided by the same range; over unwrapped
+// values sum_over_time and rate: sums, divided by the range): the range
+// series can then be keyed by the labels the sum keeps. Not min/max/count
+// /avg (they see the series), not the other unwrap aggregations: an
+// average, quantile or deviation of a group is not the sum of the
+// series'; first/last pick one series' sample; max/min under a max/min
+// would fold but for NaN (aggregate's max propagates a series' NaN,
+// max_over_time skips NaN unless all are); rate_counter sees each
+// series' resets.
 type preGroup struct {
 	by      []string
 	without bool
@@ -647,12 +658,20 @@ type preGroup struct {
 
 // preGroupOf is e's preGroup, or nil when e's answer needs every series.
 func preGroupOf(e *mexpr) *preGroup {
-	if e.kind != "agg" || e.fn != "sum" || e.inner == nil || e.inner.kind != "range" {
+	if e.kind != "agg" || e.fn != "sum" || e.inner == nil {
 		return nil
 	}
-	switch e.inner.fn {
-	case "count_over_time", "rate", "bytes_over_time", "bytes_rate":
-		return &preGroup{by: e.by, without: e.without}
+	switch e.inner.kind {
+	case "range":
+		switch e.inner.fn {
+		case "count_over_time", "rate", "bytes_over_time", "bytes_rate":
+			return &preGroup{by: e.by, without: e.without}
+		}
+	case "unwrap":
+		switch e.inner.fn {
+		case "sum_over_time", "rate":
+			return &preGroup{by: e.by, without: e.without}
+		}
 	}
 	return nil
 }

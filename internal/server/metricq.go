@@ -698,7 +698,7 @@ func evalMore(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step i
 		}
 		return topkSeries(ctx, e, in, start, end, step, limit)
 	case "unwrap":
-		return evalUnwrap(ctx, ts, e, start, end, step)
+		return evalUnwrap(ctx, ts, e, start, end, step, nil)
 	case "fn", "offset", "absent":
 		return evalFunction(ctx, ts, e, start, end, step)
 	}
@@ -1431,7 +1431,14 @@ func convertUnwrapped(conv, s string) (float64, error) {
 // start+step, ... <= end, each over the samples in (t-range, t]; a window
 // without samples gives no point (nor does rate_counter's with fewer
 // than two).
-func evalUnwrap(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64) ([]*series, error) {
+//
+// With g (the outer sum's grouping, preGroupOf: e is sum_over_time or
+// rate), samples are grouped by their labels projected on g, so that
+// samples differing only in labels the sum drops (each entry's trace_id,
+// a parsed value) share one series, whose sum is the sum of theirs. A
+// sample carrying __error__ keeps its labels, as e's own by does: its
+// series fails the query where it has a point, as before.
+func evalUnwrap(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step int64, g *preGroup) ([]*series, error) {
 	if !isLogQuery(e.log) {
 		return nil, badRequest("bad_query", "%s wants a log query {...}, got %q", e.fn, e.log)
 	}
@@ -1458,6 +1465,15 @@ func evalUnwrap(ctx context.Context, ts *tenantStore, e *mexpr, start, end, step
 			if !ok {
 				var ls ingest.Labels
 				u, ls = unwrapLabels(e, h.Labels)
+				if g != nil && !u.skip && ls.Get("__error__") == "" {
+					ls = project(ls, g.by, !g.without)
+					u.key = ls.String()
+				}
+				if len(seen) >= 1<<14 {
+					// Label sets unique to an entry (metadata, parsed
+					// values) would keep one each.
+					clear(seen)
+				}
 				seen[h.Labels] = u
 				if !u.skip && groups[u.key] == nil {
 					groups[u.key] = &acc{labels: ls}

@@ -204,7 +204,15 @@ func TestPreGroupMetaFree(t *testing.T) {
 		{`max(count_over_time({app="a"}[1m]))`, true},
 		{`count by (app) (count_over_time({app="a"}[1m]))`, true},
 		{`min(rate({app="a"}[1m]))`, true},
-		{`sum(sum_over_time({app="a"} | unwrap took [1m]))`, true},
+		{`sum(sum_over_time({app="a"} | unwrap took [1m]))`, false}, // fix 10
+		{`sum by (app) (rate({app="a"} | unwrap took [1m]))`, false},
+		{`sum(avg_over_time({app="a"} | unwrap took [1m]))`, true},
+		{`sum(max_over_time({app="a"} | unwrap took [1m]))`, true},
+		{`max(max_over_time({app="a"} | unwrap took [1m]))`, true},
+		{`sum(quantile_over_time(0.5, {app="a"} | unwrap took [1m]))`, true},
+		{`sum(rate_counter({app="a"} | unwrap took [1m]))`, true},
+		{`sum(stddev_over_time({app="a"} | unwrap took [1m]))`, true},
+		{`sum(last_over_time({app="a"} | unwrap took [1m]))`, true},
 		{`sum(topk(2, count_over_time({app="a"}[1m])))`, true},
 		{`sum(count_over_time({app="a"}[1m]))`, false},
 	} {
@@ -293,5 +301,98 @@ func TestRangeSeriesLimitEarly(t *testing.T) {
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", url.QueryEscape(`sum(count_over_time({app="m"}[1h]))`), base/1e9))
 	if code != 200 || !strings.Contains(body, fmt.Sprintf(`"value":[%d,"%d"]`, base/1e9, n)) {
 		t.Fatalf("sum: %d %.300s", code, body)
+	}
+}
+
+// TestPreGroupUnwrapOracle: a sum over sum_over_time or rate of
+// unwrapped values, which now groups samples by the sum's labels while
+// reading, answers what the unwrapped range vector over every full label
+// set then summed answers: random by/without lists, unwrapped labels from
+// the line (logfmt) or from metadata, conversion errors (a pipeline error
+// unless filtered: both fail, or neither), filters before and after the
+// unwrap.
+func TestPreGroupUnwrapOracle(t *testing.T) {
+	e := newEnv(t, nil)
+	ts := preGroupStore(t, e)
+	r := rand.New(rand.NewPCG(3, 4))
+	names := []string{"app", "env", "trace_id", "route", "region", "app_extracted", "level", "took", "__error__", "__error_details__", "nope"}
+	sels := []string{`{app=~".+"}`, `{app="a"}`, `{env="y"}`}
+	pipes := []string{` | logfmt | unwrap took`, ` | logfmt | __error__="" | unwrap took`, ` | logfmt | unwrap took | __error__=""`,
+		` | logfmt | level="error" | unwrap took`, ` | logfmt | unwrap took | took > 50`, ` | unwrap trace_id`,
+		` | unwrap trace_id | __error__=""`, ` | logfmt | unwrap level | __error__=""`, ` | logfmt | unwrap duration(took) | __error__=""`,
+		` | logfmt | unwrap took`, ` | route="/a" | logfmt | unwrap took`, ` | unwrap took`}
+	fns := []string{"sum_over_time", "rate"}
+	failed, answered := 0, 0
+	defer func() {
+		t.Logf("%d queries failed (both), %d answered series", failed, answered)
+		if failed < 10 || answered < 150 {
+			t.Errorf("the random queries answer too little: %d failed, %d answered", failed, answered)
+		}
+	}()
+	for i := range 300 {
+		pick := func() []string {
+			var by []string
+			for _, n := range names {
+				if r.IntN(4) == 0 {
+					by = append(by, n)
+				}
+			}
+			return by
+		}
+		grouping := ""
+		switch r.IntN(3) {
+		case 1:
+			grouping = " by (" + strings.Join(pick(), ", ") + ")"
+		case 2:
+			grouping = " without (" + strings.Join(pick(), ", ") + ")"
+		}
+		rng := []string{"1m", "5m", "30m"}[r.IntN(3)]
+		qs := fmt.Sprintf("sum%s (%s(%s%s [%s]))", grouping, fns[r.IntN(2)], sels[r.IntN(len(sels))], pipes[r.IntN(len(pipes))], rng)
+		me, err := parseMetric(qs)
+		if err != nil {
+			t.Fatalf("%s: %v", qs, err)
+		}
+		if preGroupOf(me) == nil {
+			t.Fatalf("%s: not pre-grouped", qs)
+		}
+		step := int64([]int{1, 60, 300, 900}[r.IntN(4)]) * 1e9
+		start := base - int64(r.IntN(2400))*1e9
+		end := start + int64(r.IntN(40))*step
+		if i%10 == 0 {
+			end = start
+		}
+		got, gotErr := evalMetric(context.Background(), ts, me, start, end, step)
+		in, wantErr := evalUnwrap(context.Background(), ts, me.inner, start, end, step, nil)
+		var want []*series
+		if wantErr == nil {
+			want = aggregate(me, in)
+		}
+		if wantErr != nil {
+			failed++
+		} else if len(want) > 0 {
+			answered++
+		}
+		if (gotErr != nil) != (wantErr != nil) {
+			t.Fatalf("%s: error %v, want %v", qs, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			continue
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d series, want %d", qs, len(got), len(want))
+		}
+		for j := range want {
+			g, w := got[j], want[j]
+			if g.labels.String() != w.labels.String() || len(g.ts) != len(w.ts) {
+				t.Fatalf("%s: series %d %s with %d points, want %s with %d", qs, j, g.labels, len(g.ts), w.labels, len(w.ts))
+			}
+			for k := range w.ts {
+				// Sums of integers are exact; rate's sum of s_i/range and
+				// (sum s_i)/range may differ in the last bits.
+				if g.ts[k] != w.ts[k] || math.Abs(g.vs[k]-w.vs[k]) > 1e-12*math.Abs(w.vs[k]) {
+					t.Fatalf("%s: %s point %d (%d, %v), want (%d, %v)", qs, w.labels, k, g.ts[k], g.vs[k], w.ts[k], w.vs[k])
+				}
+			}
+		}
 	}
 }
