@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/template"
 	"text/template/parse"
 )
@@ -456,6 +458,8 @@ func decolorize(line []byte) []byte {
 // template_functions documentation; argument orders as documented there:
 // the lower-case ones take the string last so that they chain in a
 // pipeline). Any other function is refused when the query is parsed.
+// regexReplaceAll and regexReplaceAllLiteral are added per template
+// (regexpFuncs).
 // __line__ gives the current line (see prepareTree).
 var templateFuncs = template.FuncMap{
 	"__line__": func() string { return "" },
@@ -524,26 +528,6 @@ var templateFuncs = template.FuncMap{
 		}
 		return strings.Repeat(s, n), nil
 	},
-	"regexReplaceAll": func(re, s, repl string) (string, error) {
-		r, err := templateRegexp(re)
-		if err != nil {
-			return "", err
-		}
-		if err := checkGrowth(s, "", repl); err != nil {
-			return "", err
-		}
-		return r.ReplaceAllString(s, repl), nil
-	},
-	"regexReplaceAllLiteral": func(re, s, repl string) (string, error) {
-		r, err := templateRegexp(re)
-		if err != nil {
-			return "", err
-		}
-		if err := checkGrowth(s, "", repl); err != nil {
-			return "", err
-		}
-		return r.ReplaceAllLiteralString(s, repl), nil
-	},
 }
 
 // checkGrowth refuses a replacement whose worst case (every position of s
@@ -559,13 +543,61 @@ func checkGrowth(s, old, new string) error {
 	return nil
 }
 
-// templateRegexp compiles a template function's pattern with the line
-// filters' limits.
-func templateRegexp(re string) (*regexp.Regexp, error) {
+// regexpCache holds the compiled patterns of one template's
+// regexReplaceAll and regexReplaceAllLiteral calls: a template runs once
+// per entry, and its pattern is almost always a constant. It keeps at
+// most maxTemplateRegexps patterns.
+type regexpCache struct {
+	m sync.Map // string -> *regexp.Regexp
+	n atomic.Int64
+}
+
+const maxTemplateRegexps = 64
+
+// get compiles a template function's pattern with the line filters'
+// limits, or returns it from the cache.
+func (c *regexpCache) get(re string) (*regexp.Regexp, error) {
+	if r, ok := c.m.Load(re); ok {
+		return r.(*regexp.Regexp), nil
+	}
 	if err := checkRegex(re, 0, false); err != nil {
 		return nil, fmt.Errorf("%s", err.(*ParseError).Msg)
 	}
-	return regexp.Compile(re)
+	r, err := regexp.Compile(re)
+	if err != nil {
+		return nil, err
+	}
+	if c.n.Add(1) <= maxTemplateRegexps {
+		c.m.Store(re, r)
+	}
+	return r, nil
+}
+
+// regexpFuncs are the regexp template functions, bound to one template's
+// cache.
+func regexpFuncs(c *regexpCache) template.FuncMap {
+	return template.FuncMap{
+		"regexReplaceAll": func(re, s, repl string) (string, error) {
+			r, err := c.get(re)
+			if err != nil {
+				return "", err
+			}
+			if err := checkGrowth(s, "", repl); err != nil {
+				return "", err
+			}
+			return r.ReplaceAllString(s, repl), nil
+		},
+		"regexReplaceAllLiteral": func(re, s, repl string) (string, error) {
+			r, err := c.get(re)
+			if err != nil {
+				return "", err
+			}
+			if err := checkGrowth(s, "", repl); err != nil {
+				return "", err
+			}
+			return r.ReplaceAllLiteralString(s, repl), nil
+		},
+	}
 }
 
 // maxTemplateOut bounds what one template may write for one entry.
@@ -578,7 +610,7 @@ func compileTemplate(text string, pos int) (*template.Template, error) {
 	if len(text) > MaxPatternLen {
 		return nil, errAt(pos, fmt.Sprintf("template is %d bytes, longer than the limit of %d", len(text), MaxPatternLen))
 	}
-	t, err := template.New("").Option("missingkey=zero").Funcs(templateFuncs).Parse(text)
+	t, err := template.New("").Option("missingkey=zero").Funcs(templateFuncs).Funcs(regexpFuncs(new(regexpCache))).Parse(text)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "template: :")
 		return nil, errAt(pos, "invalid template: "+msg)
