@@ -56,6 +56,7 @@ type labelSet struct {
 	// (line_format, decolorize, unpack); rewritten says one ran.
 	line      []byte
 	rewritten bool
+	data      map[string]string // templates' data (templateData), reused
 }
 
 // labelSets recycles the per-entry label state: a pipeline runs once per
@@ -86,7 +87,12 @@ func (ls *labelSet) release() {
 		clear(l) // no strings kept alive
 		return l[:0]
 	}
-	*ls = labelSet{meta: keep(ls.meta), ext: keep(ls.ext)}
+	data := ls.data
+	if len(data) > maxPooledLabels {
+		data = nil
+	}
+	clear(data) // no strings kept alive
+	*ls = labelSet{meta: keep(ls.meta), ext: keep(ls.ext), data: data}
 	labelSets.Put(ls)
 }
 

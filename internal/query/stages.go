@@ -713,8 +713,16 @@ func execTemplate(t *template.Template, data map[string]string) ([]byte, error) 
 
 // templateData is the entry's current labels and line as a template's
 // data.
+//
+// The map is the labelSet's, reused from entry to entry (pooled with it):
+// a template does not keep its data after Execute.
 func (ls *labelSet) templateData(line []byte) map[string]string {
-	m := make(map[string]string, len(ls.base)+len(ls.meta)+len(ls.ext)+3)
+	m := ls.data
+	if m == nil {
+		m = make(map[string]string, len(ls.base)+len(ls.meta)+len(ls.ext)+3)
+		ls.data = m
+	}
+	clear(m)
 	for _, l := range ls.base {
 		m[l.Name] = l.Value
 	}
