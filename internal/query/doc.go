@@ -179,6 +179,13 @@
 // passes, because the first filter rejects most lines before the others
 // run.
 //
+// BenchmarkStages runs LabelSetAttrs per line over the same lines: logfmt
+// 4.8 ms a pass, pattern "<first> <second> <_>" 8.5 ms, regexp with two
+// named groups 21 ms, line_format "{{.app}} {{ __line__ | lower }}" 26 ms
+// (a template execution per line, over a label map reused from entry to
+// entry), label_format 15 ms, decolorize 0.9 ms (a line without escape
+// bytes is not copied).
+//
 // # Out of scope
 //
 // Metric queries, `|>`/`!>` pattern filters, ip(), the unwrap stage and
