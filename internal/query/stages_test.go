@@ -136,6 +136,9 @@ func TestStages(t *testing.T) {
 		{q: `| line_format "{{ repeat -1 __line__ }}"`, line: "x",
 			labels: base + ",__error__=TemplateFormatErr,__error_details__=template: :1:3: executing \"\" at <repeat -1 .__line__>: error calling repeat: repeat: count -1 out of range"},
 		{q: `| line_format "{{ repeat -1 __line__ }}" | __error__=""`, line: "x", drop: true},
+		// Parsers after line_format read the new line.
+		{q: `| line_format "{\"k\":\"{{.env}}\"}" | json`, line: "x", labels: base + ",k=prod", out: `{"k":"prod"}`},
+		{q: `| line_format "{{.app}} {{.env}}" | pattern "<a> <e>" | regexp "(?P<r>o+)"`, line: "x", labels: base + ",a=a,e=prod,r=o", out: "a prod"},
 		// Extracted labels collide with stream labels as before.
 		{q: `| json | line_format "{{.app}} {{.app_extracted}}"`, line: `{"app":"b"}`, labels: base + ",app_extracted=b", out: "a b"},
 
