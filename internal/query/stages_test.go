@@ -339,3 +339,23 @@ func TestTemplateTitleSubstr(t *testing.T) {
 		}
 	}
 }
+
+// A label filter after a stage that can set labels (every new stage, and
+// line_format and decolorize conservatively) needs no metadata value from
+// the skip index: the label may come from the stage.
+func TestStagesEndMetaIndex(t *testing.T) {
+	if p, _ := Compile(mustParse(t, `{app="a"} |= "x" | trace_id="abc"`)); !p.HasMetaIndex() {
+		t.Fatal("baseline: a label filter first should use the metadata index")
+	}
+	for _, st := range []string{`| regexp "(?P<trace_id>\\w+)"`, `| pattern "<trace_id> <_>"`, `| unpack`,
+		`| json trace_id="a"`, `| logfmt trace_id`, `| label_format trace_id=x`, `| line_format "x"`, `| decolorize`} {
+		q := `{app="a"} ` + st + ` | trace_id="abc"`
+		p, err := Compile(mustParse(t, q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.HasMetaIndex() {
+			t.Errorf("%s: the metadata index would prune on trace_id", q)
+		}
+	}
+}
