@@ -515,14 +515,15 @@ func corruptCatalog(t *testing.T, dir string) *corruptStore {
 }
 
 // corruptSegmentMarks returns the structure boundaries of a segment file (format
-// version 3, internal/segment/doc.go): header and footer fields, block
+// versions 3 to 5, internal/segment/doc.go): header and footer fields, block
 // starts, block CRCs, the block and skip indexes, the skip index's groups
 // of postings; and the blocks' extents.
 func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
 	t.Helper()
 	size := len(data)
 	ft := data[size-72:]
-	if v := binary.LittleEndian.Uint32(ft[44:]); v != 3 && v != 4 {
+	v := binary.LittleEndian.Uint32(ft[44:])
+	if v < 3 || v > 5 {
 		t.Fatalf("segment version %d", v)
 	}
 	idxOff, idxLen := int(binary.LittleEndian.Uint64(ft[0:])), int(binary.LittleEndian.Uint64(ft[8:]))
@@ -558,19 +559,38 @@ func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
 	if off != idxOff {
 		t.Fatalf("blocks end at %d, the index starts at %d", off, idxOff)
 	}
-	skip := data[skipOff : skipOff+skipLen]
-	uv(&skip)
-	for range uv(&skip) {
-		uv(&skip)
-	}
-	groups := int(uv(&skip)+31) / 32
-	table := skipOff + skipLen - len(skip)
-	area := table + 12*groups
+	// One postings index (versions 3 and 4: the whole skip section;
+	// version 5: the lines' index, framed by its length, then the
+	// metadata values' index): its group table, area and groups.
 	var postings []int
-	for k := range groups {
-		postings = append(postings, area+int(binary.LittleEndian.Uint32(data[table+12*k+4:])))
+	index := func(off, end int) (table, area int) {
+		b := data[off:end]
+		uv(&b)
+		for range uv(&b) {
+			uv(&b)
+		}
+		groups := int(uv(&b)+31) / 32
+		table = end - len(b)
+		area = table + 12*groups
+		for k := range groups {
+			postings = append(postings, area+int(binary.LittleEndian.Uint32(data[table+12*k+4:])))
+		}
+		return table, area
 	}
-	return [][]int{fields, starts, crcs, {idxOff, idxOff + idxLen/2, skipOff, table, area}, postings}, blocks
+	marks := []int{idxOff, idxOff + idxLen/2, skipOff}
+	linesOff, linesEnd := skipOff, skipOff+skipLen
+	if v >= 5 {
+		l, n := binary.Uvarint(data[skipOff:])
+		if n <= 0 {
+			t.Fatal("bad varint in a segment's skip index")
+		}
+		linesOff, linesEnd = skipOff+n, skipOff+n+int(l)
+		table, area := index(linesEnd, skipOff+skipLen)
+		marks = append(marks, linesOff, linesEnd, table, area)
+	}
+	table, area := index(linesOff, linesEnd)
+	marks = append(marks, table, area)
+	return [][]int{fields, starts, crcs, marks, postings}, blocks
 }
 
 // corruptQueries is the battery, each with its oracle over the undamaged

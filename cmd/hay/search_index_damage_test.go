@@ -29,15 +29,24 @@ func TestSearchDamagedSkipIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The skip index (format versions 3 and 4, see internal/segment/doc.go):
+	// The skip index (format versions 3 and 4, see internal/segment/doc.go;
+	// in version 5 the lines' index, after its length):
 	// uvarint blocks, uvarint unindexed (0 here), uvarint grams, then the
 	// group table of 12-byte entries (first gram, offset, CRC), then the
 	// postings area.
 	ft := data[len(data)-72:]
-	if v := binary.LittleEndian.Uint32(ft[44:]); v != 3 && v != 4 {
+	v := binary.LittleEndian.Uint32(ft[44:])
+	if v < 3 || v > 5 {
 		t.Fatalf("segment version %d", v)
 	}
 	skip := data[binary.LittleEndian.Uint64(ft[24:]) : len(data)-72]
+	if v >= 5 {
+		l, n := binary.Uvarint(skip)
+		if n <= 0 || l > uint64(len(skip)-n) {
+			t.Fatal("bad lines' index length")
+		}
+		skip = skip[n : n+int(l)]
+	}
 	pos := 0
 	uv := func() uint64 {
 		v, n := binary.Uvarint(skip[pos:])
