@@ -51,6 +51,47 @@ const RowsJS = `[...document.querySelectorAll('#rows .row')].map(r => {
 	};
 })`
 
+// TailTraceJS, run in a page before its own script (as
+// page.AddScriptToEvaluateOnNewDocument), records the page's live-tail
+// requests (fetches of api/v1/tail) in window.__tails, oldest first: each
+// {url, status, state, events}, state "connecting", "open" (the answer
+// is being read) or "closed" (the page aborted it, or it failed or
+// ended), and events the server-sent events with data that reached the
+// page. window.__msgs counts those of all tails.
+const TailTraceJS = `window.__tails = []; window.__msgs = 0;
+(() => {
+	const realFetch = window.fetch;
+	window.fetch = async function (input, init) {
+		const u = String(input);
+		if (!u.includes('api/v1/tail')) return realFetch.apply(this, arguments);
+		const t = { url: u, status: 0, state: 'connecting', events: 0 };
+		window.__tails.push(t);
+		const sig = init && init.signal;
+		if (sig) sig.addEventListener('abort', () => { t.state = 'closed'; });
+		let res;
+		try { res = await realFetch.apply(this, arguments); } catch (e) { t.state = 'closed'; throw e; }
+		t.status = res.status;
+		if (!res.ok || !res.body) { t.state = 'closed'; return res; }
+		if (t.state !== 'closed') t.state = 'open';
+		const rd = res.body.getReader(), dec = new TextDecoder();
+		let carry = '';
+		const body = new ReadableStream({
+			async pull(ctl) {
+				let r;
+				try { r = await rd.read(); } catch (e) { t.state = 'closed'; ctl.error(e); return; }
+				if (r.done) { t.state = 'closed'; ctl.close(); return; }
+				carry += dec.decode(r.value, { stream: true });
+				const parts = carry.split('\n\n');
+				carry = parts.pop();
+				for (const p of parts) if (/^data:/m.test(p)) { t.events++; window.__msgs++; }
+				ctl.enqueue(r.value);
+			},
+			cancel(reason) { t.state = 'closed'; return rd.cancel(reason); },
+		});
+		return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+	};
+})();`
+
 // Display is what the page (app.js) shows for a raw line: control
 // characters as visible symbols, bidi controls and invisible characters
 // named, cut after limit UTF-16 code units.

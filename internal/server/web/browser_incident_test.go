@@ -72,7 +72,7 @@ func TestUIIncident(t *testing.T) {
 	t.Run("permalink round trip", func(t *testing.T) {
 		ctx, _ := env.tab(t)
 		setZone(t, ctx)
-		if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: esTraceJS}); err != nil {
+		if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: browsertest.TailTraceJS}); err != nil {
 			t.Fatal(err)
 		}
 		search := fmt.Sprintf("?q=%s&from=%d&to=%d&case=1&dir=forward&live=1&limit=7", url.QueryEscape("EDGEMARK"), fromMs, toMs)
@@ -93,7 +93,7 @@ func TestUIIncident(t *testing.T) {
 			if req.Encode() != wantReq.Encode() {
 				t.Errorf("%s: search request %v, want %v", when, req, wantReq)
 			}
-			tu, _ := url.Parse(browsertest.Eval[string](t, ctx, `window.__es.at(-1) || ''`))
+			tu, _ := url.Parse(browsertest.Eval[string](t, ctx, `(window.__tails.at(-1) || {}).url || ''`))
 			if tail := tu.Query(); tu.Path != "api/v1/tail" || tail.Encode() != (url.Values{"q": {"EDGEMARK"}, "fold": {"1"}}).Encode() {
 				t.Errorf("%s: tail request %v", when, tail)
 			}
@@ -251,14 +251,6 @@ func TestUIIncident(t *testing.T) {
 	})
 }
 
-// esTraceJS records the URL of every EventSource the page opens (they
-// are not in the Performance API's resource entries while open).
-const esTraceJS = `window.__es = [];
-const RealES = window.EventSource;
-window.EventSource = function (u) { window.__es.push(String(u)); return new RealES(u); };
-window.EventSource.prototype = RealES.prototype;
-window.EventSource.CLOSED = RealES.CLOSED;`
-
 // copyLineJS copies the first row's line as a browser does: selects it
 // and fires copy; what a copy handler put in clipboardData, or else the
 // selection's text, is what the clipboard gets.
@@ -303,14 +295,10 @@ func (env *secEnv) testSlowSearch(t *testing.T) {
 // pausedFrames models a hidden tab: browsers do not run
 // requestAnimationFrame callbacks for a hidden document; here they wait
 // in window.__raf until the test "shows" the tab. It also counts the
-// tail's messages as they reach the page.
+// tail's messages as they reach the page (window.__msgs).
 const pausedFrames = `window.__raf = [];
 window.requestAnimationFrame = cb => { window.__raf.push(cb); return window.__raf.length; };
-window.__msgs = 0;
-const RealES = window.EventSource;
-window.EventSource = function (u) { const es = new RealES(u); es.addEventListener('message', () => { window.__msgs++; }); return es; };
-window.EventSource.prototype = RealES.prototype;
-window.EventSource.CLOSED = RealES.CLOSED;`
+` + browsertest.TailTraceJS
 
 // testHiddenTail: in a background tab no frame paints the live tail's
 // queue; it must still keep only the newest TAIL_CAP entries (it held

@@ -377,34 +377,34 @@ func waitStatus(t *testing.T, ctx context.Context, want string) {
 	browsertest.Wait(t, ctx, `document.getElementById('status').textContent === `+strconv.Quote(want))
 }
 
-// traceEventSources makes the tab's pages list their EventSources in
-// window.__es, so a test can see which the page closed (readyState 2).
-func traceEventSources(t *testing.T, ctx context.Context) {
+// traceTails makes the tab's pages list their live-tail requests in
+// window.__tails (browsertest.TailTraceJS), so a test can see which the
+// page closed.
+func traceTails(t *testing.T, ctx context.Context) {
 	t.Helper()
-	const src = `(() => { const ES = window.EventSource; window.__es = [];
-		window.EventSource = class extends ES { constructor(...a) { super(...a); window.__es.push(this); } }; })()`
-	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: browsertest.TailTraceJS}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// closedES waits until the page made exactly one EventSource (reconnects
-// are that one's own) and closed it.
-func closedES(t *testing.T, ctx context.Context) {
+// closedTails waits until the page made exactly n tail requests (one and
+// its reconnections) and none is open.
+func closedTails(t *testing.T, ctx context.Context, n int) {
 	t.Helper()
-	browsertest.Wait(t, ctx, `window.__es.length === 1 && window.__es[0].readyState === 2`)
+	browsertest.Wait(t, ctx, `window.__tails.length === `+strconv.Itoa(n)+` && window.__tails.every(x => x.state === 'closed')`)
 }
 
 // testTailReconnect drops the live tail twice (the response ends; the TCP
 // connection is cut): the page must say it is reconnecting, reconnect with
 // the same query, and show what each connection sent, in order, newest on
-// top, above the search's rows. It promises no more: the API has no event
-// ids to resume from, so entries from while it was away are not asked for
-// (and the fake sends none).
+// top, above the search's rows. After each reconnection the page searches
+// for what arrived meanwhile (from a minute before the latest row shown):
+// the fake stores none of the tail's entries, so it adds nothing, and the
+// stored rows it finds are older than that minute.
 func (env *browserEnv) testTailReconnect(t *testing.T) {
 	env.drainTails()
 	ctx := env.tab(t)
-	traceEventSources(t, ctx)
+	traceTails(t, ctx)
 	before := env.api.count("tail")
 	env.open(t, ctx, "/?q=tailctl&live=1")
 	stored := env.entriesIn("tailctl", 0, time.Now().UnixNano())
@@ -448,7 +448,7 @@ func (env *browserEnv) testTailReconnect(t *testing.T) {
 	}
 	// Escape ends the tail: the page closes the stream.
 	do(t, ctx, chromedp.KeyEvent(kb.Escape))
-	closedES(t, ctx)
+	closedTails(t, ctx, 3)
 	browsertest.Wait(t, ctx, `!document.getElementById('live').checked && location.search === '?q=tailctl' && document.getElementById('status').textContent.startsWith('10 results')`)
 	checkRows(t, rows(t, ctx), append(slices.Clone(sent), stored...))
 }
@@ -460,7 +460,7 @@ func (env *browserEnv) testTailReconnect(t *testing.T) {
 func (env *browserEnv) testTailError(t *testing.T) {
 	env.drainTails()
 	ctx := env.tab(t)
-	traceEventSources(t, ctx)
+	traceTails(t, ctx)
 	before := env.api.count("tail")
 	env.open(t, ctx, "/?q=tailctl&live=1")
 	c := env.nextTail(t)
@@ -473,7 +473,7 @@ func (env *browserEnv) testTailError(t *testing.T) {
 	if s := browsertest.Eval[string](t, ctx, `document.getElementById('status').className`); s != "error" {
 		t.Fatalf("status class %q, want error", s)
 	}
-	closedES(t, ctx)
+	closedTails(t, ctx, 1)
 	checkRows(t, rows(t, ctx), append([]entry{e}, env.entriesIn("tailctl", 0, time.Now().UnixNano())...))
 	// No reconnect, though the fake asked for one after tailRetry ms.
 	time.Sleep(3 * tailRetry * time.Millisecond)
@@ -495,7 +495,7 @@ func (env *browserEnv) testTailError(t *testing.T) {
 	before = env.api.count("tail")
 	do(t, ctx, chromedp.Navigate(env.srv.URL+"/?live=1&q="+url.QueryEscape(q)))
 	browsertest.Wait(t, ctx, `document.getElementById('status').dataset.state === 'error'`)
-	closedES(t, ctx)
+	closedTails(t, ctx, 1)
 	// The fake ended the stream and asked for a reconnect in tailRetry ms.
 	time.Sleep(3 * tailRetry * time.Millisecond)
 	if n := env.api.count("tail") - before; n != 1 {

@@ -43,6 +43,7 @@ func TestBrowserRegressions(t *testing.T) {
 
 	t.Run("reconnected but quiet", env.testReconnectedQuiet)
 	t.Run("reconnect refused", env.testReconnectRefused)
+	t.Run("reconnect forbidden", env.testReconnectForbidden)
 	t.Run("tail error during search", func(t *testing.T) { env.testTailErrorDuringSearch(t, release) })
 	t.Run("edit from keeps to", env.testEditFromKeepsTo)
 }
@@ -53,7 +54,7 @@ func TestBrowserRegressions(t *testing.T) {
 func (env *browserEnv) testReconnectedQuiet(t *testing.T) {
 	env.drainTails()
 	ctx := env.tab(t)
-	traceEventSources(t, ctx)
+	traceTails(t, ctx)
 	env.open(t, ctx, "/?q=tailctl&live=1")
 	c := env.nextTail(t)
 	c.do(t, tailCmd{op: "open"})
@@ -62,7 +63,7 @@ func (env *browserEnv) testReconnectedQuiet(t *testing.T) {
 	c = env.nextTail(t)
 	waitStatus(t, ctx, "Live: 2 rows (reconnecting…)")
 	c.do(t, tailCmd{op: "open"})
-	browsertest.Wait(t, ctx, `window.__es.length === 1 && window.__es[0].readyState === 1`)
+	browsertest.Wait(t, ctx, `window.__tails.length === 2 && window.__tails[1].state === 'open'`)
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		s := text(t, ctx, "status")
@@ -70,20 +71,20 @@ func (env *browserEnv) testReconnectedQuiet(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the tail is open again (EventSource readyState 1) but the status still says %q, want %q", s, "Live: 2 rows")
+			t.Fatalf("the tail is open again but the status still says %q, want %q", s, "Live: 2 rows")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // testReconnectRefused: a reconnect answered with an HTTP error (a proxy's
-// 502 while the server restarts) makes EventSource give up for good
+// 502 while the server restarts) made EventSource give up for good
 // (readyState 2). The page should then either try again itself or say the
 // tail stopped; it should not claim "reconnecting…" forever.
 func (env *browserEnv) testReconnectRefused(t *testing.T) {
 	env.drainTails()
 	ctx := env.tab(t)
-	traceEventSources(t, ctx)
+	traceTails(t, ctx)
 	env.open(t, ctx, "/?q=tailctl&live=1")
 	c := env.nextTail(t)
 	c.do(t, tailCmd{op: "open"})
@@ -91,7 +92,7 @@ func (env *browserEnv) testReconnectRefused(t *testing.T) {
 	c.do(t, tailCmd{op: "cut"})
 	c = env.nextTail(t)
 	c.do(t, tailCmd{op: "status", code: http.StatusBadGateway})
-	browsertest.Wait(t, ctx, `window.__es.length === 1 && window.__es[0].readyState === 2`)
+	browsertest.Wait(t, ctx, `window.__tails.length === 2 && window.__tails[1].status === 502`)
 	n := env.api.count("tail")
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -103,9 +104,46 @@ func (env *browserEnv) testReconnectRefused(t *testing.T) {
 			return // the page says something else than reconnecting
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("EventSource gave up after a 502 (readyState 2, no request in 3 s), and the status still says %q", s)
+			t.Fatalf("the page gave up after a 502 (no request in 3 s), and the status still says %q", s)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testReconnectForbidden: a reconnect that the server refuses (401, 403:
+// the credentials expired while it restarted) ends the tail with the
+// server's message, as a tail's error event does, and is not tried again;
+// one answered 503 is tried again after a pause.
+func (env *browserEnv) testReconnectForbidden(t *testing.T) {
+	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		env.drainTails()
+		ctx := env.tab(t)
+		traceTails(t, ctx)
+		env.open(t, ctx, "/?q=tailctl&live=1")
+		c := env.nextTail(t)
+		c.do(t, tailCmd{op: "open"})
+		waitStatus(t, ctx, "Live: 2 rows")
+		c.do(t, tailCmd{op: "cut"})
+		c = env.nextTail(t)
+		waitStatus(t, ctx, "Live: 2 rows (reconnecting…)")
+		c.do(t, tailCmd{op: "status", code: http.StatusServiceUnavailable, data: `{"error":"server is shutting down"}`})
+		retried := time.Now()
+		c = env.nextTail(t)
+		if d := time.Since(retried); d < 180*time.Millisecond {
+			t.Errorf("a 503 was tried again after %v, want a pause", d)
+		}
+		n := env.api.count("tail")
+		msg := fmt.Sprintf("access denied %d", code)
+		c.do(t, tailCmd{op: "status", code: code, data: `{"error":"` + msg + `"}`})
+		waitStatus(t, ctx, "Live tail: "+msg)
+		closedTails(t, ctx, 3)
+		if s := browsertest.Eval[[]string](t, ctx, `[document.getElementById('status').className, String(document.getElementById('live').checked), location.search]`); s[0] != "error" || s[1] != "false" || s[2] != "?q=tailctl" {
+			t.Errorf("%d: status class, Live, URL %q; want error, false, ?q=tailctl", code, s)
+		}
+		time.Sleep(800 * time.Millisecond)
+		if m := env.api.count("tail"); m != n {
+			t.Errorf("%d: %d tail requests after the refusal", code, m-n)
+		}
 	}
 }
 
@@ -115,7 +153,7 @@ func (env *browserEnv) testReconnectRefused(t *testing.T) {
 func (env *browserEnv) testTailErrorDuringSearch(t *testing.T, release chan struct{}) {
 	env.drainTails()
 	ctx := env.tab(t)
-	traceEventSources(t, ctx)
+	traceTails(t, ctx)
 	do(t, ctx, chromedp.Navigate(env.srv.URL+"/?q=tailctl+holdsearch&live=1"))
 	c := env.nextTail(t)
 	c.do(t, tailCmd{op: "open"})

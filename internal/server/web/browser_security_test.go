@@ -277,7 +277,7 @@ const foreignJS = `(() => {
 		new Set(['class', 'type', 'data-label', 'data-value', 'aria-pressed', 'title']));
 	check('#hist', new Set(['svg.', 'rect.bar', 'title.', 'line.base', 'text.axis', 'rect.sel']),
 		new Set(['width', 'height', 'viewBox', 'role', 'aria-label', 'class', 'x', 'y', 'x1', 'x2', 'y1', 'y2', 'data-count', 'data-t', 'text-anchor']));
-	check('#status, #hits, #status-bar, #hist-bar', new Set(['span.', 'span.error', 'button.']), new Set(['id', 'role', 'aria-live', 'class', 'data-state', 'type', 'hidden']));
+	check('#status, #hits, #status-bar, #hist-bar', new Set(['span.', 'span.error', 'button.']), new Set(['id', 'role', 'aria-live', 'class', 'data-state', 'data-tail', 'title', 'type', 'hidden']));
 	if (document.querySelectorAll('script').length !== 1) bad.push(document.querySelectorAll('script').length + ' scripts');
 	if (document.querySelectorAll('iframe, object, embed, img, style, base, meta[http-equiv], link:not([rel=icon]):not([rel=stylesheet])').length) bad.push('injected iframe/img/style/base/meta/link');
 	for (const a of document.querySelectorAll('a[href]')) if (!/^https?:$/.test(new URL(a.href).protocol) || new URL(a.href).origin !== location.origin) bad.push('link to ' + a.href);

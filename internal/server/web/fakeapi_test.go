@@ -465,15 +465,15 @@ func (f *fakeAPI) hits(v url.Values) (hitsAnswer, error) {
 // page's cap, to check the cap.
 const tailBurst = 1010
 
-// tailRetry is the reconnection delay (ms) the fake's tails ask
-// EventSource for, so that a reconnect (or a wrong one) shows quickly.
+// tailRetry is the reconnection delay (ms) the fake's tails ask for (an
+// EventSource's retry: field; the page reconnects on its own schedule),
+// so that a tests' wait for a wrong reconnect can be short.
 const tailRetry = 100
 
 // tailConn is one live-tail connection the test drives: each command sent
 // on cmds is done before the next is taken; gone is closed when the
-// handler returns, after the client went away or "end"/"cut". (When the
-// page closes its EventSource, Chromium may drain the response for seconds
-// before it closes the connection: tests see the close in the page.)
+// handler returns, after the client went away or "end"/"cut". (Tests see
+// the page close a tail in the page: browsertest.TailTraceJS.)
 type tailConn struct {
 	req  url.Values
 	cmds chan tailCmd
@@ -484,7 +484,7 @@ type tailConn struct {
 // retry hint and a comment, as the server's first bytes), "data" (one
 // event with data), "end" (end the response: the stream ends cleanly),
 // "cut" (close the TCP connection mid-stream) or "status" (answer code
-// instead of opening).
+// instead of opening, with data as a JSON body if any).
 type tailCmd struct {
 	op   string
 	data string
@@ -526,6 +526,12 @@ func (f *fakeAPI) serveTailCtl(w http.ResponseWriter, r *http.Request, v url.Val
 		case "data":
 			fmt.Fprintf(w, "data: %s\n\n", cmd.data)
 		case "status":
+			if cmd.data != "" {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(cmd.code)
+				fmt.Fprint(w, cmd.data)
+				return
+			}
 			http.Error(w, "tail unavailable", cmd.code)
 			return
 		case "end":
@@ -543,7 +549,7 @@ func (f *fakeAPI) serveTailCtl(w http.ResponseWriter, r *http.Request, v url.Val
 
 func (f *fakeAPI) serveTail(w http.ResponseWriter, r *http.Request, v url.Values) {
 	if _, err := parseQuery(v.Get("q"), v.Get("fold") == "1"); err != nil {
-		// As the server does: EventSource cannot read a 400's body, so the
+		// As the server does: an EventSource cannot read a 400's body, so the
 		// error is an event (API.md). The retry hint makes a page that does
 		// not close the stream reconnect at once, for the test to see.
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -549,12 +549,17 @@
   function updateStatus() {
     let shown = el.rows.childElementCount + queue.length + tops.length;
     if (tail) shown = Math.min(shown, TAIL_CAP);
+    // The tail's state, for the style sheet (a lost tail is not an error)
+    // and for tests; the title says why it is reconnecting.
+    el.status.dataset.tail = !tail ? '' : tail.lost ? 'reconnecting' : 'live';
+    if (tail && tail.lost) el.status.title = 'Live tail: ' + tail.why + '; reconnecting';
+    else el.status.removeAttribute('title');
     el.status.dataset.state = cur.phase || '';
     if (cur.phase === 'error') { el.stop.hidden = !tail; return; }
     // A live tail that ended on an error says so until the next search,
     // whatever the search's own progress (its count is in the rows).
     if (cur.tailError) setStatus('Live tail: ' + cur.tailError, true);
-    else if (tail) { setStatus('Live: ' + shown + ' rows' + (cur.tailNote || '')); return; }
+    else if (tail) { setStatus('Live: ' + shown + ' rows' + (tail.lost ? ' (reconnecting…)' : '')); return; }
     else if (cur.phase === 'running') setStatus('Searching… ' + shown);
     else if (cur.phase === 'stopped') setStatus('Stopped at ' + shown + ' (Escape)');
     else if (cur.phase === 'done' && cur.limited) setStatus('Stopped at ' + shown + ' — load more');
@@ -639,6 +644,9 @@
           return;
         }
         lastTs = o.ts;
+        // Rows of the last minute are remembered by the tail, whose
+        // gap's search after a reconnection must not show them again.
+        if (tail && tail.c === c) tailShown(tail, entryKey(o), o.ts);
         enqueue(o, false);
       };
       for (;;) {
@@ -890,60 +898,295 @@
 
   // ---- live tail -------------------------------------------------------------
 
-  // A dropped tail is reconnected by EventSource itself, unless the
-  // reconnect is answered with an HTTP error (a proxy's 502 while the
-  // server restarts, a 401): then EventSource gives up for good, and the
-  // page tries again, waiting longer each time (up to TAIL_RETRY_MAX).
-  const TAIL_RETRY_MIN = 1000, TAIL_RETRY_MAX = 30000;
-  let tailRetry = null, tailRetryDelay = TAIL_RETRY_MIN;
+  // The tail is read with fetch, not EventSource: EventSource reconnects
+  // at its own pace and cannot tell a server that is restarting (503
+  // while it drains, a proxy's 502) from one that refuses the tail (401,
+  // 403), whose message it cannot read either.
+  //
+  // A tail that is lost (the server's shutdown event: most often a
+  // restart; the connection dropped; the stream ended) says
+  // "reconnecting…" and is connected again, after a pause (tailBackoff)
+  // unless it had delivered something. Then what arrived meanwhile is
+  // shown from a search that starts TAIL_WINDOW before the latest time
+  // shown and skips the entries shown already, as hay search --server -f
+  // does (cmd/hay/remote.go). A refusal, or an error event other than the
+  // shutdown, ends the tail with the server's message.
+  const TAIL_WINDOW = 60000000000n;  // ns: how far before the latest time shown a gap's search starts
+  const TAIL_RECENT_MAX = 100000;    // entries remembered to be skipped by a gap's search
+  const TAIL_RETRY_AFTER_MAX = 30000; // ms: the longest a Retry-After makes the page wait
+  const MAX_SKIP = 100000;           // the server's limit on skip (API.md)
+  const END_OF_TIME = '9223372036854775807'; // a gap's search also finds entries stamped in the future
 
-  function startTail(s, retrying) {
-    const p = baseParams(s);
-    const es = new EventSource(api('v1/tail', p));
-    tail = es;
-    if (!retrying) { cur.tailNote = ''; tailRetryDelay = TAIL_RETRY_MIN; }
-    const c = cur;
-    es.onopen = () => {
-      if (tail !== es) return;
-      tailRetryDelay = TAIL_RETRY_MIN;
-      c.tailNote = '';
+  function nowNs() { return BigInt(Date.now()) * 1000000n; }
+
+  // entryKey identifies an entry shown: entries equal in all of it are
+  // told apart by count.
+  function entryKey(o) {
+    const pairs = (m) => (m && typeof m === 'object' ? Object.keys(m).sort().map((k) => [k, m[k]]) : []);
+    return JSON.stringify([String(o.ts), pairs(o.labels), o.line_base64 || String(o.line), pairs(o.metadata)]);
+  }
+
+  function startTail(s) {
+    const t = {
+      c: cur, s, conn: null, wake: null,
+      lost: false, why: '', tries: 0,
+      // What a gap's search needs (see tailShown): the latest time shown,
+      // at most the time it was shown (at first, when the tail started);
+      // the entries shown from TAIL_WINDOW before it, counted by key, in
+      // the order shown (order[head:]); and the entries the last gap's
+      // search showed, which the new tail may send again.
+      latest: nowNs(), recent: new Map(), order: [], head: 0, filled: new Map(),
+    };
+    tail = t;
+    followTail(t);
+    updateStatus();
+  }
+
+  // tailOn reports whether t is still the page's tail (not stopped, not
+  // replaced by another search).
+  function tailOn(t) { return tail === t && t.c === cur; }
+
+  // tailShown records an entry shown while t runs (by the tail, a gap's
+  // search, or the search under it), and forgets those that fell out of
+  // the window. An entry stamped in the future counts as shown now: else
+  // the next gap's search would start after the break.
+  function tailShown(t, k, ts) {
+    let n;
+    try { n = BigInt(ts); } catch (e) { return; }
+    const now = nowNs();
+    if (n > t.latest) t.latest = n < now ? n : now;
+    const from = t.latest - TAIL_WINDOW;
+    if (n < from) return;
+    t.recent.set(k, (t.recent.get(k) || 0) + 1);
+    t.order.push({ n, k });
+    while (t.head < t.order.length && (t.order[t.head].n < from || t.order.length - t.head > TAIL_RECENT_MAX)) {
+      const o = t.order[t.head++];
+      const left = t.recent.get(o.k) - 1;
+      if (left > 0) t.recent.set(o.k, left); else t.recent.delete(o.k);
+    }
+    if (t.head > 1024 && t.head > t.order.length / 2) { t.order = t.order.slice(t.head); t.head = 0; }
+  }
+
+  // tailBackoff is how long to wait before the next attempt: from a
+  // quarter second, doubling, at most 5 s, each ±25% at random (the pages
+  // of a restarted server do not all come back at once); longer when the
+  // server asked (Retry-After, at most TAIL_RETRY_AFTER_MAX).
+  function tailBackoff(t, retryAfterMs) {
+    t.tries++;
+    const d = Math.min(250 * 2 ** Math.min(t.tries - 1, 5), 5000);
+    return Math.max(d * 0.75 + Math.random() * d / 2, Math.min(retryAfterMs || 0, TAIL_RETRY_AFTER_MAX));
+  }
+
+  function retryAfterMs(res) {
+    const n = parseInt(res.headers.get('Retry-After') || '', 10);
+    return n > 0 ? n * 1000 : 0;
+  }
+
+  // An HTTP answer that may go away by itself: too many requests, a proxy
+  // whose server is down, a server draining before a restart.
+  function transientStatus(code) { return code === 429 || code === 502 || code === 503 || code === 504; }
+
+  // tailFailure is an error of a reconnection: transient ones are retried
+  // (after at least wait ms), the others end the tail with their message.
+  function tailFailure(msg, transient, wait) {
+    const err = new Error(msg);
+    err.transient = transient;
+    err.wait = wait || 0;
+    return err;
+  }
+
+  function tailPause(t, ms) {
+    return new Promise((resolve) => {
+      const id = setTimeout(resolve, ms);
+      t.wake = () => { clearTimeout(id); resolve(); };
+    });
+  }
+
+  // followTail runs t until it is stopped or refused.
+  async function followTail(t) {
+    const p = baseParams(t.s);
+    let wait = 0;
+    const lost = (why, delay) => {
+      t.lost = true;
+      t.why = why;
+      if (t.conn) t.conn.abort();
+      wait = delay;
       updateStatus();
     };
-    es.onmessage = (ev) => {
-      if (tail !== es) return;
-      let o;
-      try { o = JSON.parse(ev.data); } catch (e) { return; }
-      if (o.error !== undefined) {
-        stopTail();
-        c.tailError = o.error;
-        // The tail is over: the Live box and the URL say so, as after
-        // Escape (ticking Live again starts a new one).
-        navigateQuiet(Object.assign({}, state, { live: false }));
-        updateStatus();
+    for (;;) {
+      if (wait > 0) await tailPause(t, wait);
+      if (!tailOn(t)) return;
+      t.conn = new AbortController();
+      let res, end;
+      try {
+        res = await fetch(api('v1/tail', p), { signal: t.conn.signal });
+        if (!tailOn(t)) return;
+        if (!res.ok) {
+          const msg = await errorText(res);
+          throw tailFailure(msg, transientStatus(res.status), retryAfterMs(res));
+        }
+        if (t.lost) await fillGap(t);
+        if (!tailOn(t)) return;
+        if (t.lost) { t.lost = false; t.why = ''; updateStatus(); }
+        end = await readTail(t, res);
+      } catch (err) {
+        if (!tailOn(t)) return;
+        // fetch rejects a refused or dropped connection with a TypeError.
+        if (err instanceof TypeError || err.transient || err.name === 'AbortError') {
+          lost(err instanceof TypeError ? 'the server is unreachable (' + err.message + ')' : err.message, tailBackoff(t, err.wait));
+          continue;
+        }
+        endTail(t, err.message);
         return;
       }
-      c.tailNote = '';
-      enqueue(o, true);
-    };
-    es.onerror = () => {
-      if (tail !== es) return;
-      c.tailNote = ' (reconnecting…)';
-      updateStatus();
-      if (es.readyState === EventSource.CLOSED) {
-        const delay = tailRetryDelay;
-        tailRetryDelay = Math.min(2 * delay, TAIL_RETRY_MAX);
-        tailRetry = setTimeout(() => {
-          tailRetry = null;
-          if (tail === es && c === cur) startTail(s, true);
-        }, delay);
+      if (!tailOn(t)) return;
+      if (end.error !== undefined) { endTail(t, end.error); return; }
+      // A tail that worked is tried again at once, and backs off from
+      // the start if that fails; one that ends at once (a proxy that
+      // accepts and closes) is not tried in a tight loop.
+      if (end.delivered) t.tries = 0;
+      lost(end.why, end.delivered ? 0 : tailBackoff(t, 0));
+    }
+  }
+
+  // readTail shows the events of one tail connection until it ends, and
+  // says how: {why, delivered} when it was lost, {error} when the server
+  // ended it with an error.
+  async function readTail(t, res) {
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '', data = [], delivered = false;
+    for (;;) {
+      let r;
+      try {
+        r = await reader.read();
+      } catch (err) {
+        if (err.name === 'AbortError') throw err;
+        return { why: 'the connection was lost', delivered };
       }
-    };
+      if (!tailOn(t)) return {};
+      if (r.done) return { why: 'the server ended the live tail', delivered };
+      const lines = (buf + r.value).split('\n');
+      buf = lines.pop(); // a line cut by the chunk boundary waits for the rest
+      for (let line of lines) {
+        if (line.endsWith('\r')) line = line.slice(0, -1);
+        if (line.startsWith('data:')) { data.push(line.slice(line[5] === ' ' ? 6 : 5)); continue; }
+        if (line !== '' || !data.length) continue; // a comment (": ping"), or no event yet
+        const text = data.join('\n');
+        data = [];
+        let o;
+        try { o = JSON.parse(text); } catch (e) { continue; }
+        if (o.error !== undefined) {
+          // The shutdown event (API.md): most often a restart.
+          if (o.reason === 'shutting_down') return { why: 'the server is shutting down (a restart?)', delivered };
+          return { error: String(o.error) };
+        }
+        delivered = true;
+        if (o.dropped !== undefined) continue;
+        const k = entryKey(o);
+        const f = t.filled.get(k);
+        if (f) {
+          // Shown already by the gap's search: the tail connected
+          // before it searched.
+          if (f > 1) t.filled.set(k, f - 1); else t.filled.delete(k);
+          continue;
+        }
+        enqueue(o, true);
+        tailShown(t, k, o.ts);
+      }
+    }
+  }
+
+  // fillGap shows, after a reconnection, the entries stored from
+  // TAIL_WINDOW before the latest time shown on that were not shown,
+  // oldest first above the rows shown before. It searches newest first
+  // and stops at TAIL_CAP new entries: the older ones would not stay on
+  // screen.
+  async function fillGap(t) {
+    const start = String(t.latest - TAIL_WINDOW);
+    const found = [];      // entries to show, newest first
+    const skipped = new Map(); // per key, the entries equal to ones shown before that were skipped
+    t.filled = new Map();
+    let end = END_OF_TIME, skip = 0;
+    for (;;) {
+      const params = Object.assign(baseParams(t.s), { start, end, limit: String(TAIL_CAP), direction: 'backward' });
+      if (skip > 0) params.skip = String(skip);
+      const res = await fetch(api('v1/search', params), { signal: t.conn.signal });
+      if (!res.ok) {
+        const msg = await errorText(res);
+        throw tailFailure(msg, transientStatus(res.status), retryAfterMs(res));
+      }
+      let got = 0;
+      const limited = await readAnswer(res, (o) => {
+        got++;
+        if (o.ts === end) skip++;
+        else { end = o.ts; skip = 1; }
+        const k = entryKey(o);
+        const n = skipped.get(k) || 0;
+        if (n < (t.recent.get(k) || 0)) { skipped.set(k, n + 1); return; }
+        found.push(o);
+      });
+      if (!tailOn(t)) return;
+      if (!limited || got === 0 || found.length >= TAIL_CAP || skip > MAX_SKIP) break;
+    }
+    for (let i = found.length - 1; i >= 0; i--) {
+      const o = found[i], k = entryKey(o);
+      enqueue(o, true);
+      t.filled.set(k, (t.filled.get(k) || 0) + 1);
+      tailShown(t, k, o.ts);
+    }
+  }
+
+  // readAnswer calls fn for each entry of a /api/v1/search answer and
+  // returns whether the server stopped at the limit. An answer cut
+  // before its trailer is a lost connection (transient).
+  async function readAnswer(res, fn) {
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      let r;
+      try {
+        r = await reader.read();
+      } catch (err) {
+        if (err.name === 'AbortError') throw err;
+        r = { done: true };
+      }
+      // The last line, without its newline, may be cut: the answer was.
+      const lines = r.done ? [] : (buf + r.value).split('\n');
+      buf = r.done ? buf : lines.pop();
+      for (const raw of lines) {
+        const line = raw.trim();
+        if (!line) continue;
+        let o;
+        try { o = JSON.parse(line); } catch (e) { throw tailFailure('a line of the answer is not JSON', false); }
+        if (o.error !== undefined) throw tailFailure(String(o.error), false);
+        if (o.done) return !!o.limited;
+        fn(o);
+      }
+      if (r.done) {
+        let o = null;
+        try { o = JSON.parse(buf.trim()); } catch (e) { /* cut */ }
+        if (o && o.done) return !!o.limited;
+        if (o && o.error !== undefined) throw tailFailure(String(o.error), false);
+        throw tailFailure('the connection was lost during the search for what arrived meanwhile', true);
+      }
+    }
+  }
+
+  // endTail ends t on an error: the Live box and the URL say so, as
+  // after Escape (ticking Live again starts a new one).
+  function endTail(t, msg) {
+    stopTail();
+    t.c.tailError = msg;
+    navigateQuiet(Object.assign({}, state, { live: false }));
     updateStatus();
   }
 
   function stopTail() {
-    if (tailRetry) { clearTimeout(tailRetry); tailRetry = null; }
-    if (tail) { tail.close(); tail = null; }
+    const t = tail;
+    if (!t) return;
+    tail = null;
+    if (t.conn) t.conn.abort();
+    if (t.wake) t.wake();
   }
 
   function stopAll() {
