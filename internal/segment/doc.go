@@ -290,6 +290,7 @@
 // A reader accepts versions 1 to 5; version 1 requires the skip fields to
 // be zero, and its blocks answer "maybe" to every needle. A reader of an
 // older build refuses a version-5 file as corrupt ("unsupported format
-// version 5"). The Writer writes version 5 (tests still write versions 2
-// to 4, to keep their readers tested).
+// version 5"). The Writer writes version 5, or version 4 when
+// Options.Version asks (for a build before version 5 to read; tests also
+// write versions 2 and 3, to keep their readers tested).
 package segment

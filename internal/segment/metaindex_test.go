@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -288,5 +289,69 @@ func TestGramManyBlocksWithoutGrams(t *testing.T) {
 		}
 		checkExact(t, r, es, [][]byte{[]byte("status=201"), []byte("line 4"), []byte("absent")})
 		r.Close()
+	}
+}
+
+// TestGoldenLayoutV5 decodes golden-v5.seg by hand against the package
+// doc: it is golden-v4.seg (the same entries) but for the version fields
+// and the skip section, which is the uvarint length of version 4's skip
+// index, that index byte for byte, then an index of the metadata values
+// whose head counts the blocks, no unindexed one and the values'
+// distinct lowered 4-grams (counted here from goldenAttrEntries); the
+// footer's skipCRC covers the length and both heads.
+func TestGoldenLayoutV5(t *testing.T) {
+	v4 := readFile(t, filepath.Join("testdata", "golden-v4.seg"))
+	v5 := readFile(t, filepath.Join("testdata", "golden-v5.seg"))
+	le32, le64 := binary.LittleEndian.Uint32, binary.LittleEndian.Uint64
+	f4, f5 := v4[len(v4)-footerSize:], v5[len(v5)-footerSize:]
+	if le32(v5[8:]) != 5 || le32(f5[44:]) != 5 {
+		t.Fatalf("version %d / %d", le32(v5[8:]), le32(f5[44:]))
+	}
+	// Header (but the version), blocks and block index: the same bytes.
+	skip4, skip5 := le64(f4[24:]), le64(f5[24:])
+	if skip4 != skip5 || !bytes.Equal(v4[12:skip4], v5[12:skip5]) || !bytes.Equal(f4[:24], f5[:24]) {
+		t.Fatal("blocks or block index differ from version 4's")
+	}
+	s4 := v4[skip4 : len(v4)-footerSize]
+	s5 := v5[skip5 : len(v5)-footerSize]
+	l, n := binary.Uvarint(s5)
+	if n <= 0 || l != uint64(len(s4)) || !bytes.Equal(s5[n:n+int(l)], s4) {
+		t.Fatalf("the lines' index (length %d) is not version 4's skip index (%d bytes)", l, len(s4))
+	}
+	vals := s5[n+int(l):]
+	grams := map[uint32]bool{}
+	for _, e := range goldenAttrEntries() {
+		attrs.Each(e.Attrs, func(_, v []byte) bool {
+			lowerGrams(v, grams)
+			return true
+		})
+	}
+	d := vals
+	var head []uint64
+	for range 3 {
+		x, m := binary.Uvarint(d)
+		if m <= 0 {
+			t.Fatal("bad uvarint in the values' index")
+		}
+		head, d = append(head, x), d[m:]
+	}
+	blocks := le32(f5[20:])
+	if head[0] != uint64(blocks) || head[1] != 0 || head[2] != uint64(len(grams)) || len(grams) == 0 {
+		t.Fatalf("values' index head %v, want [%d 0 %d]", head, blocks, len(grams))
+	}
+	groups := (len(grams) + 31) / 32
+	valsHead := len(vals) - len(d) + 12*groups
+	// The lines' head: version 4's skipCRC covers exactly it.
+	r4, err := Open(filepath.Join("testdata", "golden-v4.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r4.Close()
+	linesHead := len(s4) - len(r4.grams.area)
+	crc := crc32.Checksum(s5[:n], castagnoli)
+	crc = crc32.Update(crc, castagnoli, s4[:linesHead])
+	crc = crc32.Update(crc, castagnoli, vals[:valsHead])
+	if crc != le32(f5[40:]) || le32(f4[40:]) != crc32.Checksum(s4[:linesHead], castagnoli) {
+		t.Fatal("skipCRC does not cover the length and both heads")
 	}
 }
