@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -57,7 +58,22 @@ type Reader struct {
 // index. Damage is reported as a *CorruptError; blocks are checked by
 // ReadBlock and Verify.
 func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
+	return OpenIn(nil, path)
+}
+
+// OpenIn is Open with path a name inside root (nil: a path, as Open
+// takes), so that it is the file in the directory root was opened on even
+// if that was renamed or replaced meanwhile. Errors name
+// root.Name()/path.
+func OpenIn(root *os.Root, path string) (*Reader, error) {
+	var f *os.File
+	var err error
+	if root != nil {
+		f, err = root.Open(path)
+		path = filepath.Join(root.Name(), path)
+	} else {
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}

@@ -159,6 +159,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Writer writes one segment. It is not safe for concurrent use.
 type Writer struct {
 	final, tmp string
+	root       *os.Root // when set, final and tmp are names inside it
 	f          *os.File
 	bw         *bufio.Writer
 	blockSize  int
@@ -193,11 +194,19 @@ type Writer struct {
 // to "<finalPath>.tmp" in the same directory, truncating a stale temp file
 // left by a crash.
 func Create(finalPath string, opts Options) (*Writer, error) {
+	return CreateIn(nil, finalPath, opts)
+}
+
+// CreateIn is Create with finalPath a name inside root (nil: a path, as
+// Create takes): the temp file is created, renamed and removed, and the
+// directory fsynced, through root, so that they stay in the directory root
+// was opened on even if it is renamed or replaced meanwhile.
+func CreateIn(root *os.Root, finalPath string, opts Options) (*Writer, error) {
 	switch opts.Version {
 	case 0, formatVersion:
-		return create(finalPath, opts, formatVersion)
+		return createIn(root, finalPath, opts, formatVersion)
 	case formatV4:
-		return create(finalPath, opts, formatV4)
+		return createIn(root, finalPath, opts, formatV4)
 	}
 	return nil, fmt.Errorf("segment: cannot write format version %d (only %d or %d)", opts.Version, formatV4, formatVersion)
 }
@@ -205,6 +214,11 @@ func Create(finalPath string, opts Options) (*Writer, error) {
 // create is Create writing format version (formatVersion, or formatV2 to
 // formatV4 so that tests can still produce the older layouts to read).
 func create(finalPath string, opts Options, version uint32) (*Writer, error) {
+	return createIn(nil, finalPath, opts, version)
+}
+
+// createIn is create inside root (see CreateIn).
+func createIn(root *os.Root, finalPath string, opts Options, version uint32) (*Writer, error) {
 	bs := opts.BlockSize
 	if bs == 0 {
 		bs = DefaultBlockSize
@@ -217,12 +231,17 @@ func create(finalPath string, opts Options, version uint32) (*Writer, error) {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	tmp := finalPath + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	var f *os.File
+	if root != nil {
+		f, err = root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	} else {
+		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("segment: create: %w", err)
 	}
 	w := &Writer{
-		final: finalPath, tmp: tmp, f: f,
+		final: finalPath, tmp: tmp, root: root, f: f,
 		bw:        bufio.NewWriterSize(f, 256<<10),
 		blockSize: bs,
 		comp:      comp,
@@ -668,14 +687,14 @@ func (w *Writer) Commit() (Info, error) {
 	}
 	w.done = true
 	if err := w.f.Close(); err != nil {
-		os.Remove(w.tmp)
+		w.remove(w.tmp)
 		return Info{}, fmt.Errorf("segment: close %s: %w", w.tmp, err)
 	}
-	if err := os.Rename(w.tmp, w.final); err != nil {
-		os.Remove(w.tmp)
+	if err := w.rename(w.tmp, w.final); err != nil {
+		w.remove(w.tmp)
 		return Info{}, fmt.Errorf("segment: %w", err)
 	}
-	if err := syncDir(filepath.Dir(w.final)); err != nil {
+	if err := syncDir(w.root, filepath.Dir(w.final)); err != nil {
 		return Info{}, fmt.Errorf("segment: fsync directory of %s: %w", w.final, err)
 	}
 	w.info.FileBytes = size
@@ -690,7 +709,7 @@ func (w *Writer) Abort() error {
 	}
 	w.done = true
 	cerr := w.f.Close()
-	rerr := os.Remove(w.tmp)
+	rerr := w.remove(w.tmp)
 	if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		return fmt.Errorf("segment: abort: %w", rerr)
 	}
@@ -700,9 +719,32 @@ func (w *Writer) Abort() error {
 	return nil
 }
 
-// syncDir fsyncs a directory so that a rename in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// remove removes name, inside w.root when there is one.
+func (w *Writer) remove(name string) error {
+	if w.root != nil {
+		return w.root.Remove(name)
+	}
+	return os.Remove(name)
+}
+
+// rename renames within w.root when there is one.
+func (w *Writer) rename(from, to string) error {
+	if w.root != nil {
+		return w.root.Rename(from, to)
+	}
+	return os.Rename(from, to)
+}
+
+// syncDir fsyncs a directory (inside root, when not nil) so that a rename
+// in it is durable.
+func syncDir(root *os.Root, dir string) error {
+	var d *os.File
+	var err error
+	if root != nil {
+		d, err = root.Open(dir)
+	} else {
+		d, err = os.Open(dir)
+	}
 	if err != nil {
 		return err
 	}

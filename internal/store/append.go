@@ -374,7 +374,7 @@ func (w *Writer) flushInBackground() error {
 	if j == nil || err != nil {
 		return err
 	}
-	j.run(w.s.dir, w.s.opt.Segment)
+	j.run(w.s.root, w.s.dir, w.s.opt.Segment)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.s.wait()
@@ -444,7 +444,7 @@ func (w *Writer) View() (*View, error) {
 		p, ok := w.segs[sm.Name]
 		if !ok {
 			name := filepath.Join(segDir, sm.Name)
-			r, err := segment.Open(filepath.Join(s.dir, name))
+			r, err := segment.OpenIn(s.root, name) // the segment this store wrote
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}

@@ -128,7 +128,7 @@ func (s *Store) Compact(ctx context.Context, opt CompactOptions) (CompactStats, 
 	if err := s.Flush(); err != nil {
 		return CompactStats{}, err
 	}
-	return compact(ctx, s.dir, opt, storeSteps{s})
+	return compact(ctx, s.root, opt, storeSteps{s})
 }
 
 // compactSteps are the parts of a compaction that depend on who owns the
@@ -194,7 +194,9 @@ func (pl *compactPlan) bound(segs []SegmentMeta) []SegmentMeta {
 
 // compact plans, writes and swaps in runs until none is left: the loop of
 // Store.Compact and Writer.Compact.
-func compact(ctx context.Context, dir string, opt CompactOptions, steps compactSteps) (CompactStats, error) {
+// compact reads, writes, renames and removes segments through root, the
+// store's directory even if it was renamed and another put in its place.
+func compact(ctx context.Context, root *os.Root, opt CompactOptions, steps compactSteps) (CompactStats, error) {
 	var st CompactStats
 	var pl compactPlan
 	for {
@@ -213,7 +215,7 @@ func compact(ctx context.Context, dir string, opt CompactOptions, steps compactS
 			}
 		}
 		pl.total = max(pl.total, st.RawBytes+planned)
-		out, errs, err := writeRuns(ctx, dir, opt.layout(), runs, base)
+		out, errs, err := writeRuns(ctx, root, opt.layout(), runs, base)
 		if err != nil {
 			if ctx.Err() == nil {
 				steps.unreadable(runs, errs)
@@ -222,12 +224,12 @@ func compact(ctx context.Context, dir string, opt CompactOptions, steps compactS
 		}
 		swapped, err := steps.swap(runs, out)
 		if !swapped {
-			removeOutputs(dir, out)
+			removeOutputs(root, out)
 		}
 		if err != nil {
 			return st, err
 		}
-		if err := removeRuns(dir, runs); err != nil {
+		if err := removeRuns(root, runs); err != nil {
 			return st, err
 		}
 		st.add(runs, out)
@@ -279,7 +281,7 @@ func swapManifest(s *Store, runs [][]SegmentMeta, out []SegmentMeta) (swapped bo
 	if err := runCompactHook("written"); err != nil {
 		return true, err // a simulated crash: leave the files to Open
 	}
-	if err := writeManifest(s.dir, &m); err != nil {
+	if err := writeManifest(s.root, &m); err != nil {
 		var kept *manifestKeptError
 		if errors.As(err, &kept) {
 			// The old manifest stands: nothing changed; compact
@@ -406,20 +408,20 @@ const maxSmallRun = 16
 // writeRuns writes run k as segment base+k, all at once, and returns their
 // manifest entries. On failure it removes those it wrote, and errs holds
 // each run's error.
-func writeRuns(ctx context.Context, dir string, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
+func writeRuns(ctx context.Context, root *os.Root, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
 	out = make([]SegmentMeta, len(runs))
 	errs = make([]error, len(runs))
 	var wg sync.WaitGroup
 	for k, run := range runs {
 		wg.Go(func() {
-			out[k], errs[k] = mergeSegments(ctx, dir, opt, run, base+uint64(k))
+			out[k], errs[k] = mergeSegments(ctx, root, opt, run, base+uint64(k))
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		for k := range runs {
 			if errs[k] == nil {
-				os.Remove(filepath.Join(dir, segDir, out[k].Name))
+				root.Remove(filepath.Join(segDir, out[k].Name))
 			}
 		}
 		return nil, errs, err
@@ -428,9 +430,9 @@ func writeRuns(ctx context.Context, dir string, opt segment.Options, runs [][]Se
 }
 
 // removeOutputs deletes merged segments that were not swapped in.
-func removeOutputs(dir string, out []SegmentMeta) {
+func removeOutputs(root *os.Root, out []SegmentMeta) {
 	for _, sm := range out {
-		os.Remove(filepath.Join(dir, segDir, sm.Name))
+		root.Remove(filepath.Join(segDir, sm.Name))
 	}
 }
 
@@ -473,10 +475,10 @@ func swapRuns(segs []SegmentMeta, runs [][]SegmentMeta, out []SegmentMeta) ([]Se
 }
 
 // removeRuns deletes the files of the segments the runs replaced.
-func removeRuns(dir string, runs [][]SegmentMeta) error {
+func removeRuns(root *os.Root, runs [][]SegmentMeta) error {
 	for _, run := range runs {
 		for _, sm := range run {
-			if err := os.Remove(filepath.Join(dir, segDir, sm.Name)); err != nil {
+			if err := root.Remove(filepath.Join(segDir, sm.Name)); err != nil {
 				return err
 			}
 		}
@@ -489,9 +491,9 @@ func removeRuns(dir string, runs [][]SegmentMeta) error {
 // entry. It checks every block (segment.Reader.ReadBlock verifies the
 // checksums) and that each segment's entry count and bytes match the
 // manifest's.
-func mergeSegments(ctx context.Context, dir string, opt segment.Options, run []SegmentMeta, seq uint64) (SegmentMeta, error) {
+func mergeSegments(ctx context.Context, root *os.Root, opt segment.Options, run []SegmentMeta, seq uint64) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	w, err := segment.Create(filepath.Join(dir, segDir, name), opt)
+	w, err := segment.CreateIn(root, filepath.Join(segDir, name), opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}
@@ -499,7 +501,7 @@ func mergeSegments(ctx context.Context, dir string, opt segment.Options, run []S
 	b := segment.GetBlock()
 	defer segment.PutBlock(b)
 	for _, sm := range run {
-		if err := copySegment(ctx, dir, w, sm, b); err != nil {
+		if err := copySegment(ctx, root, w, sm, b); err != nil {
 			w.Abort()
 			return SegmentMeta{}, err
 		}
@@ -525,9 +527,9 @@ func (e *sourceError) Unwrap() error { return e.err }
 
 // copySegment adds every entry of segment sm to w, using b as scratch.
 // A failure to read sm is a *sourceError.
-func copySegment(ctx context.Context, dir string, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
+func copySegment(ctx context.Context, root *os.Root, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
 	rel := filepath.Join(segDir, sm.Name)
-	r, err := segment.Open(filepath.Join(dir, rel))
+	r, err := segment.OpenIn(root, rel)
 	if err != nil {
 		return &sourceError{fmt.Errorf("compact %s: %w", rel, err)}
 	}
@@ -566,7 +568,7 @@ func copySegment(ctx context.Context, dir string, w *segment.Writer, sm SegmentM
 func (w *Writer) Compact(ctx context.Context, opt CompactOptions) (CompactStats, error) {
 	w.compactMu.Lock()
 	defer w.compactMu.Unlock()
-	return compact(ctx, w.s.dir, opt, writerSteps{w})
+	return compact(ctx, w.s.root, opt, writerSteps{w})
 }
 
 // writerSteps compacts a Writer's store under its locks.

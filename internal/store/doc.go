@@ -39,6 +39,14 @@
 // If a flush fails the store refuses further work (a later flush would
 // cover WAL files whose entries are in no segment); the next Open recovers.
 //
+// Every file the writer (Store, Writer, Compact, RepairWAL) creates,
+// writes, renames, removes or fsyncs goes through an os.Root opened on DIR
+// once, at Open, never a path: if DIR is renamed and another store put in
+// its place while a flush or compaction runs, the writes go on in the
+// store's own directory, under its new name, and the other store is not
+// touched. CheckDir still fails such a store's appends (they would be
+// lost to a restart that reads DIR), and a flush that sees it fails.
+//
 // A crash between any two steps leaves a directory that Open repairs: an
 // unlisted segment is deleted (its entries are still in the WAL), WAL files
 // below WALStart are deleted (their entries are in a listed segment), the

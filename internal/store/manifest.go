@@ -132,11 +132,18 @@ func decodeManifest(data []byte) (*Manifest, error) {
 // readManifest reads dir/MANIFEST and the stream table it names; a
 // missing file is an empty store. Damage in STREAMS is a *streamsError.
 func readManifest(dir string) (*Manifest, error) {
-	m, err := readManifestOnly(dir)
+	return readManifestIn(nil, dir)
+}
+
+// readManifestIn is readManifest through root when it is not nil (the
+// writer's directory, see Store.root; dir is its name), else of the
+// directory at path dir.
+func readManifestIn(root *os.Root, dir string) (*Manifest, error) {
+	m, err := readManifestOnlyIn(root, dir)
 	if err != nil || m.StreamsBytes == 0 {
 		return m, err
 	}
-	if m.Streams, err = readStreams(dir, m); err != nil {
+	if m.Streams, err = readStreamsIn(root, dir, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -146,7 +153,20 @@ func readManifest(dir string) (*Manifest, error) {
 // version 2 manifest (Streams stays empty): for a check of its other
 // fields.
 func readManifestOnly(dir string) (*Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(dir, manifestName))
+	return readManifestOnlyIn(nil, dir)
+}
+
+// readManifestOnlyIn is readManifestOnly through root, as readManifestIn.
+func readManifestOnlyIn(root *os.Root, dir string) (*Manifest, error) {
+	var data []byte
+	var err error
+	if root != nil {
+		if data, err = root.ReadFile(manifestName); err != nil && !errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("%s: %w", dir, err) // root's error names MANIFEST only
+		}
+	} else {
+		data, err = os.ReadFile(filepath.Join(dir, manifestName))
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return &Manifest{NextSeq: 1, WALStart: 1}, nil
 	}
@@ -167,23 +187,28 @@ type manifestKeptError struct{ err error }
 func (e *manifestKeptError) Error() string { return e.err.Error() }
 func (e *manifestKeptError) Unwrap() error { return e.err }
 
-// writeManifest atomically replaces dir/MANIFEST with m. A failure before
+// writeManifest atomically replaces MANIFEST in the directory root is open
+// on with m. A failure before
 // the rename (a full disk) is a *manifestKeptError; after it (the
 // directory fsync) whether the new manifest stands is unknown.
 //
 // The streams of m.Streams that STREAMS does not hold yet are appended to
 // it first, and m's StreamsBytes and StreamsCount updated: m is the
 // manifest as written.
-func writeManifest(dir string, m *Manifest) error {
-	tmp := filepath.Join(dir, manifestName+".tmp")
+//
+// Every file operation goes through root, not a path: a directory that
+// replaced the store's (renamed over it while a flush ran) is never
+// written to; the writes land in the store's own, renamed, directory.
+func writeManifest(root *os.Root, m *Manifest) error {
+	tmp := manifestName + ".tmp"
 	kept := func(err error) error {
-		os.Remove(tmp)
+		root.Remove(tmp)
 		return &manifestKeptError{err}
 	}
 	// A failure here leaves bytes past what the old manifest references:
 	// the next append cuts them off. So the old manifest stands.
 	prevBytes, prevCount := m.StreamsBytes, m.StreamsCount
-	if err := appendStreams(dir, m); err != nil {
+	if err := appendStreamsIn(root, m); err != nil {
 		m.StreamsBytes, m.StreamsCount = prevBytes, prevCount
 		return &manifestKeptError{err}
 	}
@@ -191,7 +216,7 @@ func writeManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return kept(err)
 	}
@@ -206,22 +231,23 @@ func writeManifest(dir string, m *Manifest) error {
 	if err := f.Close(); err != nil {
 		return kept(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
+	if err := root.Rename(tmp, manifestName); err != nil {
 		return kept(err) // rename(2) is atomic: the old one stands
 	}
-	return syncDir(dir)
+	return syncDir(root, ".")
 }
 
-// syncDir fsyncs a directory so that renames and creations in it survive a
-// power loss.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// syncDir fsyncs the directory name inside root ("." for root's own) so
+// that renames and creations in it survive a power loss. Opened through
+// root, it is the store's directory even after that was renamed.
+func syncDir(root *os.Root, name string) error {
+	d, err := root.Open(name)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
+		return fmt.Errorf("fsync %s: %w", filepath.Join(root.Name(), name), err)
 	}
 	return nil
 }

@@ -44,12 +44,19 @@ func RepairWAL(dir string) (*RepairReport, error) {
 	if err := checkStore(dir); err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(dir)
+	// Every change goes through root: into this directory, even if dir is
+	// renamed and another put in its place meanwhile.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	lock, err := lockDir(root)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
-	m, err := readManifest(dir)
+	m, err := readManifestIn(root, dir)
 	if err != nil {
 		var se *streamsError
 		if errors.As(err, &se) { // it names STREAMS itself
@@ -57,11 +64,11 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		}
 		return nil, fmt.Errorf("%s: %w (the repair mends the write-ahead log only, not the manifest)", manifestName, err)
 	}
-	seqs, err := walSeqs(dir)
+	seqs, err := walSeqsIn(root)
 	if err != nil {
 		return nil, err
 	}
-	rp := &walRepair{dir: dir, rep: &RepairReport{}, streams: map[string]uint32{}}
+	rp := &walRepair{root: root, rep: &RepairReport{}, streams: map[string]uint32{}}
 	for _, d := range m.Streams {
 		rp.streams[d.Labels] = d.ID
 		rp.defs = append(rp.defs, d)
@@ -72,15 +79,14 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		if seq < m.WALStart {
 			continue
 		}
-		path := walPath(dir, seq)
-		name := filepath.Join(walDir, filepath.Base(path))
+		name := walName(seq)
 		if cut {
-			if err := rp.move(path, name, "after a record of a lost stream"); err != nil {
+			if err := rp.move(name, "after a record of a lost stream"); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := root.ReadFile(name)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +94,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		last := i == len(seqs)-1
 		if checkWALLink(seq, r.Prev, prevSeq, prevLen, m.WALStart) != nil {
 			fixed := max(lenBefore(seq, prevSeq, prevLen), 0) // 0: it is gone
-			if err := rewriteWALHeader(path, r.Version, fixed); err != nil {
+			if err := rewriteWALHeader(root, name, r.Version, fixed); err != nil {
 				return nil, err
 			}
 			rp.act("%s: its header said the WAL file before it held %d bytes, now %d: rewritten (those bytes are lost)", name, r.Prev, fixed)
@@ -97,7 +103,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 			if last {
 				break // a crash right after making it: Open starts it again
 			}
-			if err := rp.move(path, name, "shorter than its header"); err != nil {
+			if err := rp.move(name, "shorter than its header"); err != nil {
 				return nil, err
 			}
 			prevSeq, prevLen = seq, -1
@@ -127,7 +133,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		case why == "":
 		case good < headerLen(r):
 			// Not even the header is whole: the file goes.
-			if err := rp.move(path, name, why); err != nil {
+			if err := rp.move(name, why); err != nil {
 				return nil, err
 			}
 			prevSeq, prevLen = seq, -1
@@ -136,7 +142,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 			if err := rp.keepCopy(data, name); err != nil {
 				return nil, err
 			}
-			if err := truncateSync(path, good); err != nil {
+			if err := truncateSync(root, name, good); err != nil {
 				return nil, err
 			}
 			rp.act("%s: %s: cut from %d to %d bytes (the whole file is in %s)", name, why, size, good, filepath.Join(rp.rep.LostFound, name))
@@ -144,7 +150,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		}
 		prevSeq, prevLen = seq, size
 	}
-	if err := syncDir(filepath.Join(dir, walDir)); err != nil {
+	if err := syncDir(root, walDir); err != nil {
 		return nil, err
 	}
 	return rp.rep, nil
@@ -161,7 +167,7 @@ func headerLen(r *WALReader) int64 {
 // walRepair is RepairWAL's state: the streams defined so far (as recovery
 // would define them) and where removed bytes go.
 type walRepair struct {
-	dir     string
+	root    *os.Root // the store's directory
 	rep     *RepairReport
 	streams map[string]uint32
 	defs    []StreamDef
@@ -171,25 +177,26 @@ func (rp *walRepair) act(format string, args ...any) {
 	rp.rep.Actions = append(rp.rep.Actions, fmt.Sprintf(format, args...))
 }
 
-// lostFound makes (once) the directory this repair moves things to.
+// lostFound makes (once) the directory this repair moves things to and
+// returns its name inside rp.root.
 func (rp *walRepair) lostFound() (string, error) {
 	if rp.rep.LostFound == "" {
 		rel := filepath.Join(lostFoundDir, time.Now().UTC().Format("20060102T150405.000000000Z"))
-		if err := os.MkdirAll(filepath.Join(rp.dir, rel, walDir), 0o755); err != nil {
+		if err := rp.root.MkdirAll(filepath.Join(rel, walDir), 0o755); err != nil {
 			return "", err
 		}
 		rp.rep.LostFound = rel
 	}
-	return filepath.Join(rp.dir, rp.rep.LostFound), nil
+	return rp.rep.LostFound, nil
 }
 
-// move puts the WAL file at path into lost+found.
-func (rp *walRepair) move(path, name, why string) error {
+// move puts the WAL file name (inside the store) into lost+found.
+func (rp *walRepair) move(name, why string) error {
 	lf, err := rp.lostFound()
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(path, filepath.Join(lf, name)); err != nil {
+	if err := rp.root.Rename(name, filepath.Join(lf, name)); err != nil {
 		return err
 	}
 	rp.act("%s: %s: moved to %s", name, why, filepath.Join(rp.rep.LostFound, name))
@@ -203,7 +210,7 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 		return err
 	}
 	path := filepath.Join(lf, name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, walFileMode)
+	f, err := rp.root.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, walFileMode)
 	if err != nil {
 		return err
 	}
@@ -216,20 +223,21 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 	}
 	if err != nil {
 		// No half copy that looks like one: the file is not cut yet.
-		os.Remove(path)
+		rp.root.Remove(path)
 		return fmt.Errorf("copy %s to lost+found before cutting it: %w (it needs %d bytes free; nothing was changed, run the repair again once there is room)", name, err, len(data))
 	}
 	return nil
 }
 
 // rewriteWALHeader sets the predecessor length in the header of the WAL
-// file at path, of version 2 or 3 (kept: a version 2 file stays one).
-func rewriteWALHeader(path string, version int, prev int64) error {
+// file name inside root, of version 2 or 3 (kept: a version 2 file stays
+// one).
+func rewriteWALHeader(root *os.Root, name string, version int, prev int64) error {
 	magic := walMagic
 	if version == 2 {
 		magic = walMagicV2
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := root.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}

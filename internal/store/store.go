@@ -58,9 +58,14 @@ type Options struct {
 type Store struct {
 	dir     string
 	dirInfo os.FileInfo // dir when opened, for CheckDir
-	opt     Options
-	lock    *os.File
-	man     *Manifest // last written manifest
+	// root is dir opened once, at Open: every file the store creates,
+	// writes, renames or removes goes through it, so that it stays in
+	// this directory (inode) even if dir is renamed and another put in
+	// its place; by path, a flush would write into the other.
+	root *os.Root
+	opt  Options
+	lock *os.File
+	man  *Manifest // last written manifest
 
 	streams   map[string]uint32 // labels -> id
 	streamDef []StreamDef       // all, in id order
@@ -95,23 +100,34 @@ func Open(dir string, opt Options) (*Store, error) {
 	if opt.HeadBytes <= 0 {
 		opt.HeadBytes = DefaultHeadBytes
 	}
-	for _, d := range []string{dir, filepath.Join(dir, walDir), filepath.Join(dir, segDir)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	lock, err := lockDir(dir)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	dirInfo, err := os.Stat(dir)
+	for _, d := range []string{walDir, segDir} {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			root.Close()
+			return nil, err
+		}
+	}
+	lock, err := lockDir(root)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	dirInfo, err := root.Stat(".")
 	if err != nil {
 		lock.Close()
+		root.Close()
 		return nil, err
 	}
 	s := &Store{
 		dirInfo:  dirInfo,
 		dir:      dir,
+		root:     root,
 		opt:      opt,
 		lock:     lock,
 		streams:  map[string]uint32{},
@@ -121,13 +137,14 @@ func Open(dir string, opt Options) (*Store, error) {
 	s.head.blockSize = opt.Segment.BlockSize
 	if err := s.recover(); err != nil {
 		lock.Close()
+		root.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 func (s *Store) recover() error {
-	m, err := readManifest(s.dir)
+	m, err := readManifestIn(s.root, s.dir)
 	if err != nil {
 		return err
 	}
@@ -143,10 +160,10 @@ func (s *Store) recover() error {
 	// copy; the manifest read above is the one that stands. So does its
 	// stream table: what a flush appended to STREAMS before it died is
 	// cut off (those streams are defined again by the WAL).
-	if err := os.Remove(filepath.Join(s.dir, manifestName+".tmp")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := s.root.Remove(manifestName + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := trimStreams(s.dir, m); err != nil {
+	if err := trimStreams(s.root, m); err != nil {
 		return err
 	}
 
@@ -155,19 +172,19 @@ func (s *Store) recover() error {
 	for _, sm := range m.Segments {
 		live[sm.Name] = true
 	}
-	names, err := readDirNames(filepath.Join(s.dir, segDir))
+	names, err := readDirNamesIn(s.root, segDir)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
 		if !live[n] {
-			if err := os.Remove(filepath.Join(s.dir, segDir, n)); err != nil {
+			if err := s.root.Remove(filepath.Join(segDir, n)); err != nil {
 				return err
 			}
 		}
 	}
 
-	seqs, err := walSeqs(s.dir)
+	seqs, err := walSeqsIn(s.root)
 	if err != nil {
 		return err
 	}
@@ -181,13 +198,13 @@ func (s *Store) recover() error {
 		if seq < m.WALStart || torn {
 			// Covered by segments, or after the first torn record: not
 			// part of the valid prefix.
-			if err := os.Remove(path); err != nil {
+			if err := s.root.Remove(walName(seq)); err != nil {
 				return err
 			}
 			continue
 		}
 		next = seq + 1
-		data, err := os.ReadFile(path)
+		data, err := s.root.ReadFile(walName(seq))
 		if err != nil {
 			return err
 		}
@@ -220,7 +237,7 @@ func (s *Store) recover() error {
 				// disk): the valid prefix ends here.
 				torn = true
 				if records > 0 {
-					if err := truncateSync(path, r.Valid); err != nil {
+					if err := truncateSync(s.root, walName(seq), r.Valid); err != nil {
 						return err
 					}
 				}
@@ -247,12 +264,12 @@ func (s *Store) recover() error {
 		// power loss could tear this file under a whole newer one, and
 		// its tear would not be the last file's.
 		if !torn {
-			if err := syncFile(path); err != nil {
+			if err := syncFile(s.root, walName(seq)); err != nil {
 				return err
 			}
 		}
 	}
-	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {
+	if err := syncDir(s.root, walDir); err != nil {
 		return err
 	}
 	return s.startWAL(next, max(lenBefore(next, prevSeq, prevLen), 0))
@@ -298,9 +315,11 @@ func applyStreamDefs(streams map[string]uint32, defs *[]StreamDef, b *Batch) err
 	return nil
 }
 
-// lockDir takes the writer's exclusive flock on dir/LOCK.
-func lockDir(dir string) (*os.File, error) {
-	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+// lockDir takes the writer's exclusive flock on LOCK in the directory
+// root is open on.
+func lockDir(root *os.Root) (*os.File, error) {
+	dir := root.Name()
+	lock, err := root.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -314,9 +333,9 @@ func lockDir(dir string) (*os.File, error) {
 	return lock, nil
 }
 
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// syncFile fsyncs the file name inside root.
+func syncFile(root *os.Root, name string) error {
+	f, err := root.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
@@ -332,8 +351,8 @@ func errWALDamaged(what string) error {
 
 // truncateSync cuts a file to size durably: a cut that a power loss
 // could undo would bring the torn record back in front of newer ones.
-func truncateSync(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func truncateSync(root *os.Root, name string, size int64) error {
+	f, err := root.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -350,12 +369,26 @@ func (s *Store) defineStream(d StreamDef) {
 }
 
 func walPath(dir string, seq uint64) string {
-	return filepath.Join(dir, walDir, fmt.Sprintf("%016x%s", seq, walExt))
+	return filepath.Join(dir, walName(seq))
+}
+
+// walName is WAL file seq's name inside the data directory.
+func walName(seq uint64) string {
+	return filepath.Join(walDir, fmt.Sprintf("%016x%s", seq, walExt))
 }
 
 // walSeqs lists the WAL file numbers in dir/wal, ascending.
 func walSeqs(dir string) ([]uint64, error) {
-	names, err := readDirNames(filepath.Join(dir, walDir))
+	return walSeqsOf(readDirNames(filepath.Join(dir, walDir)))
+}
+
+// walSeqsIn is walSeqs in the directory root is open on.
+func walSeqsIn(root *os.Root) ([]uint64, error) {
+	return walSeqsOf(readDirNamesIn(root, walDir))
+}
+
+// walSeqsOf picks the WAL file numbers out of a directory's names.
+func walSeqsOf(names []string, err error) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +409,20 @@ func walSeqs(dir string) ([]uint64, error) {
 }
 
 func readDirNames(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+	return sortedNames(os.ReadDir(dir))
+}
+
+// readDirNamesIn is readDirNames of the directory name inside root.
+func readDirNamesIn(root *os.Root, name string) ([]string, error) {
+	d, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return sortedNames(d.ReadDir(-1))
+}
+
+func sortedNames(ents []os.DirEntry, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -391,8 +437,7 @@ func readDirNames(dir string) ([]string, error) {
 // startWAL makes WAL file seq, whose predecessor (file seq-1) is prev
 // bytes long (0: none), and makes it the current one.
 func (s *Store) startWAL(seq uint64, prev int64) error {
-	path := walPath(s.dir, seq)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, walFileMode)
+	f, err := s.root.OpenFile(walName(seq), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, walFileMode)
 	if err != nil {
 		return err
 	}
@@ -404,7 +449,7 @@ func (s *Store) startWAL(seq uint64, prev int64) error {
 		f.Close()
 		return err
 	}
-	if err := syncDir(filepath.Join(s.dir, walDir)); err != nil {
+	if err := syncDir(s.root, walDir); err != nil {
 		f.Close()
 		return err
 	}
@@ -538,7 +583,7 @@ func (s *Store) append(b *Batch) error {
 		if err != nil {
 			return err
 		}
-		go j.run(s.dir, s.opt.Segment)
+		go j.run(s.root, s.dir, s.opt.Segment)
 	}
 	return nil
 }
@@ -588,7 +633,7 @@ func (s *Store) Flush() error {
 		// (the head stays in the WAL and memory), or a failure.
 		return err
 	}
-	j.run(s.dir, s.opt.Segment)
+	j.run(s.root, s.dir, s.opt.Segment)
 	return s.wait()
 }
 
@@ -649,7 +694,7 @@ func (s *Store) rotate() (*flushJob, error) {
 	// and the flush is tried again later instead of failing the store.
 	old, seq := s.wal.f, s.wal.seq
 	if err := s.startWAL(seq+1, s.wal.size); err != nil {
-		os.Remove(walPath(s.dir, seq+1)) // a file made before the failure
+		s.root.Remove(walName(seq + 1)) // a file made before the failure
 		return nil, &rotateError{err}
 	}
 	// Synced above and never written again: a close error loses nothing.
@@ -677,8 +722,11 @@ func (s *Store) rotate() (*flushJob, error) {
 
 // run writes the job's segment and manifest and deletes the covered WAL
 // files. It touches nothing of the Store, so it can run on its own
-// goroutine while Append fills the next head.
-func (j *flushJob) run(dir string, opt segment.Options) {
+// goroutine while Append fills the next head. It writes through root (the
+// store's directory even if dir now names another); dir is for checking
+// that the store is still at dir, so that a flush of a store moved away
+// fails rather than succeed unseen.
+func (j *flushJob) run(root *os.Root, dir string, opt segment.Options) {
 	defer close(j.done)
 	m := *j.base
 	m.Segments = slices.Clone(j.base.Segments)
@@ -686,8 +734,9 @@ func (j *flushJob) run(dir string, opt segment.Options) {
 		j.err = err
 		return
 	}
+	runFlushHook("segment")
 	if j.entries > 0 {
-		sm, err := writeSegment(dir, opt, m.NextSeq, j.blocks)
+		sm, err := writeSegment(root, opt, m.NextSeq, j.blocks)
 		if err != nil {
 			j.err = err
 			return
@@ -700,23 +749,36 @@ func (j *flushJob) run(dir string, opt segment.Options) {
 		j.err = err
 		return
 	}
-	if err := writeManifest(dir, &m); err != nil {
+	runFlushHook("manifest")
+	if err := writeManifest(root, &m); err != nil {
 		j.err = err
 		return
 	}
 	j.man = &m
-	seqs, err := walSeqs(dir)
+	seqs, err := walSeqsIn(root)
 	if err != nil {
 		j.err = err
 		return
 	}
 	for _, seq := range seqs {
 		if seq < m.WALStart {
-			if err := os.Remove(walPath(dir, seq)); err != nil {
+			if err := root.Remove(walName(seq)); err != nil {
 				j.err = err
 				return
 			}
 		}
+	}
+}
+
+// flushHook, when set by a test, runs in a flush right after each check
+// that the directory is still the store's ("segment": before the segment
+// is written; "manifest": before STREAMS and the manifest are), where a
+// rename of the directory would make writes by path go astray.
+var flushHook func(step string)
+
+func runFlushHook(step string) {
+	if flushHook != nil {
+		flushHook(step)
 	}
 }
 
@@ -758,10 +820,9 @@ func (s *Store) fail(err error) error {
 	return s.err
 }
 
-func writeSegment(dir string, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
+func writeSegment(root *os.Root, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	path := filepath.Join(dir, segDir, name)
-	w, err := segment.Create(path, opt)
+	w, err := segment.CreateIn(root, filepath.Join(segDir, name), opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}
@@ -799,12 +860,13 @@ func (s *Store) Close() error {
 	}
 	if err == nil && !s.walDirty {
 		// The current WAL file holds nothing: leave no empty files behind.
-		err = os.Remove(walPath(s.dir, s.wal.seq))
+		err = s.root.Remove(walName(s.wal.seq))
 		if err == nil {
-			err = syncDir(filepath.Join(s.dir, walDir))
+			err = syncDir(s.root, walDir)
 		}
 	}
 	s.lock.Close() // releases the flock
+	s.root.Close()
 	return err
 }
 

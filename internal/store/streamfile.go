@@ -42,13 +42,24 @@ func (e *streamsError) Unwrap() error { return e.err }
 // readStreams reads the stream table prefix m names: m.StreamsBytes of
 // dir/STREAMS holding m.StreamsCount definitions, ids 0 up.
 func readStreams(dir string, m *Manifest) ([]StreamDef, error) {
+	return readStreamsIn(nil, dir, m)
+}
+
+// readStreamsIn is readStreams through root, as readManifestIn.
+func readStreamsIn(root *os.Root, dir string, m *Manifest) ([]StreamDef, error) {
 	bad := func(format string, args ...any) error {
 		return &streamsError{fmt.Errorf(format, args...)}
 	}
 	if m.StreamsBytes < int64(len(streamsMagic)) || m.StreamsCount < 0 {
 		return nil, fmt.Errorf("manifest: bad stream file length %d (count %d)", m.StreamsBytes, m.StreamsCount)
 	}
-	f, err := os.Open(filepath.Join(dir, streamsName))
+	var f *os.File
+	var err error
+	if root != nil {
+		f, err = root.Open(streamsName)
+	} else {
+		f, err = os.Open(filepath.Join(dir, streamsName))
+	}
 	if err != nil {
 		return nil, &streamsError{err}
 	}
@@ -155,11 +166,21 @@ func encodeStreamRecord(first int, defs []StreamDef) []byte {
 // are cut off first. A store whose manifest still carries its streams
 // (version 1) moves them all into a new file.
 func appendStreams(dir string, m *Manifest) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return appendStreamsIn(root, m)
+}
+
+// appendStreamsIn is appendStreams in the directory root is open on, which
+// it follows even when that is renamed or replaced (see writeManifest).
+func appendStreamsIn(root *os.Root, m *Manifest) error {
 	if len(m.Streams) <= m.StreamsCount {
 		return nil
 	}
-	path := filepath.Join(dir, streamsName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := root.OpenFile(streamsName, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
@@ -184,7 +205,7 @@ func appendStreams(dir string, m *Manifest) error {
 	if fresh {
 		// The manifest about to name the file must not survive a power
 		// loss that the file's directory entry does not.
-		if err := syncDir(dir); err != nil {
+		if err := syncDir(root, "."); err != nil {
 			return err
 		}
 	}
@@ -193,23 +214,23 @@ func appendStreams(dir string, m *Manifest) error {
 	return nil
 }
 
-// trimStreams cuts dir/STREAMS to the length m references (removing it
-// when m references none): what a flush that died between the append and
-// the manifest left. Only a writer, holding the lock, calls it.
-func trimStreams(dir string, m *Manifest) error {
-	path := filepath.Join(dir, streamsName)
+// trimStreams cuts STREAMS in the directory root is open on to the length
+// m references (removing it when m references none): what a flush that
+// died between the append and the manifest left. Only a writer, holding
+// the lock, calls it.
+func trimStreams(root *os.Root, m *Manifest) error {
 	if m.StreamsBytes == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := root.Remove(streamsName); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
-	fi, err := os.Stat(path)
+	fi, err := root.Stat(streamsName)
 	if err != nil {
 		return err
 	}
 	if fi.Size() > m.StreamsBytes {
-		return truncateSync(path, m.StreamsBytes)
+		return truncateSync(root, streamsName, m.StreamsBytes)
 	}
 	return nil
 }
