@@ -33,11 +33,16 @@ func otlpAttrPairs(me *metaEncoder, dst []attrs.Pair, kvs *otlpAttrs, skip func(
 	var err error
 	base := len(dst)
 	next := base + otlpCompactPairs
+	// The flattened names' budget: see otlpFlat.
+	fl := otlpFlat{budget: attrs.MaxBytes}
 	kvs.each(func(key string, val otlpValue) bool {
 		if skip != nil && skip(key) {
 			return true
 		}
-		if dst, err = otlpAttrPair(me, dst, key, val, ""); err != nil {
+		if val.kind == otlpMap {
+			fl.budget += otlpFlatFactor * (len(key) + len(val.bytes))
+		}
+		if dst, err = otlpAttrPair(me, &fl, dst, key, val, ""); err != nil {
 			return false
 		}
 		if len(dst) >= next {
@@ -76,9 +81,44 @@ func compactPairs(me *metaEncoder, dst []attrs.Pair, base int) []attrs.Pair {
 	return dst[:base+len(out)]
 }
 
+// otlpFlat bounds the bytes of the names otlpAttrPair builds by
+// flattening maps (prefix+"_"+key for each entry) for one list of
+// attributes: a long key over a map of many entries named one pair an
+// entry with a copy of the key each, key length x entries bytes (a
+// 1 MB key over 65,536 two-byte entries: 64 GB) before encode saw
+// them. budget is attrs.MaxBytes, plus otlpFlatFactor times the request
+// bytes of each map-valued attribute (its key and its map); each name
+// built is charged its length before it is built, and past the budget
+// the attribute is refused as errMetaTooLarge. A map's entries of one
+// key get one name (cache), built and charged once: a map of 4,000
+// entries of one key is one pair, as encode keeps it.
+//
+// Only names that come to more than otlpFlatFactor times their request
+// bytes (prefixes of 16 bytes or more over many entries: a name is at
+// most prefix+1+key bytes, an entry at least key+2) and more than
+// attrs.MaxBytes in all can be refused: the pairs of such a list are
+// more than attrs.MaxPairs or attrs.MaxBytes unless most are empty or
+// repeat a name, so the entry is refused either way but for those.
+type otlpFlat struct {
+	budget int
+}
+
+// otlpFlatFactor is how many bytes of flattened names a byte of a map
+// attribute may name.
+const otlpFlatFactor = 8
+
+// otlpFlatCache is how many keys of a map otlpAttrPair remembers the
+// names of, for prefixes of otlpFlatCacheMin bytes or more (shorter ones
+// are within otlpFlatFactor of their entries' bytes without).
+const (
+	otlpFlatCache    = 256
+	otlpFlatCacheMin = 16
+)
+
 // otlpAttrPair appends the pairs of attribute key (under prefix, the
-// normalized name of the map it is in) to dst.
-func otlpAttrPair(me *metaEncoder, dst []attrs.Pair, key string, val otlpValue, prefix string) ([]attrs.Pair, error) {
+// normalized name of the map it is in) to dst. name, when not "", is the
+// attribute's normalized name (prefix's and key's, built by the caller).
+func otlpAttrPair(me *metaEncoder, fl *otlpFlat, dst []attrs.Pair, key string, val otlpValue, prefix string) ([]attrs.Pair, error) {
 	name := key
 	if prefix != "" {
 		name = prefix + "_" + key
@@ -87,12 +127,37 @@ func otlpAttrPair(me *metaEncoder, dst []attrs.Pair, key string, val otlpValue, 
 	if err != nil {
 		return dst, fmt.Errorf("attribute %q: %w", key, err)
 	}
+	return otlpAttrNamed(me, fl, dst, key, n, val)
+}
+
+// otlpAttrNamed is otlpAttrPair for attribute key of normalized name n.
+func otlpAttrNamed(me *metaEncoder, fl *otlpFlat, dst []attrs.Pair, key, n string, val otlpValue) ([]attrs.Pair, error) {
 	if val.kind == otlpTooLarge {
 		return dst, fmt.Errorf("attribute %q: %w: more than %d values in its arrays and maps", key, errMetaTooLarge, otlpAttrMaxValues)
 	}
 	if val.kind == otlpMap {
+		var cache map[string]string // key -> normalized name
+		var err error
 		val.eachKV(func(k string, e otlpValue) bool {
-			dst, err = otlpAttrPair(me, dst, k, e, n)
+			en, ok := cache[k]
+			if !ok {
+				// Charged before it is built.
+				if fl.budget -= len(n) + 1 + len(k); fl.budget < 0 {
+					err = fmt.Errorf("attribute %q: %w: the names of its maps' entries (%q joined to each key) come to more than %d times its size", key, errMetaTooLarge, otlpTrim(n), otlpFlatFactor)
+					return false
+				}
+				if en, err = me.name(n + "_" + k); err != nil {
+					err = fmt.Errorf("attribute %q: %w", k, err)
+					return false
+				}
+				if len(n) >= otlpFlatCacheMin && len(cache) < otlpFlatCache {
+					if cache == nil {
+						cache = map[string]string{}
+					}
+					cache[k] = en
+				}
+			}
+			dst, err = otlpAttrNamed(me, fl, dst, k, en, e)
 			return err == nil
 		})
 		return dst, err
@@ -102,6 +167,14 @@ func otlpAttrPair(me *metaEncoder, dst []attrs.Pair, key string, val otlpValue, 
 		return dst, fmt.Errorf("attribute %q: %w: its value renders to more than %d bytes", key, errMetaTooLarge, attrs.MaxBytes)
 	}
 	return append(dst, attrs.Pair{Name: n, Value: v}), nil
+}
+
+// otlpTrim is s, or its first 64 bytes and "...", for a message.
+func otlpTrim(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "..."
 }
 
 // otlpResourcePairs is the metadata every record of r repeats: its
@@ -249,6 +322,14 @@ func otlpStreams(res []otlpResource, now int64, maxLine int, rj *pushRejects) []
 			sp, serr := otlpScopePairs(&me, sc)
 			scoll := me.collisions - c1
 			me.collisions = c1
+			var sh *otlpShared
+			if rerr == nil && serr == nil && len(rp)+len(sp) > attrs.MaxPairs && len(sc.records) > 1 {
+				// Sorting in place keeps encode's results (see
+				// newOTLPShared).
+				slices.SortStableFunc(rp, byName)
+				slices.SortStableFunc(sp, byName)
+				sh = newOTLPShared(rp, sp)
+			}
 			for l := range sc.records {
 				rec := &sc.records[l]
 				j++
@@ -276,8 +357,17 @@ func otlpStreams(res []otlpResource, now int64, maxLine int, rj *pushRejects) []
 					rj.add(1, reason, "resource %d, log record %d: structured metadata: %v", i, j-1, err)
 					continue
 				}
-				scratch = append(append(scratch, rp...), sp...)
 				me.collisions += rcoll + scoll
+				if sh != nil {
+					// The shared pairs alone are over the limit: the
+					// record is refused without encoding them again.
+					var refusal *metaRefusal
+					if scratch, refusal = sh.refuse(&me, scratch); refusal != nil {
+						rj.add(1, refusal.reason, "resource %d, log record %d: %s", i, j-1, refusal.msg)
+						continue
+					}
+				}
+				scratch = append(append(scratch, rp...), sp...)
 				e := pushEntry{Time: int64(ts)}
 				if ts == 0 {
 					e.Time = now
@@ -311,4 +401,116 @@ func otlpStreams(res []otlpResource, now int64, maxLine int, rj *pushRejects) []
 		out = append(out, ps)
 	}
 	return out
+}
+
+// otlpShared is the pairs the records of a scope repeat (its resource's
+// rp, then its own sp, after each record's), resolved once, for when
+// they alone are more than attrs.MaxPairs names: every record of the
+// scope is then refused, and encoding the shared pairs again for each (a
+// resource map of 20,000 keys over 600 records: 12 million pairs sorted)
+// only counted them again.
+type otlpShared struct {
+	rp, sp []attrs.Pair // each sorted by name (stable)
+	live   int          // names whose last value is not empty
+	coll   int          // collisions among the shared pairs, as encode counts them
+}
+
+// byName orders pairs by name.
+func byName(a, b attrs.Pair) int { return strings.Compare(a.Name, b.Name) }
+
+// otlpRun is the end of the run of pairs of ps[i]'s name (ps sorted),
+// and the changes of value in it.
+func otlpRun(ps []attrs.Pair, i int) (end, changes int) {
+	j := i
+	for j+1 < len(ps) && ps[j+1].Name == ps[i].Name {
+		if ps[j+1].Value != ps[j].Value {
+			changes++
+		}
+		j++
+	}
+	return j + 1, changes
+}
+
+// newOTLPShared resolves rp then sp, each sorted by name (stable: the
+// pairs of one name keep their order, so encode's order of a record's
+// pairs, rp's and sp's is the same); nil unless more than
+// attrs.MaxPairs names are left with a value.
+func newOTLPShared(rp, sp []attrs.Pair) *otlpShared {
+	sh := &otlpShared{rp: rp, sp: sp}
+	i, k := 0, 0
+	for i < len(rp) || k < len(sp) {
+		var c int
+		switch {
+		case i == len(rp):
+			c = 1
+		case k == len(sp):
+			c = -1
+		default:
+			c = strings.Compare(rp[i].Name, sp[k].Name)
+		}
+		last := ""
+		if c <= 0 {
+			e, ch := otlpRun(rp, i)
+			sh.coll += ch
+			last = rp[e-1].Value
+			i = e
+		}
+		if c >= 0 {
+			e, ch := otlpRun(sp, k)
+			sh.coll += ch
+			if c == 0 && last != sp[k].Value {
+				sh.coll++
+			}
+			last = sp[e-1].Value
+			k = e
+		}
+		if last != "" {
+			sh.live++
+		}
+	}
+	if sh.live <= attrs.MaxPairs {
+		return nil
+	}
+	return sh
+}
+
+// first is the first shared value of name, if the shared pairs name it.
+func (sh *otlpShared) first(name string) (string, bool) {
+	for _, ps := range [][]attrs.Pair{sh.rp, sh.sp} {
+		if k, ok := slices.BinarySearchFunc(ps, name, func(p attrs.Pair, n string) int { return strings.Compare(p.Name, n) }); ok {
+			return ps[k].Value, true
+		}
+	}
+	return "", false
+}
+
+// refuse is encode's refusal of a record's own pairs rec followed by the
+// shared pairs, and counts the collisions encode would count. rec's
+// names are normalized and reordered (returned).
+func (sh *otlpShared) refuse(me *metaEncoder, rec []attrs.Pair) ([]attrs.Pair, *metaRefusal) {
+	for i := range rec {
+		n, err := me.name(rec[i].Name)
+		if err != nil {
+			return rec, &metaRefusal{"bad_metadata", fmt.Sprintf("structured metadata: %v", err)}
+		}
+		rec[i].Name = n
+	}
+	slices.SortStableFunc(rec, byName)
+	n, coll := sh.live, sh.coll
+	for i := 0; i < len(rec); {
+		e, ch := otlpRun(rec, i)
+		coll += ch
+		if first, ok := sh.first(rec[i].Name); ok {
+			// The shared pair wins; the record's last and the shared
+			// first are neighbours in encode's order.
+			if rec[e-1].Value != first {
+				coll++
+			}
+		} else if rec[e-1].Value != "" {
+			n++
+		}
+		i = e
+	}
+	me.collisions += coll
+	return rec, &metaRefusal{"structured_metadata_too_many", fmt.Sprintf("%d structured metadata pairs, more than the limit of %d", n, attrs.MaxPairs)}
 }

@@ -671,7 +671,7 @@ func TestOTLPCompactPairsOracle(t *testing.T) {
 		enc1, ref1 := me1.encode(append(got, later...))
 		var all []attrs.Pair
 		for _, kv := range kvs {
-			if all, err = otlpAttrPair(&me2, all, kv.key, kv.val, ""); err != nil {
+			if all, err = otlpAttrPair(&me2, &otlpFlat{budget: attrs.MaxBytes}, all, kv.key, kv.val, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
