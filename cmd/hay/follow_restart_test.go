@@ -686,7 +686,7 @@ func TestTransient(t *testing.T) {
 		{&statusError{code: 403}, false},
 		{&statusError{code: 404}, false},
 		{&statusError{code: 500}, false},
-		{&url.Error{Op: "Get", URL: "http://x", Err: errors.New("connection refused")}, true},
+		{&url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, true},
 		{&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}, false},
 		{fmt.Errorf("page 2: %w", errAnswerCut), true},
 		{errors.New("the server: bad query"), false},

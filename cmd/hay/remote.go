@@ -5,14 +5,19 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"html"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,7 +25,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"haystack/internal/attrs"
 	"haystack/internal/ingest"
@@ -199,9 +206,13 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 		Message string `json:"message"`
 		Error   string `json:"error"`
 	}
-	msg := strings.TrimSpace(string(body))
+	var msg string
 	if json.Unmarshal(body, &e) == nil && (e.Message != "" || e.Error != "") {
 		msg = cmp.Or(e.Message, e.Error)
+	} else {
+		// Not hay serve's answer: most often a proxy's page (HTML),
+		// which may differ at every request (a request id, a time).
+		msg = plainSummary(body)
 	}
 	msg = string(appendEscaped(nil, []byte(msg))) // the server's text, for a terminal
 	switch resp.StatusCode {
@@ -210,7 +221,11 @@ func (rs *remoteSearch) get(ctx context.Context, base *url.URL, path string, par
 	case http.StatusNotFound:
 		msg += " (is " + base.Redacted() + " a hay serve?)"
 	}
-	se := &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s: %s: %s", base.Redacted(), resp.Status, msg)}
+	text := fmt.Sprintf("%s: %s", base.Redacted(), resp.Status)
+	if msg != "" && !strings.EqualFold(msg, strings.TrimSpace(resp.Status)) {
+		text += ": " + msg
+	}
+	se := &statusError{code: resp.StatusCode, msg: text}
 	if wait, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && wait > 0 {
 		se.retryAfter = time.Duration(min(wait, 300)) * time.Second
 	}
@@ -227,6 +242,57 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string { return e.msg }
+
+// maxSummary bounds the text kept of an answer that is not hay serve's
+// JSON error, for one line of stderr.
+const maxSummary = 200
+
+// plainSummary is a short, one-line text for the body of an answer that
+// is not hay serve's: the title of an HTML page (a proxy's "502 Bad
+// Gateway"), else its text without markup; white space collapsed, at
+// most maxSummary bytes (cut at a rune boundary, "..." added).
+func plainSummary(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if strings.HasPrefix(s, "<") {
+		s = htmlText(s)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxSummary {
+		i := maxSummary
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i] + "..."
+	}
+	return s
+}
+
+// htmlText is the <title> of an HTML page, or when it has none its text
+// without the tags.
+func htmlText(page string) string {
+	lower := strings.ToLower(page) // (ASCII tags: the offsets hold)
+	if i := strings.Index(lower, "<title>"); i >= 0 && len(lower) == len(page) {
+		if j := strings.Index(lower[i:], "</title>"); j >= 0 {
+			if title := strings.TrimSpace(html.UnescapeString(page[i+len("<title>") : i+j])); title != "" {
+				return title
+			}
+		}
+	}
+	var b strings.Builder
+	in := false
+	for _, r := range page {
+		switch {
+		case r == '<':
+			in = true
+			b.WriteByte(' ')
+		case r == '>':
+			in = false
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return html.UnescapeString(b.String())
+}
 
 // transient reports whether err may go away by itself: the connection
 // failed or was cut (the server is down, restarting, or the network), or
@@ -245,8 +311,39 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	var netErr *url.Error
-	return errors.As(err, &netErr) && !errors.Is(err, context.Canceled)
+	ue, ok := errors.AsType[*url.Error](err)
+	if !ok || errors.Is(err, context.Canceled) {
+		return false
+	}
+	// The request failed before an answer. A certificate this machine
+	// does not trust (changed, expired, another host), TLS spoken to a
+	// plain HTTP server, a redirect loop or a bad URL will not go away
+	// by itself: like a 401, they end the follow.
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[tls.AlertError](err); ok {
+		return false // the server refused this machine's TLS (a client certificate?)
+	}
+	// What is left transient is the network's: refused, reset, timed
+	// out, a name not found (a server moving), a connection cut (EOF).
+	if _, ok := errors.AsType[net.Error](ue.Err); ok {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // count asks /api/v1/hits for the number of matching entries.
@@ -409,27 +506,34 @@ var errFollowLimit = errors.New("limit reached")
 // once is not sent a tail and a search in a tight loop. While the server
 // is down, drains before a restart (503), or a proxy in front of it
 // answers 502, 503, 504 or 429, it keeps trying until Ctrl-C. A refusal
-// (a bad query, credentials, 404), or a failure of the first connection,
-// ends the command.
+// (a bad query, credentials, 404, an untrusted certificate, a redirect
+// loop), or a failure of the first connection, ends the command. Times
+// are the server's (tailGap.offset); entries the server drops for a tail
+// not read in time are shown from a search too (fillDropped).
 func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Values, p *printer) (int64, error) {
 	params.Set("labels", "stream")
 	params.Set("dropped", "1")
 	var (
 		n    int64
-		gap  = newTailGap(time.Now().UnixNano()) // nothing shown yet: the gap starts now
-		lost bool                                // a tail was lost and its gap is not filled yet
-		wait time.Duration                       // before the next attempt
-		told string                              // the last reconnection failure said, not to repeat it
+		gap  *tailGap      // made when the first tail connects
+		lost bool          // a tail was lost and its gap is not filled yet
+		wait time.Duration // before the next attempt
+		told string        // the last reconnection failure said, not to repeat it
 	)
 	retry := func(err error) {
 		wait = gap.backoff(err)
-		msg := err.Error()
+		msg, same := err.Error(), err.Error()
 		if ue, ok := errors.AsType[*url.Error](err); ok {
-			msg = ue.Err.Error() // without the long URL of the tail
+			msg, same = ue.Err.Error(), ue.Err.Error() // without the long URL of the tail
 		}
-		if msg != told {
+		if se, ok := errors.AsType[*statusError](err); ok {
+			// A proxy's page may differ at every attempt (a request
+			// id, a time): the status says whether anything changed.
+			same = strconv.Itoa(se.code)
+		}
+		if same != told {
 			fmt.Fprintf(os.Stderr, "hay search: still reconnecting: %s\n", msg)
-			told = msg
+			told = same
 		}
 	}
 	for {
@@ -440,11 +544,29 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 		}
 		resp, err := rs.get(ctx, base, "/api/v1/tail", params)
 		if err != nil {
-			if !lost || ctx.Err() != nil || !transient(err) {
+			if !lost || ctx.Err() != nil {
+				return n, err
+			}
+			if !transient(err) {
+				if ue, ok := errors.AsType[*url.Error](err); ok {
+					// A certificate, a redirect loop: name it
+					// without the long URL of the tail.
+					return n, fmt.Errorf("cannot reconnect to %s (retrying would not help): %w", base.Redacted(), ue.Err)
+				}
 				return n, err
 			}
 			retry(err)
 			continue
+		}
+		if gap == nil {
+			// Nothing shown yet: the first gap's search starts a
+			// minute before this tail began, by the server's clock.
+			gap = newTailGap(0)
+			gap.learnClock(resp, time.Now().UnixNano())
+			gap.latest = gap.now()
+			gap.lostAt = gap.latest
+		} else {
+			gap.learnClock(resp, time.Now().UnixNano())
 		}
 		if lost {
 			fmt.Fprintln(os.Stderr, "hay search: the live tail is back; what arrived meanwhile follows")
@@ -467,7 +589,7 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 			}
 			lost, told = false, ""
 		}
-		got, delivered, err := rs.readTail(ctx, resp, p, gap, n)
+		got, delivered, err := rs.readTail(ctx, base, params, resp, p, gap, n)
 		resp.Body.Close()
 		n += got
 		if err == nil || ctx.Err() != nil {
@@ -485,7 +607,7 @@ func (rs *remoteSearch) follow(ctx context.Context, base *url.URL, params url.Va
 			fmt.Fprintln(os.Stderr, "hay search: lost the server's live tail; reconnecting (Ctrl-C to stop)")
 		}
 		lost = true
-		gap.lostAt = time.Now().UnixNano()
+		gap.lostAt = gap.now()
 		if delivered {
 			// The tail worked: try again at once, and back off from
 			// the start if that fails.
@@ -515,8 +637,10 @@ func tailStopping(l *remoteLine) bool {
 // readTail prints the events of one tail connection until it ends;
 // shown counts the entries printed before it, for --limit. delivered
 // says whether the tail sent anything but its end (an entry, even one
-// not printed again, or a drop notice).
-func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *printer, gap *tailGap, shown int64) (n int64, delivered bool, err error) {
+// not printed again, or a drop notice). The entries the server dropped
+// for this tail (it was not read in time: during a gap's search, or a
+// slow terminal) are stored: a search shows them (fillDropped).
+func (rs *remoteSearch) readTail(ctx context.Context, base *url.URL, params url.Values, resp *http.Response, p *printer, gap *tailGap, shown int64) (n int64, delivered bool, err error) {
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
 	for {
 		raw, err := br.ReadBytes('\n')
@@ -542,12 +666,26 @@ func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *pr
 		}
 		delivered = true
 		if l.Dropped > 0 {
-			// The server's queue for this tail filled up: say so, as
-			// the lines are gone.
+			// The server's queue for this tail filled up: the entries
+			// are stored, but not sent here. Search for them, as for a
+			// gap, while the tail keeps what arrives meanwhile (or
+			// drops it again, and says so).
 			if err := p.w.Flush(); err != nil {
 				return n, delivered, err
 			}
-			fmt.Fprintf(os.Stderr, "hay search: the server dropped %d entries this tail did not read in time\n", l.Dropped)
+			fmt.Fprintf(os.Stderr, "hay search: the server dropped %d entries this tail did not read in time; searching for them\n", l.Dropped)
+			got, err := rs.fillDropped(ctx, base, params, p, gap, shown+n)
+			n += got
+			switch {
+			case ctx.Err() != nil:
+				return n, delivered, nil
+			case err != nil && transient(err):
+				return n, delivered, errTailLost // reconnect; the next gap's search shows them
+			case err != nil:
+				return n, delivered, err
+			case rs.q.Limit > 0 && shown+n >= rs.q.Limit:
+				return n, delivered, errFollowLimit
+			}
 			continue
 		}
 		m, err := rs.match(&l)
@@ -564,7 +702,7 @@ func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *pr
 		if err := p.w.Flush(); err != nil {
 			return n, delivered, err
 		}
-		gap.shown(k, m.Time, time.Now().UnixNano())
+		gap.shown(k, m.Time, gap.now())
 		n++
 		if rs.q.Limit > 0 && shown+n >= rs.q.Limit {
 			return n, delivered, errFollowLimit
@@ -578,6 +716,19 @@ func (rs *remoteSearch) readTail(ctx context.Context, resp *http.Response, p *pr
 // tail, connected before the search, may deliver some of them again: gap
 // remembers them.
 func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Values, p *printer, gap *tailGap, shown int64) (int64, error) {
+	return rs.searchGap(ctx, base, tail, p, gap, shown, false)
+}
+
+// fillDropped prints, while a tail is connected, the entries the server
+// stored from gap.from() on that were not shown: after it dropped entries
+// for the tail. Unlike fillGap it keeps what the previous gap's search
+// showed (the tail may still repeat those), and skips every entry shown.
+func (rs *remoteSearch) fillDropped(ctx context.Context, base *url.URL, tail url.Values, p *printer, gap *tailGap, shown int64) (int64, error) {
+	return rs.searchGap(ctx, base, tail, p, gap, shown, true)
+}
+
+// searchGap is fillGap, or with dropped fillDropped.
+func (rs *remoteSearch) searchGap(ctx context.Context, base *url.URL, tail url.Values, p *printer, gap *tailGap, shown int64, dropped bool) (int64, error) {
 	params := url.Values{}
 	for _, k := range []string{"q", "text", "fold"} {
 		if v := tail.Get(k); v != "" {
@@ -588,16 +739,28 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 	params.Set("direction", "forward")
 	params.Set("end", strconv.FormatInt(math.MaxInt64, 10))
 	from, skip := gap.from(), 0
-	if from > gap.lostAt {
-		// gap.latest is bounded by this machine's clock when shown, so
-		// only a clock set back since gets here: say what is not searched.
+	if !dropped && from > gap.lostAt {
+		// gap.latest is bounded by the server's clock (as learned) when
+		// shown, so only a clock set back since gets here: say what is
+		// not searched.
 		if err := p.w.Flush(); err != nil {
 			return 0, err
 		}
-		fmt.Fprintf(os.Stderr, "hay search: the search for what arrived meanwhile starts at %s, after the tail was lost (%s; was this machine's clock set back?): entries stamped in between are not shown\n",
+		fmt.Fprintf(os.Stderr, "hay search: the search for what arrived meanwhile starts at %s, after the tail was lost (%s; was the server's clock set back?): entries stamped in between are not shown\n",
 			time.Unix(0, from).UTC().Format(time.RFC3339Nano), time.Unix(0, gap.lostAt).UTC().Format(time.RFC3339Nano))
 	}
-	gap.startFill()
+	// before counts the entries shown before this search, to skip
+	// their occurrences: for a gap, those shown less those this search
+	// shows (filled starts empty); for drops, a copy of recent, as
+	// filled goes on with what the last gap's search showed.
+	before := func(k uint64) int { return gap.recent[k] - gap.filled[k] }
+	if dropped {
+		gap.skipped = map[uint64]int{}
+		shownBefore := maps.Clone(gap.recent)
+		before = func(k uint64) int { return shownBefore[k] }
+	} else {
+		gap.startFill()
+	}
 	var n int64
 	for {
 		params.Set("start", strconv.FormatInt(from, 10))
@@ -622,7 +785,7 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 			k := gap.key(&m)
 			// Equal entries shown before the search: those counted
 			// in gap.recent that this search did not show itself.
-			if before := gap.recent[k] - gap.filled[k]; gap.skipped[k] < before {
+			if gap.skipped[k] < before(k) {
 				gap.skipped[k]++
 				return nil // shown before the tail broke
 			}
@@ -630,7 +793,7 @@ func (rs *remoteSearch) fillGap(ctx context.Context, base *url.URL, tail url.Val
 				return err
 			}
 			gap.fill(k)
-			gap.shown(k, m.Time, time.Now().UnixNano())
+			gap.shown(k, m.Time, gap.now())
 			n++
 			if rs.q.Limit > 0 && shown+n >= rs.q.Limit {
 				return errFollowLimit
@@ -700,11 +863,17 @@ func readEntries(body io.Reader, fn func(*remoteLine) error) (limited bool, err 
 //
 // The latest time shown counts an entry stamped in the future (a
 // shipper's clock ahead: the server accepts up to --reject-newer-than) as
-// shown now, by this machine's clock: else the next gap's search would
-// start past the break and miss everything stored during it.
+// shown now: else the next gap's search would start past the break and
+// miss everything stored during it.
+//
+// Times are the server's: entries are stamped by it (or by shippers near
+// it), and this machine's clock may be minutes off. "Now" is this
+// machine's clock plus offset, learned from the Date header of each tail
+// answer.
 type tailGap struct {
 	latest int64          // the latest time shown, at most the time it was shown (at first: when the tail started)
-	lostAt int64          // when the tail was lost (this machine's clock); the search starts before it
+	lostAt int64          // when the tail was lost; the search starts before it
+	offset int64          // the server's clock minus this machine's, in ns (learnClock)
 	recent map[uint64]int // entries shown with times from latest-tailWindow on
 	order  []shownEntry   // the same, in the order shown, to forget them
 	filled map[uint64]int // entries the last gap's search showed, not yet seen again
@@ -751,6 +920,22 @@ func (g *tailGap) key(m *search.Match) uint64 {
 	h.Write(m.Attrs)
 	return h.Sum64()
 }
+
+// learnClock takes the server's clock from the Date header of resp,
+// received at local. The header is in whole seconds, cut down, and
+// was written before local: the offset learned errs to the past, so a
+// gap's search starts at most a little earlier than needed. An answer
+// without a Date (a proxy that drops it) keeps the offset known.
+func (g *tailGap) learnClock(resp *http.Response, local int64) {
+	d, err := http.ParseTime(resp.Header.Get("Date"))
+	if err != nil {
+		return
+	}
+	g.offset = d.UnixNano() - local
+}
+
+// now is the server's time by this machine's clock and the offset.
+func (g *tailGap) now() int64 { return time.Now().UnixNano() + g.offset }
 
 // from is where a gap's search starts.
 func (g *tailGap) from() int64 {

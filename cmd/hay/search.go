@@ -92,9 +92,12 @@ it arrives, until Ctrl-C or --limit. A tail that breaks (the server
 restarts, gracefully or not; the network drops; a proxy answers 502, 503
 or 504) is reconnected, waiting longer after each failed attempt (up to
 5 s), and the entries stored meanwhile are shown from a search (those
-stamped more than a minute before the latest one shown are not; an entry
-stamped in the future counts as stamped when it was shown). A refusal (a
-bad query, credentials) ends it.
+stamped more than a minute before the latest one shown, or before the
+tail began if none was, by the server's clock, are not; an entry stamped
+in the future counts as stamped when it was shown). So are the entries
+the server drops for a tail not read in time. A refusal (a bad query,
+credentials, a certificate this machine does not trust, a redirect loop)
+ends it.
 
 A search that runs longer than a second shows how many blocks it has read
 on stderr, when that is a terminal and the entries do not go to it (with
