@@ -90,8 +90,10 @@ func compactPairs(me *metaEncoder, dst []attrs.Pair, base int) []attrs.Pair {
 // bytes of each map-valued attribute (its key and its map); each name
 // built is charged its length before it is built, and past the budget
 // the attribute is refused as errMetaTooLarge. A map's entries of one
-// key get one name (cache), built and charged once: a map of 4,000
-// entries of one key is one pair, as encode keeps it.
+// key get one name, built and charged once (under a prefix of
+// otlpFlatCacheMin bytes or more, for the map's first otlpFlatCache
+// keys): a 20 KB key over 4,000 entries of one key builds one name of
+// 20 KB, the pair encode keeps.
 //
 // Only names that come to more than otlpFlatFactor times their request
 // bytes (prefixes of 16 bytes or more over many entries: a name is at
