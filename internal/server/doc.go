@@ -247,8 +247,8 @@
 // X-Scope-OrgID names the tenant ([A-Za-z0-9_.-]{1,64}, not . or ..;
 // default "fake" as in Loki). Each tenant's data is the store
 // DATA/<tenant>, so no query can reach another tenant's entries. At most
-// --max-open-tenants tenant stores are open (2 file descriptors each;
-// default a quarter of the open-file limit): opening one more flushes and
+// --max-open-tenants tenant stores are open (3 file descriptors each;
+// default a sixth of the open-file limit): opening one more flushes and
 // closes the least recently used idle tenant (no request in flight, no
 // live tail), which reopens on its next request; when none is idle within
 // 2 s the request gets 503. A tenant's head (its entries not yet in a

@@ -168,26 +168,31 @@ const (
 )
 
 // DefaultMaxOpenTenants is the default bound on open tenant stores: a
-// quarter of the process's descriptor limit (RLIMIT_NOFILE, which Go
-// raises to the hard limit at start). An open tenant holds 2 descriptors
-// (its LOCK and its current WAL file) and a flushing one up to about 5
-// for a moment (the next WAL file, the segment being written, the
-// directories it syncs, the MANIFEST being replaced), so a quarter leaves
-// half the table for those moments, for connections (each one a
+// sixth of the process's descriptor limit (RLIMIT_NOFILE, which Go
+// raises to the hard limit at start). An open tenant holds 3 descriptors
+// (its data directory, through which every write goes so that a replaced
+// directory is never written; its LOCK; its current WAL file) and a
+// flushing one up to about 6 for a moment (the next WAL file, the segment
+// being written, the directories it syncs, the MANIFEST being replaced),
+// so a sixth leaves half the table for those moments, for connections (each one a
 // descriptor, a live tail for its whole life) and for segment files being
 // opened for mmap. Past the limit an open fails with EMFILE: at start-up
 // that stopped the server from starting, and on a push it was a 500.
 func DefaultMaxOpenTenants() int {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
-		return 256 // a quarter of the usual 1024
+		return 170 // a sixth of the usual 1024
 	}
-	n := rl.Cur / 4
+	n := rl.Cur / tenantDescriptors / 2
 	if n > 1<<20 {
 		n = 1 << 20 // RLIM_INFINITY: memory (E5) binds long before this
 	}
 	return max(int(n), 1)
 }
+
+// tenantDescriptors is what an open tenant store holds (see
+// DefaultMaxOpenTenants).
+const tenantDescriptors = 3
 
 // tenantSlotWait is how long opening a tenant at MaxOpenTenants waits for
 // another tenant's in-flight requests to end (or its close to finish)
@@ -289,7 +294,7 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.MaxOpenTenants = DefaultMaxOpenTenants()
 	}
 	s.met = newMetrics(s)
-	s.met.reg.NewGaugeFunc("hay_open_tenants", "Tenant stores open (each holds 2 file descriptors); at most --max-open-tenants.", func() float64 {
+	s.met.reg.NewGaugeFunc("hay_open_tenants", "Tenant stores open (each holds 3 file descriptors); at most --max-open-tenants.", func() float64 {
 		return float64(len(s.openTenants()))
 	})
 	s.handler = s.routes()
