@@ -197,8 +197,9 @@ func TestFollowClockAheadGap(t *testing.T) {
 				w.Header().Set("Date", serverNow.UTC().Format(http.TimeFormat))
 				switch r.URL.Path {
 				case "/api/v1/tail":
+					n := tails.Add(1) // (before the answer: the follow may end at once)
 					sseStart(w)
-					if tails.Add(1) == 1 {
+					if n == 1 {
 						return // quiet, then the server restarts
 					}
 					<-r.Context().Done()
@@ -317,8 +318,9 @@ func TestFollowDroppedSearched(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/v1/tail":
+			n := tails.Add(1)
 			sseStart(w)
-			if tails.Add(1) == 1 {
+			if n == 1 {
 				sseEntry(w, fakeEntry{t0, "one"})
 				return // lost
 			}
