@@ -444,7 +444,7 @@ func (w *Writer) View() (*View, error) {
 		p, ok := w.segs[sm.Name]
 		if !ok {
 			name := filepath.Join(segDir, sm.Name)
-			r, err := segment.OpenIn(s.root, name) // the segment this store wrote
+			r, err := segment.OpenIn(s.root.Root, name) // the segment this store wrote
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -196,7 +195,7 @@ func (pl *compactPlan) bound(segs []SegmentMeta) []SegmentMeta {
 // Store.Compact and Writer.Compact.
 // compact reads, writes, renames and removes segments through root, the
 // store's directory even if it was renamed and another put in its place.
-func compact(ctx context.Context, root *os.Root, opt CompactOptions, steps compactSteps) (CompactStats, error) {
+func compact(ctx context.Context, root *dirRoot, opt CompactOptions, steps compactSteps) (CompactStats, error) {
 	var st CompactStats
 	var pl compactPlan
 	for {
@@ -408,7 +407,7 @@ const maxSmallRun = 16
 // writeRuns writes run k as segment base+k, all at once, and returns their
 // manifest entries. On failure it removes those it wrote, and errs holds
 // each run's error.
-func writeRuns(ctx context.Context, root *os.Root, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
+func writeRuns(ctx context.Context, root *dirRoot, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
 	out = make([]SegmentMeta, len(runs))
 	errs = make([]error, len(runs))
 	var wg sync.WaitGroup
@@ -430,7 +429,7 @@ func writeRuns(ctx context.Context, root *os.Root, opt segment.Options, runs [][
 }
 
 // removeOutputs deletes merged segments that were not swapped in.
-func removeOutputs(root *os.Root, out []SegmentMeta) {
+func removeOutputs(root *dirRoot, out []SegmentMeta) {
 	for _, sm := range out {
 		root.Remove(filepath.Join(segDir, sm.Name))
 	}
@@ -475,7 +474,7 @@ func swapRuns(segs []SegmentMeta, runs [][]SegmentMeta, out []SegmentMeta) ([]Se
 }
 
 // removeRuns deletes the files of the segments the runs replaced.
-func removeRuns(root *os.Root, runs [][]SegmentMeta) error {
+func removeRuns(root *dirRoot, runs [][]SegmentMeta) error {
 	for _, run := range runs {
 		for _, sm := range run {
 			if err := root.Remove(filepath.Join(segDir, sm.Name)); err != nil {
@@ -491,9 +490,9 @@ func removeRuns(root *os.Root, runs [][]SegmentMeta) error {
 // entry. It checks every block (segment.Reader.ReadBlock verifies the
 // checksums) and that each segment's entry count and bytes match the
 // manifest's.
-func mergeSegments(ctx context.Context, root *os.Root, opt segment.Options, run []SegmentMeta, seq uint64) (SegmentMeta, error) {
+func mergeSegments(ctx context.Context, root *dirRoot, opt segment.Options, run []SegmentMeta, seq uint64) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	w, err := segment.CreateIn(root, filepath.Join(segDir, name), opt)
+	w, err := segment.CreateIn(root.Root, filepath.Join(segDir, name), opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}
@@ -527,9 +526,9 @@ func (e *sourceError) Unwrap() error { return e.err }
 
 // copySegment adds every entry of segment sm to w, using b as scratch.
 // A failure to read sm is a *sourceError.
-func copySegment(ctx context.Context, root *os.Root, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
+func copySegment(ctx context.Context, root *dirRoot, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
 	rel := filepath.Join(segDir, sm.Name)
-	r, err := segment.OpenIn(root, rel)
+	r, err := segment.OpenIn(root.Root, rel)
 	if err != nil {
 		return &sourceError{fmt.Errorf("compact %s: %w", rel, err)}
 	}

@@ -138,7 +138,7 @@ func readManifest(dir string) (*Manifest, error) {
 // readManifestIn is readManifest through root when it is not nil (the
 // writer's directory, see Store.root; dir is its name), else of the
 // directory at path dir.
-func readManifestIn(root *os.Root, dir string) (*Manifest, error) {
+func readManifestIn(root *dirRoot, dir string) (*Manifest, error) {
 	m, err := readManifestOnlyIn(root, dir)
 	if err != nil || m.StreamsBytes == 0 {
 		return m, err
@@ -157,7 +157,7 @@ func readManifestOnly(dir string) (*Manifest, error) {
 }
 
 // readManifestOnlyIn is readManifestOnly through root, as readManifestIn.
-func readManifestOnlyIn(root *os.Root, dir string) (*Manifest, error) {
+func readManifestOnlyIn(root *dirRoot, dir string) (*Manifest, error) {
 	var data []byte
 	var err error
 	if root != nil {
@@ -199,7 +199,7 @@ func (e *manifestKeptError) Unwrap() error { return e.err }
 // Every file operation goes through root, not a path: a directory that
 // replaced the store's (renamed over it while a flush ran) is never
 // written to; the writes land in the store's own, renamed, directory.
-func writeManifest(root *os.Root, m *Manifest) error {
+func writeManifest(root *dirRoot, m *Manifest) error {
 	tmp := manifestName + ".tmp"
 	kept := func(err error) error {
 		root.Remove(tmp)
@@ -240,7 +240,7 @@ func writeManifest(root *os.Root, m *Manifest) error {
 // syncDir fsyncs the directory name inside root ("." for root's own) so
 // that renames and creations in it survive a power loss. Opened through
 // root, it is the store's directory even after that was renamed.
-func syncDir(root *os.Root, name string) error {
+func syncDir(root *dirRoot, name string) error {
 	d, err := root.Open(name)
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 	}
 	// Every change goes through root: into this directory, even if dir is
 	// renamed and another put in its place meanwhile.
-	root, err := os.OpenRoot(dir)
+	root, err := openDirRoot(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func headerLen(r *WALReader) int64 {
 // walRepair is RepairWAL's state: the streams defined so far (as recovery
 // would define them) and where removed bytes go.
 type walRepair struct {
-	root    *os.Root // the store's directory
+	root    *dirRoot // the store's directory
 	rep     *RepairReport
 	streams map[string]uint32
 	defs    []StreamDef
@@ -232,7 +232,7 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 // rewriteWALHeader sets the predecessor length in the header of the WAL
 // file name inside root, of version 2 or 3 (kept: a version 2 file stays
 // one).
-func rewriteWALHeader(root *os.Root, name string, version int, prev int64) error {
+func rewriteWALHeader(root *dirRoot, name string, version int, prev int64) error {
 	magic := walMagic
 	if version == 2 {
 		magic = walMagicV2

@@ -62,7 +62,7 @@ type Store struct {
 	// writes, renames or removes goes through it, so that it stays in
 	// this directory (inode) even if dir is renamed and another put in
 	// its place; by path, a flush would write into the other.
-	root *os.Root
+	root *dirRoot
 	opt  Options
 	lock *os.File
 	man  *Manifest // last written manifest
@@ -103,7 +103,7 @@ func Open(dir string, opt Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := openDirRoot(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +317,7 @@ func applyStreamDefs(streams map[string]uint32, defs *[]StreamDef, b *Batch) err
 
 // lockDir takes the writer's exclusive flock on LOCK in the directory
 // root is open on.
-func lockDir(root *os.Root) (*os.File, error) {
+func lockDir(root *dirRoot) (*os.File, error) {
 	dir := root.Name()
 	lock, err := root.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -334,7 +334,7 @@ func lockDir(root *os.Root) (*os.File, error) {
 }
 
 // syncFile fsyncs the file name inside root.
-func syncFile(root *os.Root, name string) error {
+func syncFile(root *dirRoot, name string) error {
 	f, err := root.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -351,7 +351,7 @@ func errWALDamaged(what string) error {
 
 // truncateSync cuts a file to size durably: a cut that a power loss
 // could undo would bring the torn record back in front of newer ones.
-func truncateSync(root *os.Root, name string, size int64) error {
+func truncateSync(root *dirRoot, name string, size int64) error {
 	f, err := root.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -383,7 +383,7 @@ func walSeqs(dir string) ([]uint64, error) {
 }
 
 // walSeqsIn is walSeqs in the directory root is open on.
-func walSeqsIn(root *os.Root) ([]uint64, error) {
+func walSeqsIn(root *dirRoot) ([]uint64, error) {
 	return walSeqsOf(readDirNamesIn(root, walDir))
 }
 
@@ -413,7 +413,7 @@ func readDirNames(dir string) ([]string, error) {
 }
 
 // readDirNamesIn is readDirNames of the directory name inside root.
-func readDirNamesIn(root *os.Root, name string) ([]string, error) {
+func readDirNamesIn(root *dirRoot, name string) ([]string, error) {
 	d, err := root.Open(name)
 	if err != nil {
 		return nil, err
@@ -726,7 +726,7 @@ func (s *Store) rotate() (*flushJob, error) {
 // store's directory even if dir now names another); dir is for checking
 // that the store is still at dir, so that a flush of a store moved away
 // fails rather than succeed unseen.
-func (j *flushJob) run(root *os.Root, dir string, opt segment.Options) {
+func (j *flushJob) run(root *dirRoot, dir string, opt segment.Options) {
 	defer close(j.done)
 	m := *j.base
 	m.Segments = slices.Clone(j.base.Segments)
@@ -820,9 +820,9 @@ func (s *Store) fail(err error) error {
 	return s.err
 }
 
-func writeSegment(root *os.Root, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
+func writeSegment(root *dirRoot, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	w, err := segment.CreateIn(root, filepath.Join(segDir, name), opt)
+	w, err := segment.CreateIn(root.Root, filepath.Join(segDir, name), opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}

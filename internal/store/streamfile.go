@@ -46,7 +46,7 @@ func readStreams(dir string, m *Manifest) ([]StreamDef, error) {
 }
 
 // readStreamsIn is readStreams through root, as readManifestIn.
-func readStreamsIn(root *os.Root, dir string, m *Manifest) ([]StreamDef, error) {
+func readStreamsIn(root *dirRoot, dir string, m *Manifest) ([]StreamDef, error) {
 	bad := func(format string, args ...any) error {
 		return &streamsError{fmt.Errorf(format, args...)}
 	}
@@ -166,7 +166,7 @@ func encodeStreamRecord(first int, defs []StreamDef) []byte {
 // are cut off first. A store whose manifest still carries its streams
 // (version 1) moves them all into a new file.
 func appendStreams(dir string, m *Manifest) error {
-	root, err := os.OpenRoot(dir)
+	root, err := openDirRoot(dir)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func appendStreams(dir string, m *Manifest) error {
 
 // appendStreamsIn is appendStreams in the directory root is open on, which
 // it follows even when that is renamed or replaced (see writeManifest).
-func appendStreamsIn(root *os.Root, m *Manifest) error {
+func appendStreamsIn(root *dirRoot, m *Manifest) error {
 	if len(m.Streams) <= m.StreamsCount {
 		return nil
 	}
@@ -218,7 +218,7 @@ func appendStreamsIn(root *os.Root, m *Manifest) error {
 // m references (removing it when m references none): what a flush that
 // died between the append and the manifest left. Only a writer, holding
 // the lock, calls it.
-func trimStreams(root *os.Root, m *Manifest) error {
+func trimStreams(root *dirRoot, m *Manifest) error {
 	if m.StreamsBytes == 0 {
 		if err := root.Remove(streamsName); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
