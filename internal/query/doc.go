@@ -96,9 +96,16 @@
 //     regexReplaceAll, regexReplaceAllLiteral and text/template's own
 //     (printf, len, index, eq, and, or, not, ...). Any other function
 //     (__timestamp__, date, ...) is refused at parse time, and so are
-//     define, block and template actions. A template that fails on an
+//     define, block, template and range actions and variables ($x :=,
+//     $x =; $ itself reads the root data). A template that fails on an
 //     entry keeps the line and sets __error__=TemplateFormatErr with the
-//     message in __error_details__; one output is limited to 1 MiB.
+//     message in __error_details__. Memory is bounded per entry: one
+//     output and one function result (print, printf, println, html, js
+//     and urlquery are bounded versions of text/template's; printf's
+//     widths and precisions count, * widths are refused) are at most
+//     1 MiB; all results and outputs of the entry's templates together at
+//     most 4 MiB; all label_format values made for the entry at most
+//     1 MiB. Past a bound the template fails as above.
 //     Line filters after line_format, decolorize or unpack test the new
 //     line; the result carries the new line (EntryLabels.Line).
 //   - label_format a=b, c="tmpl": a takes b's value and b is removed

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"text/template"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -32,7 +31,7 @@ type pipeStage struct {
 	// new line, in query order.
 	line *Filter
 	// line_format, label_format, decolorize.
-	lineFmt  *template.Template
+	lineFmt  *boundedTemplate
 	labelFmt []labelFmtEval
 	decolor  bool
 
@@ -57,6 +56,7 @@ type labelSet struct {
 	line      []byte
 	rewritten bool
 	data      map[string]string // templates' data (templateData), reused
+	tmpl      tmplBudget        // what the entry's templates built
 }
 
 // labelSets recycles the per-entry label state: a pipeline runs once per

@@ -282,13 +282,18 @@ func (p *parser) stage() (Stage, error) {
 		return nil, err
 	}
 	if p.tok.kind == tIdent {
-		// A keyword followed by an operator is a label named like it.
+		// A keyword followed by an operator is a label named like it,
+		// except that != and !~ after a stage that takes no argument
+		// start a line filter, as |= does (Loki reserves the keywords:
+		// `| json != "x"` is the json stage then a line filter, like
+		// `| logfmt --strict != "x"`).
 		name, pos := p.tok.text, p.tok.pos
 		save := *p
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
-		if !isLabelOp(p.tok.kind) {
+		bare := name == "json" || name == "logfmt" || name == "unpack" || name == "decolorize"
+		if !isLabelOp(p.tok.kind) || bare && (p.tok.kind == tNeq || p.tok.kind == tNre) {
 			switch {
 			case name == "json":
 				st := &ParserStage{Kind: ParserJSON, Pos: pos}

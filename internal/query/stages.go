@@ -454,80 +454,262 @@ func decolorize(line []byte) []byte {
 
 // ---- templates ----
 
-// templateFuncs are the Loki template functions Haystack supports (Loki's
+// boundedFuncs are the Loki template functions Haystack supports (Loki's
 // template_functions documentation; argument orders as documented there:
 // the lower-case ones take the string last so that they chain in a
-// pipeline). Any other function is refused when the query is parsed.
-// regexReplaceAll and regexReplaceAllLiteral are added per template
-// (regexpFuncs).
-// __line__ gives the current line (see prepareTree).
-var templateFuncs = template.FuncMap{
-	"__line__": func() string { return "" },
-	"ToLower":  strings.ToLower,
-	"ToUpper":  strings.ToUpper,
-	"lower":    strings.ToLower,
-	"upper":    strings.ToUpper,
-	// sprig's title, which Loki documents: strings.Title's word rule.
-	"title": strings.Title, //nolint:staticcheck // the documented behaviour
-	"Replace": func(s, old, new string, n int) (string, error) {
-		if err := checkGrowth(s, old, new); err != nil {
+// pipeline), bound to one template instance in: every function that
+// builds a string charges it to the running entry's budget (in.b), and
+// checks what it would build first when that can be large (repeat, the
+// replacements, printf's widths). text/template's own print, printf,
+// println, html, js and urlquery are replaced by bounded versions: they
+// concatenate any number of arguments. Any other function is refused when
+// the query is parsed. __line__ gives the current line (see prepareTree).
+func boundedFuncs(in *tmplInst, rc *regexpCache) template.FuncMap {
+	// ret charges a built result.
+	ret := func(s string) (string, error) {
+		if err := in.b.charge(len(s)); err != nil {
 			return "", err
 		}
-		return strings.Replace(s, old, new, n), nil
-	},
-	"replace": func(old, new, s string) (string, error) {
-		if err := checkGrowth(s, old, new); err != nil {
-			return "", err
+		return s, nil
+	}
+	caseFn := func(f func(string) string) func(string) (string, error) {
+		// Changing case can triple a string (invalid UTF-8 becomes
+		// U+FFFD): checked on the input, charged on the result.
+		return func(s string) (string, error) {
+			if err := in.b.check(len(s)); err != nil {
+				return "", err
+			}
+			return ret(f(s))
 		}
-		return strings.ReplaceAll(s, old, new), nil
-	},
-	"Trim":       strings.Trim,
-	"TrimLeft":   strings.TrimLeft,
-	"TrimRight":  strings.TrimRight,
-	"TrimPrefix": strings.TrimPrefix,
-	"TrimSuffix": strings.TrimSuffix,
-	"TrimSpace":  strings.TrimSpace,
-	"trim":       strings.TrimSpace,
-	"trimAll":    func(cutset, s string) string { return strings.Trim(s, cutset) },
-	"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
-	"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
-	"contains":   func(sub, s string) bool { return strings.Contains(s, sub) },
-	"hasPrefix":  func(prefix, s string) bool { return strings.HasPrefix(s, prefix) },
-	"hasSuffix":  func(suffix, s string) bool { return strings.HasSuffix(s, suffix) },
-	"default": func(d string, given ...string) string {
-		if len(given) == 0 || given[0] == "" {
-			return d
+	}
+	escaper := func(f func(...any) string) func(...any) (string, error) {
+		return func(args ...any) (string, error) {
+			if err := in.b.check(argsLen(args)); err != nil {
+				return "", err
+			}
+			return ret(f(args...))
 		}
-		return given[0]
-	},
-	"trunc": func(n int, s string) string {
-		// Counted in bytes as sprig does; negative n keeps the end.
-		switch {
-		case n >= 0 && len(s) > n:
-			return s[:n]
-		case n < 0 && len(s) > -n:
-			return s[len(s)+n:]
+	}
+	regexpFn := func(literal bool) func(re, s, repl string) (string, error) {
+		return func(re, s, repl string) (string, error) {
+			r, err := rc.get(re)
+			if err != nil {
+				return "", err
+			}
+			if err := checkGrowth(s, "", repl); err != nil {
+				return "", err
+			}
+			if err := in.b.check(len(s)); err != nil {
+				return "", err
+			}
+			if literal {
+				return ret(r.ReplaceAllLiteralString(s, repl))
+			}
+			return ret(r.ReplaceAllString(s, repl))
 		}
-		return s
-	},
-	"substr": func(start, end int, s string) string {
-		if start < 0 {
-			return s[:min(max(end, 0), len(s))]
+	}
+	return template.FuncMap{
+		"__line__": func() string { return "" },
+		"ToLower":  caseFn(strings.ToLower),
+		"ToUpper":  caseFn(strings.ToUpper),
+		"lower":    caseFn(strings.ToLower),
+		"upper":    caseFn(strings.ToUpper),
+		// sprig's title, which Loki documents: strings.Title's word rule.
+		"title": caseFn(strings.Title), //nolint:staticcheck // the documented behaviour
+		"Replace": func(s, old, new string, n int) (string, error) {
+			if err := checkGrowth(s, old, new); err != nil {
+				return "", err
+			}
+			if err := in.b.check(len(s)); err != nil {
+				return "", err
+			}
+			return ret(strings.Replace(s, old, new, n))
+		},
+		"replace": func(old, new, s string) (string, error) {
+			if err := checkGrowth(s, old, new); err != nil {
+				return "", err
+			}
+			if err := in.b.check(len(s)); err != nil {
+				return "", err
+			}
+			return ret(strings.ReplaceAll(s, old, new))
+		},
+		"regexReplaceAll":        regexpFn(false),
+		"regexReplaceAllLiteral": regexpFn(true),
+		// The rest return a part of their input: nothing is built.
+		"Trim":       strings.Trim,
+		"TrimLeft":   strings.TrimLeft,
+		"TrimRight":  strings.TrimRight,
+		"TrimPrefix": strings.TrimPrefix,
+		"TrimSuffix": strings.TrimSuffix,
+		"TrimSpace":  strings.TrimSpace,
+		"trim":       strings.TrimSpace,
+		"trimAll":    func(cutset, s string) string { return strings.Trim(s, cutset) },
+		"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
+		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
+		"contains":   func(sub, s string) bool { return strings.Contains(s, sub) },
+		"hasPrefix":  func(prefix, s string) bool { return strings.HasPrefix(s, prefix) },
+		"hasSuffix":  func(suffix, s string) bool { return strings.HasSuffix(s, suffix) },
+		"default": func(d string, given ...string) string {
+			if len(given) == 0 || given[0] == "" {
+				return d
+			}
+			return given[0]
+		},
+		"trunc": func(n int, s string) string {
+			// Counted in bytes as sprig does; negative n keeps the end.
+			switch {
+			case n >= 0 && len(s) > n:
+				return s[:n]
+			case n < 0 && len(s) > -n:
+				return s[len(s)+n:]
+			}
+			return s
+		},
+		"substr": func(start, end int, s string) string {
+			if start < 0 {
+				return s[:min(max(end, 0), len(s))]
+			}
+			if end < 0 || end > len(s) {
+				return s[min(start, len(s)):]
+			}
+			if start > end {
+				return ""
+			}
+			return s[start:end]
+		},
+		"repeat": func(n int, s string) (string, error) {
+			if n < 0 || n > maxTemplateOut/max(len(s), 1) {
+				return "", fmt.Errorf("repeat: count %d out of range", n)
+			}
+			if err := in.b.check(n * len(s)); err != nil {
+				return "", err
+			}
+			return ret(strings.Repeat(s, n))
+		},
+		"print": func(args ...any) (string, error) {
+			if err := in.b.check(argsLen(args) + len(args)); err != nil {
+				return "", err
+			}
+			return ret(fmt.Sprint(args...))
+		},
+		"println": func(args ...any) (string, error) {
+			if err := in.b.check(argsLen(args) + len(args) + 1); err != nil {
+				return "", err
+			}
+			return ret(fmt.Sprintln(args...))
+		},
+		"printf": func(format string, args ...any) (string, error) {
+			n, err := printfSize(format, args)
+			if err != nil {
+				return "", err
+			}
+			if err := in.b.check(n); err != nil {
+				return "", err
+			}
+			return ret(fmt.Sprintf(format, args...))
+		},
+		"html":     escaper(template.HTMLEscaper),
+		"js":       escaper(template.JSEscaper),
+		"urlquery": escaper(template.URLQueryEscaper),
+	}
+}
+
+// argLen is an upper bound of the bytes fmt's %v writes for a template
+// value (a string, the data map, a number or bool); maxArgOther covers
+// the values that are not strings.
+func argLen(a any) int {
+	switch v := a.(type) {
+	case string:
+		return len(v)
+	case []byte:
+		return len(v)
+	case map[string]string:
+		n := len("map[]")
+		for k, x := range v {
+			n += len(k) + len(x) + 2
 		}
-		if end < 0 || end > len(s) {
-			return s[min(start, len(s)):]
+		return n
+	}
+	return maxArgOther
+}
+
+const maxArgOther = 64
+
+func argsLen(args []any) int {
+	n := 0
+	for _, a := range args {
+		n += argLen(a)
+	}
+	return n
+}
+
+// printfSize is an upper bound of what fmt.Sprintf(format, args...)
+// writes, so that a width like %0999999d is refused before fmt builds it.
+// Each verb costs its width and precision plus its argument (the largest
+// one when the format picks arguments by index), four times over for the
+// verbs and flags that escape or hex-encode; * widths are refused (the
+// value would come from an argument).
+func printfSize(format string, args []any) (int, error) {
+	indexed := strings.IndexByte(format, '[') >= 0
+	largest := 0
+	for _, a := range args {
+		largest = max(largest, argLen(a))
+	}
+	n := len(format) + argsLen(args) + 16*len(args) // %!(EXTRA ...)
+	next := 0
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
 		}
-		if start > end {
-			return ""
+		i++
+		escapes := false
+		nums := 0
+		for ; i < len(format); i++ {
+			c := format[i]
+			switch {
+			case c == '*':
+				return 0, fmt.Errorf("printf: * widths are not supported")
+			case c >= '0' && c <= '9':
+				v := 0
+				for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
+					v = min(v*10+int(format[i]-'0'), maxTemplateOut+1)
+				}
+				nums += v
+				i--
+				continue
+			case c == '#' || c == '+':
+				escapes = true
+				continue
+			case strings.IndexByte("-. []", c) >= 0:
+				continue
+			}
+			break
 		}
-		return s[start:end]
-	},
-	"repeat": func(n int, s string) (string, error) {
-		if n < 0 || n > maxTemplateOut/max(len(s), 1) {
-			return "", fmt.Errorf("repeat: count %d out of range", n)
+		if i >= len(format) {
+			break
 		}
-		return strings.Repeat(s, n), nil
-	},
+		if format[i] == '%' {
+			continue
+		}
+		arg := largest
+		if !indexed {
+			arg = 0
+			if next < len(args) {
+				arg = argLen(args[next])
+			}
+			next++
+		}
+		k := 1
+		if escapes || !strings.ContainsRune("sdv", rune(format[i])) {
+			k = 4
+		}
+		n += nums + k*arg + 16
+		if n > maxTemplateWork {
+			return n, nil
+		}
+	}
+	return n, nil
 }
 
 // checkGrowth refuses a replacement whose worst case (every position of s
@@ -573,64 +755,123 @@ func (c *regexpCache) get(re string) (*regexp.Regexp, error) {
 	return r, nil
 }
 
-// regexpFuncs are the regexp template functions, bound to one template's
-// cache.
-func regexpFuncs(c *regexpCache) template.FuncMap {
-	return template.FuncMap{
-		"regexReplaceAll": func(re, s, repl string) (string, error) {
-			r, err := c.get(re)
-			if err != nil {
-				return "", err
-			}
-			if err := checkGrowth(s, "", repl); err != nil {
-				return "", err
-			}
-			return r.ReplaceAllString(s, repl), nil
-		},
-		"regexReplaceAllLiteral": func(re, s, repl string) (string, error) {
-			r, err := c.get(re)
-			if err != nil {
-				return "", err
-			}
-			if err := checkGrowth(s, "", repl); err != nil {
-				return "", err
-			}
-			return r.ReplaceAllLiteralString(s, repl), nil
-		},
-	}
+// Template bounds. Every value a template builds is a function's result
+// or its output (variables are refused, so nothing else can grow), and
+// both are charged to the entry as they are made: one result or output is
+// at most maxTemplateOut bytes, all of them together (every template of
+// the entry's pipeline, label_format's operands included) at most
+// maxTemplateWork, and the labels label_format makes for one entry at
+// most maxTemplateOut. Past a bound the template fails
+// (__error__=TemplateFormatErr), so the memory one entry costs is bounded
+// whatever the query.
+const (
+	maxTemplateOut  = 1 << 20
+	maxTemplateWork = 4 << 20
+)
+
+// tmplBudget is what one entry's templates have built so far; its zero
+// value is a fresh entry's.
+type tmplBudget struct {
+	work     int // bytes of function results and outputs
+	labelOut int // bytes of label_format values
 }
 
-// maxTemplateOut bounds what one template may write for one entry.
-const maxTemplateOut = 1 << 20
+// charge records a result of n bytes, or refuses it.
+func (b *tmplBudget) charge(n int) error {
+	if err := b.check(n); err != nil {
+		return err
+	}
+	b.work += n
+	return nil
+}
+
+// check refuses a result of n bytes before it is built.
+func (b *tmplBudget) check(n int) error {
+	if n > maxTemplateOut {
+		return fmt.Errorf("template value of %d bytes, longer than %d", n, maxTemplateOut)
+	}
+	if b.work+n > maxTemplateWork {
+		return fmt.Errorf("templates built more than %d bytes for one entry", maxTemplateWork)
+	}
+	return nil
+}
+
+// boundedTemplate is a compiled line_format or label_format template.
+// Its functions charge an entry's budget, which they cannot receive as an
+// argument: each execution takes an instance (a Clone sharing the parsed
+// tree, with functions bound to the instance) from a pool, so one
+// template serves entries concurrently.
+type boundedTemplate struct {
+	t    *template.Template
+	re   *regexpCache
+	pool sync.Pool // *tmplInst
+}
+
+type tmplInst struct {
+	t *template.Template
+	b *tmplBudget // the running entry's
+}
+
+// exec runs the template over data with the entry's budget b; the output
+// is at most limit bytes and is charged to b.
+func (bt *boundedTemplate) exec(data map[string]string, b *tmplBudget, limit int) ([]byte, error) {
+	in, _ := bt.pool.Get().(*tmplInst)
+	if in == nil {
+		t, err := bt.t.Clone()
+		if err != nil {
+			return nil, err
+		}
+		in = &tmplInst{}
+		in.t = t.Funcs(boundedFuncs(in, bt.re))
+	}
+	in.b = b
+	w := &limitWriter{max: min(limit, maxTemplateOut, maxTemplateWork-b.work)}
+	err := in.t.Execute(w, data)
+	in.b = nil
+	bt.pool.Put(in)
+	if err != nil {
+		return nil, err
+	}
+	b.work += len(w.b)
+	return w.b, nil
+}
 
 // compileTemplate parses a line_format or label_format template. Unknown
 // functions are refused here, with the template's position. Missing
 // labels read as "".
-func compileTemplate(text string, pos int) (*template.Template, error) {
+func compileTemplate(text string, pos int) (*boundedTemplate, error) {
 	if len(text) > MaxPatternLen {
 		return nil, errAt(pos, fmt.Sprintf("template is %d bytes, longer than the limit of %d", len(text), MaxPatternLen))
 	}
-	t, err := template.New("").Option("missingkey=zero").Funcs(templateFuncs).Funcs(regexpFuncs(new(regexpCache))).Parse(text)
+	bt := &boundedTemplate{re: new(regexpCache)}
+	// The parse sees the bounded functions' names; each instance binds
+	// its own (boundedFuncs).
+	t, err := template.New("").Option("missingkey=zero").Funcs(boundedFuncs(&tmplInst{}, bt.re)).Parse(text)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "template: :")
 		return nil, errAt(pos, "invalid template: "+msg)
 	}
 	if !prepareTree(t) {
-		return nil, errAt(pos, "invalid template: define, block, template and range actions are not supported")
+		return nil, errAt(pos, "invalid template: define, block, template and range actions are not supported, nor are variables")
 	}
-	return t, nil
+	bt.t = t
+	return bt, nil
 }
 
 // lineKey is the data key that __line__ reads: prepareTree rewrites the
-// function call into a field, so that one parsed template serves every
-// entry concurrently (a per-entry function would need a Clone each time).
+// function call into the field $.__line__ of the root data, so that one
+// parsed template serves every entry concurrently (a per-entry function
+// would need a Clone each time).
 // No label has the name: names starting with __ are reserved.
 const lineKey = "__line__"
 
-// prepareTree rewrites each __line__ call of t into the field .__line__
-// and reports false when t defines or calls other templates (a query's
-// template is one text, and recursion through {{template}} could run
-// forever) or has a range action.
+// prepareTree rewrites each __line__ call of t into the field $.__line__
+// (the root's, so that it reads the line inside {{with}} too) and reports
+// false when t defines or calls other templates (a query's template is
+// one text, and recursion through {{template}} could run forever), has a
+// range action, or declares or assigns a variable (a variable holds a
+// value that is never written: doubled with printf in a loop of actions,
+// it would grow past any output bound).
 func prepareTree(t *template.Template) bool {
 	if len(t.Templates()) > 1 {
 		return false
@@ -666,6 +907,9 @@ func prepareTree(t *template.Template) bool {
 			if n == nil {
 				return
 			}
+			if len(n.Decl) > 0 || n.IsAssign {
+				ok = false
+			}
 			for _, c := range n.Cmds {
 				walk(c)
 			}
@@ -674,7 +918,7 @@ func prepareTree(t *template.Template) bool {
 		case *parse.CommandNode:
 			for i, a := range n.Args {
 				if id, isID := a.(*parse.IdentifierNode); isID && id.Ident == lineKey {
-					n.Args[i] = &parse.FieldNode{NodeType: parse.NodeField, Pos: id.Pos, Ident: []string{lineKey}}
+					n.Args[i] = &parse.VariableNode{NodeType: parse.NodeVariable, Pos: id.Pos, Ident: []string{"$", lineKey}}
 					continue
 				}
 				walk(a)
@@ -699,16 +943,6 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 	}
 	w.b = append(w.b, p...)
 	return len(p), nil
-}
-
-// execTemplate runs t over data, the entry's current labels and line
-// (templateData).
-func execTemplate(t *template.Template, data map[string]string) ([]byte, error) {
-	w := &limitWriter{max: maxTemplateOut}
-	if err := t.Execute(w, data); err != nil {
-		return nil, err
-	}
-	return w.b, nil
 }
 
 // templateData is the entry's current labels and line as a template's
@@ -744,8 +978,8 @@ func (ls *labelSet) templateData(line []byte) map[string]string {
 
 // lineFormat runs `| line_format`: the new line, or on a template error
 // the line unchanged and __error__=TemplateFormatErr.
-func (ls *labelSet) lineFormat(t *template.Template, line []byte) []byte {
-	out, err := execTemplate(t, ls.templateData(line))
+func (ls *labelSet) lineFormat(t *boundedTemplate, line []byte) []byte {
+	out, err := t.exec(ls.templateData(line), &ls.tmpl, maxTemplateOut)
 	if err != nil {
 		ls.setErr(ErrTemplate, err.Error())
 		return line
@@ -756,8 +990,8 @@ func (ls *labelSet) lineFormat(t *template.Template, line []byte) []byte {
 // labelFmtEval is a compiled label_format operand.
 type labelFmtEval struct {
 	name   string
-	rename string             // source label for a rename
-	tmpl   *template.Template // otherwise
+	rename string           // source label for a rename
+	tmpl   *boundedTemplate // otherwise
 }
 
 // labelFormat runs `| label_format`: every operand reads the labels as
@@ -780,11 +1014,14 @@ func (ls *labelSet) labelFormat(fs []labelFmtEval, line []byte) {
 		if data == nil {
 			data = ls.templateData(line)
 		}
-		out, err := execTemplate(f.tmpl, data)
+		// All operands, and every label_format of the pipeline, share
+		// one bound: the labels made live on into the results.
+		out, err := f.tmpl.exec(data, &ls.tmpl, maxTemplateOut-ls.tmpl.labelOut)
 		if err != nil {
 			ls.setErr(ErrTemplate, err.Error())
 			continue
 		}
+		ls.tmpl.labelOut += len(out)
 		res[i] = result{string(out), true}
 	}
 	for i, f := range fs {

@@ -134,7 +134,7 @@ func TestStages(t *testing.T) {
 		{q: `| line_format "{{ if contains \"err\" __line__ }}E{{ else }}-{{ end }}{{ trunc 2 __line__ }}"`, line: "an err", out: "Ean"},
 		// A template that fails: the line kept, __error__ set.
 		{q: `| line_format "{{ repeat -1 __line__ }}"`, line: "x",
-			labels: base + ",__error__=TemplateFormatErr,__error_details__=template: :1:3: executing \"\" at <repeat -1 .__line__>: error calling repeat: repeat: count -1 out of range"},
+			labels: base + ",__error__=TemplateFormatErr,__error_details__=template: :1:3: executing \"\" at <repeat -1 $.__line__>: error calling repeat: repeat: count -1 out of range"},
 		{q: `| line_format "{{ repeat -1 __line__ }}" | __error__=""`, line: "x", drop: true},
 		// Parsers after line_format read the new line.
 		{q: `| line_format "{\"k\":\"{{.env}}\"}" | json`, line: "x", labels: base + ",k=prod", out: `{"k":"prod"}`},

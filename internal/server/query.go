@@ -648,8 +648,8 @@ type topK struct {
 	sorted   bool  // hits are compacted: sorted, at most limit
 	full     bool  // limit entries kept at the last compaction
 	worst    int64 // the time of the last of them
-	bytes    int64 // line bytes held
-	kept     int64 // line bytes held after the last compaction
+	bytes    int64 // line, metadata and label bytes held
+	kept     int64 // bytes held after the last compaction
 }
 
 func (t *topK) add(h *hit) {
@@ -667,7 +667,9 @@ func (t *topK) add(h *hit) {
 	}
 	t.hits = append(t.hits, c)
 	t.seqs = append(t.seqs, t.seen)
-	t.bytes += int64(len(c.Line) + len(c.Attrs))
+	// Labels count too: label_format can make up to 1 MiB of them for
+	// an entry (query.Pipeline's template bound).
+	t.bytes += int64(len(c.Line) + len(c.Attrs) + len(c.Labels))
 	t.sorted = false
 	// Compact by count, and by bytes so that long lines cannot pile up:
 	// when what arrived since the last compaction outweighs what it kept
@@ -705,7 +707,7 @@ func (t *topK) compact() {
 	t.hits, t.seqs, t.sorted = hits, seqs, true
 	t.bytes = 0
 	for i := range hits {
-		t.bytes += int64(len(hits[i].Line) + len(hits[i].Attrs))
+		t.bytes += int64(len(hits[i].Line) + len(hits[i].Attrs) + len(hits[i].Labels))
 	}
 	t.kept = t.bytes
 	if n == t.limit && n > 0 {
