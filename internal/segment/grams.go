@@ -101,9 +101,53 @@ func gramCandLimit(raw int) int { return min(1<<12+raw/2, maxBlockCands) }
 // about a candidate per byte, but whose grams are at most 16^4 = 65,536,
 // so their index stays small however many ids a block holds, and it is
 // what lets a trace id's blocks be found. So a block's values stay
-// indexed up to one candidate per byte (only maxBlockCands, or the
-// segment's table bound, leaves them unindexed).
+// indexed up to one candidate per byte; a block beyond it (more than
+// maxBlockCands) makes the writer give the values' index up (see
+// maxValueEntries), so that no posting lists unindexed blocks.
 func valueCandLimit(raw int) int { return min(1<<12+raw, maxBlockCands) }
+
+// The values' index of version 5 has a budget per segment (R11c-1):
+// values of high cardinality that are not hex (base62 request ids,
+// tokens) have ~1.7 M lowered 4-grams and ~19 distinct ones an id, so
+// their exact index costs more than the values themselves (+71% of a
+// segment at ingest size, +90% compacted, and a table of hundreds of MB
+// at Commit). The writer therefore gives the values' index up, and writes
+// it with every block unindexed (Reader.MetaIndexed false: no pruning, as
+// in version 4), once its table holds more than maxValueEntries entries
+// (memory), or once it is larger than valueIndexBudget (size: estimated
+// at valueEntryBytes a table entry while writing, the encoded size at
+// Commit). Hex ids stay indexed: they have only 65,536 grams, so their
+// index grows with the segment's chunks of 64 blocks, not its entries.
+const (
+	// maxValueEntries bounds the values' table: 1<<20 entries need a
+	// table of 2^21 slots of 16 bytes (32 MiB; one more batch may grow
+	// it once) and Commit's sort buffer (16 MiB), against 2^21 entries
+	// (64-128 MiB and 32 MiB) at maxGramEntries. Hex ids fill at most
+	// 65,536 entries per 64 blocks: up to 1,024 blocks stay indexed.
+	maxValueEntries = 1 << 20
+
+	// valueEntryBytes estimates the encoded bytes of a table entry
+	// while writing; measured 4 (unique base62 ids, sparse postings) to
+	// 6-8 (hex ids, dense): the estimate stays at or under the real size.
+	valueEntryBytes = 4
+
+	// valueIndexShare: the values' index may be at most 1/valueIndexShare
+	// of the bytes before the skip section (blocks and block index),
+	// plus valueIndexSlack. Measured (docs/BENCHMARKS.md): hex OTel
+	// trace and span ids in 1 MiB blocks need ~3% (R11c's data) to ~11%
+	// (fix10's OTel data, compacted) of the stored bytes; unique base62
+	// ids 70-90%. 1/5 keeps every hex case with room and bounds the worst
+	// case to +20% of a large segment. The slack is for small segments:
+	// a block's hex grams (up to 65,536, 100-300 KB of postings) are a
+	// fixed cost a small segment cannot amortize (6,000 OTel entries in
+	// 32 KiB blocks: a 300 KB index for 264 KB of blocks).
+	valueIndexShare = 5
+	valueIndexSlack = 1 << 20
+)
+
+// valueIndexBudget is the most bytes the values' index of a segment whose
+// blocks and block index take stored bytes may take.
+func valueIndexBudget(stored int64) int64 { return stored/valueIndexShare + valueIndexSlack }
 
 // The writer works on a gram's hash h = g * gramMul mod 2^32 rather
 // than on the gram g: multiplying by an odd constant is a bijection of
@@ -169,6 +213,7 @@ type gramBuilder struct {
 	unindexed []uint32         // blocks left unindexed, ascending
 	spare     []gramEntry      // a table from an earlier segment, to reuse
 	sortBuf   []gramEntry      // encode's radix scratch
+	dropped   bool             // dropIndex was called: every block unindexed
 }
 
 // gramSpare keeps the memory of the last finished gramBuilder (~20 MiB
@@ -260,6 +305,24 @@ func (s *gramBuilder) add(data []byte, lens []uint32, limit int) {
 	if len(cand) >= gramBatch || len(s.pendEnd) == 1<<partBits {
 		s.flush()
 	}
+}
+
+// dropIndex gives the index up (the values' budget): every block added
+// so far, and every later one (addUnindexed), is unindexed, and the
+// builder's memory is dropped (not kept in gramSpare: it may be large).
+// encode then writes no gram.
+func (s *gramBuilder) dropIndex() {
+	n := s.blocks
+	*s = gramBuilder{blocks: n, dropped: true, unindexed: make([]uint32, n)}
+	for i := range s.unindexed {
+		s.unindexed[i] = uint32(i)
+	}
+}
+
+// addUnindexed adds a block left unindexed without looking at its data.
+func (s *gramBuilder) addUnindexed() {
+	s.unindexed = append(s.unindexed, uint32(s.blocks))
+	s.blocks++
 }
 
 // scanGramsGo rolls gram g through chunk and records the hash of each
@@ -762,6 +825,17 @@ type gramIndex struct {
 
 	mu    sync.Mutex
 	cache map[string][]uint64 // lowered literal -> block bitmap
+}
+
+// allUnindexed reports whether the index has blocks and leaves every one
+// unindexed: a values' index its writer gave up (dropIndex), which can
+// rule nothing out.
+func (x *gramIndex) allUnindexed() bool {
+	n := 0
+	for _, w := range x.unindexed {
+		n += bits.OnesCount64(w)
+	}
+	return x.blocks > 0 && n == x.blocks
 }
 
 // groupError is a damaged (checksum mismatch) or malformed group.

@@ -316,7 +316,11 @@ func (r *Reader) Path() string { return r.path }
 // MayContainValue false means that no value holds the literal. Older
 // segments index lines only: a caller must not skip one of their blocks
 // for a value its metadata may hold (MayContainValue says "maybe").
-func (r *Reader) MetaIndexed() bool { return r.vgrams != nil }
+//
+// A version 5 segment whose writer gave the values' index up (its budget:
+// high-cardinality values that are not hex) lists every block as
+// unindexed: it is not MetaIndexed either.
+func (r *Reader) MetaIndexed() bool { return r.vgrams != nil && !r.vgrams.allUnindexed() }
 
 // Info returns the segment's summary.
 func (r *Reader) Info() Info { return r.info }

@@ -571,7 +571,18 @@ func (w *Writer) flushBlock() {
 			off += int(l)
 		}
 		w.valBuf, w.vlens = vals, vlens
-		w.vgrams.add(vals, vlens, valueCandLimit(len(vals)))
+		if w.vgrams.dropped {
+			w.vgrams.addUnindexed()
+		} else {
+			w.vgrams.add(vals, vlens, valueCandLimit(len(vals)))
+			// The values' budget (see maxValueEntries): the index is
+			// given up rather than left with some blocks unindexed,
+			// which every posting would have to list.
+			if len(w.vgrams.unindexed) > 0 || w.vgrams.entries > maxValueEntries ||
+				int64(w.vgrams.entries)*valueEntryBytes > valueIndexBudget(w.off) {
+				w.vgrams.dropIndex()
+			}
+		}
 	}
 
 	// Index entry.
@@ -643,6 +654,10 @@ func (w *Writer) Commit() (Info, error) {
 		// values' index; skipCRC covers the length and both heads.
 		lines := skip
 		vals, vcovered := w.vgrams.encode()
+		if int64(len(vals)) > valueIndexBudget(skipOff) {
+			w.vgrams.dropIndex()
+			vals, vcovered = w.vgrams.encode()
+		}
 		skip = binary.AppendUvarint(nil, uint64(len(lines)))
 		skipCRC = crc32.Checksum(skip, castagnoli)
 		skipCRC = crc32.Update(skipCRC, castagnoli, lines[:covered])

@@ -1,0 +1,104 @@
+package search
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"haystack/internal/attrs"
+	"haystack/internal/segment"
+	"haystack/internal/store"
+)
+
+// TestMetaIndexBudgetSearch (R11c-1): a segment whose entries carry
+// unique base62 request ids exceeds the values' index budget, so it is
+// written without one (not MetaIndexed): label filters on its metadata
+// skip no block (Stats.PrunedIndex 0; the old writer's index skipped
+// blocks at the cost of +70% of the segment) and give exactly what a
+// brute-force run (NoIndex) gives.
+func TestMetaIndexBudgetSearch(t *testing.T) {
+	const n = 120_000
+	const b62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	dir := t.TempDir()
+	st, err := store.Open(dir, store.Options{HeadBytes: 64 << 20, Segment: segment.Options{BlockSize: 256 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	streams := []uint32{st.Stream(`{app="checkout"}`), st.Stream(`{app="cart"}`)}
+	var ids []string
+	var b store.Batch
+	id := make([]byte, 22)
+	for i := range n {
+		for k := range id {
+			id[k] = b62[rng.IntN(len(b62))]
+		}
+		if i%997 == 0 {
+			ids = append(ids, string(id))
+		}
+		b.Entries = append(b.Entries, store.Entry{Time: int64(i) * 1e6, Stream: streams[i%2],
+			Line:  []byte(fmt.Sprintf("GET /cart/%d 200 %dms", rng.IntN(1000), rng.IntN(500))),
+			Attrs: attrs.MustPairs("request_id", string(id), "service", "checkout")})
+		if len(b.Entries) == 1000 {
+			if err := st.Append(&b); err != nil {
+				t.Fatal(err)
+			}
+			b = store.Batch{}
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.OpenSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	segs := 0
+	for _, p := range snap.Parts {
+		if m, ok := p.(MetaSkipper); ok {
+			segs++
+			if m.MetaIndexed() {
+				t.Errorf("a segment of unique base62 ids kept its values' index")
+			}
+		}
+	}
+	if segs == 0 {
+		t.Fatal("no segment written")
+	}
+	var queries []string
+	for k, v := range ids[:40] {
+		switch k % 4 {
+		case 0:
+			queries = append(queries, `{app=~".+"} | request_id="`+v+`"`)
+		case 1:
+			queries = append(queries, `{app="checkout"} | request_id=~"(?i)`+strings.ToUpper(v[2:14])+`.*"`)
+		case 2:
+			queries = append(queries, `{app=~".+"} | request_id="`+v[:21]+`Q"`) // most likely absent
+		default:
+			queries = append(queries, `{app="cart"} | service="checkout" | request_id=~"`+v[:10]+`.*|zzzzzz"`)
+		}
+	}
+	found := 0
+	for _, src := range queries {
+		var stats Stats
+		q := Query{Plan: mustPlan(t, src), Labels: snap.Labels, Stats: &stats}
+		got, gn := runMetaIdx(t, snap.Parts, q)
+		brute := q
+		brute.NoIndex, brute.Stats = true, nil
+		want, wn := runMetaIdx(t, snap.Parts, brute)
+		if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: %d entries with the index, %d without", src, gn, wn)
+		}
+		if stats.PrunedIndex != 0 {
+			t.Errorf("%s: %d blocks ruled out by a values' index the budget should have given up", src, stats.PrunedIndex)
+		}
+		if wn > 0 {
+			found++
+		}
+	}
+	if found < 20 {
+		t.Errorf("only %d of %d queries found entries", found, len(queries))
+	}
+}
