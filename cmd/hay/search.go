@@ -84,6 +84,19 @@ labels; -H always does, --no-stream never. Matches are coloured there as
 grep colours them (--color; NO_COLOR=1 turns it off). -l lists the streams
 with a match instead, and -q prints nothing: the exit status says.
 
+--json prints one object per entry: "time", "labels" (the stream's, as
+stored), "line" ("line_base64" too when it is not valid UTF-8) and
+"metadata" (its structured metadata as stored, when it has some). A
+--query with a parser (json, logfmt, regexp, pattern, unpack),
+label_format, drop or keep adds the entry's labels after the pipeline in
+the split of Loki's categorize-labels answers (hay serve's query_range
+gives the same): "parsed" (labels the parsers extracted or label_format
+made, a parser's key the stream has suffixed _extracted; __error__ too),
+when there are some; "stream" (the stream labels the pipeline kept), when drop,
+keep or label_format changed them; "structuredMetadata" (the metadata
+after the pipeline), when it differs from "metadata". Context lines
+(-A/-B/-C) print as stored.
+
 --server URL searches a running hay serve instead of a data directory,
 through the API its web UI uses: every matching entry, page by page, by
 time (entries of one time in the server's order, also for --order newest).
@@ -154,7 +167,7 @@ func searchCommand(args []string) error {
 	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
 	until := fs.String("until", "", "only entries before `T` (as --since)")
 	hist := fs.Bool("hist", false, "print a histogram of matches over time instead of the entries")
-	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8; metadata when the entry has structured metadata)")
+	asJSON := fs.Bool("json", false, "print one JSON object per entry: time, labels, line (and context; line_base64 too when the line is not valid UTF-8; metadata when the entry has structured metadata; parsed, stream and structuredMetadata after a --query's parsers, label_format, drop or keep: see above)")
 	noIndex := fs.Bool("no-index", false, "do not use the skip index: decode every block in range (brute force; same results)")
 	withStream := fs.Bool("H", false, "print each entry's stream before it, as grep -H prints file names: an ingested file's name (its source label), else its labels, then ':' (or '-' for context lines). The default on a terminal when the search covers more than one stream. With -c, a count per stream with a match; --json has the labels anyway")
 	word := fs.Bool("w", false, "match whole words only, as grep -w: a match may be neither preceded nor followed by a letter, digit or '_' (applies to PATTERN, -e, -E and -v)")
@@ -417,7 +430,11 @@ func searchCommand(args []string) error {
 			}
 		}
 		emit := p.print
-		if q.Plan != nil && q.Plan.RewritesLine() {
+		if *asJSON && q.Plan != nil && labelStages(q.Plan) {
+			// The labels Loki returns for the entry, and the line a
+			// stage rewrote: one run of the pipeline for both.
+			emit, p.hl = pipelineLabels(q.Plan, snap.Labels, &p), nil
+		} else if q.Plan != nil && q.Plan.RewritesLine() {
 			// line_format, decolorize or unpack: print the line they
 			// make, as Loki does. The filters' spans are in the stored
 			// line, so nothing is coloured in the new one.
@@ -798,6 +815,9 @@ type printer struct {
 	labels   map[uint32][]byte   // stream -> JSON object of its labels
 	prefixes map[uint32][]byte   // stream -> its name for the prefix
 	buf      []byte
+	// extra are JSON fields printJSON adds to the current entry: its
+	// labels after a query's label stages (pipelineLabels); nil without.
+	extra []byte
 
 	color bool         // --color: SGR sequences around matches and the prefix
 	hl    *highlighter // what to colour in a line; nil: nothing
@@ -1051,6 +1071,7 @@ func (p *printer) printJSON(m *search.Match) error {
 		b = append(b, '"')
 	}
 	b = appendMetadataJSON(b, m.Attrs)
+	b = append(b, p.extra...)
 	if m.Context {
 		b = append(b, `,"context":true`...)
 	}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+
+	"haystack/internal/attrs"
+	"haystack/internal/ingest"
+	"haystack/internal/query"
+	"haystack/internal/search"
+)
+
+// labelStages reports whether plan has a stage that makes or removes an
+// entry's labels: a parser (json, logfmt, regexp, pattern, unpack),
+// label_format, drop or keep. Only then does --json print the labels
+// Loki would return (pipelineLabels); a label filter alone keeps the
+// stored labels and metadata, as the server's native API gives them.
+func labelStages(plan *query.Plan) bool {
+	for _, st := range plan.Query.Stages {
+		switch st.(type) {
+		case *query.ParserStage, *query.LabelFormatStage, *query.DropStage:
+			return true
+		}
+	}
+	return false
+}
+
+// pipelineLabels returns the emit function of a --json search whose
+// query has label stages (labelStages): it runs the pipeline on each
+// entry once, for the line a stage rewrote (as rewriteLines) and for the
+// entry's labels in the split of Loki's categorize-labels answers, which
+// p.printJSON adds after the stored fields:
+//
+//	"stream":{...}              the stream labels the pipeline kept, only when
+//	                            drop, keep or label_format changed them
+//	"structuredMetadata":{...}  the metadata as labels after the pipeline, only
+//	                            when it differs from "metadata" (a name the
+//	                            stream has gets _extracted; drop removes)
+//	"parsed":{...}              labels parsers extracted or label_format made,
+//	                            with __error__ and __error_details__
+//
+// Context entries did not go through the pipeline: they print as stored.
+func pipelineLabels(plan *query.Plan, labelsOf func(uint32) string, p *printer) func(*search.Match) error {
+	streams := map[uint32][]query.Label{}
+	return func(m *search.Match) error {
+		if m.Context {
+			return p.print(m)
+		}
+		ls, ok := streams[m.Stream]
+		if !ok {
+			parsed, _ := ingest.ParseLabels(labelsOf(m.Stream)) // unparsed: no labels
+			for _, l := range parsed {
+				ls = append(ls, query.Label(l))
+			}
+			streams[m.Stream] = ls
+		}
+		l, changed, pass := plan.LabelSetAttrs(ls, m.Attrs, m.Line)
+		if !pass {
+			// Not reached: search already ran the same plan.
+			return p.print(m)
+		}
+		if l.Line != nil {
+			rm := *m
+			rm.Line = l.Line
+			m = &rm
+		}
+		if !changed {
+			return p.print(m)
+		}
+		kept, parsed := l.Split(ls)
+		extra := p.extra[:0]
+		// kept is a subset of ls (Split): the same length is the same set.
+		if len(kept) != len(ls) {
+			extra = appendLabelsField(extra, "stream", kept)
+		}
+		if !sameMetadata(l.Meta, m.Attrs) {
+			extra = appendLabelsField(extra, "structuredMetadata", l.Meta)
+		}
+		if len(parsed) > 0 {
+			extra = appendLabelsField(extra, "parsed", parsed)
+		}
+		p.extra = extra
+		err := p.print(m)
+		p.extra = extra[:0]
+		return err
+	}
+}
+
+// appendLabelsField appends ,"name":{...} with ls as a JSON object, keys
+// sorted and escaped as the "labels" field's.
+func appendLabelsField(b []byte, name string, ls []query.Label) []byte {
+	obj := make(map[string]string, len(ls))
+	for _, l := range ls {
+		obj[l.Name] = l.Value
+	}
+	j, _ := json.Marshal(obj)
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return append(b, j...)
+}
+
+// sameMetadata reports whether the pipeline's metadata labels are the
+// stored metadata's pairs (in any order), so that "metadata" says it all.
+func sameMetadata(meta []query.Label, stored []byte) bool {
+	n := 0
+	same := true
+	err := attrs.Each(stored, func(name, value []byte) bool {
+		n++
+		for _, l := range meta {
+			if l.Name == string(name) {
+				same = l.Value == string(value)
+				return same
+			}
+		}
+		same = false
+		return false
+	})
+	return err == nil && same && n == len(meta)
+}
