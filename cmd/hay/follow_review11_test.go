@@ -56,7 +56,7 @@ func followCert(t *testing.T, cn string) (tls.Certificate, *x509.Certificate) {
 
 // runFollow runs rs.follow against srv for at most d, and returns what it
 // printed, its error, stderr and whether it was still running at d.
-func runFollow(t *testing.T, rs *remoteSearch, srvURL string, d time.Duration) (out string, err error, stderr string, timedOut bool) {
+func runFollow(t *testing.T, rs *remoteSearch, srvURL string, d time.Duration) (out, stderr string, timedOut bool, err error) {
 	t.Helper()
 	base, perr := url.Parse(srvURL)
 	if perr != nil {
@@ -69,7 +69,7 @@ func runFollow(t *testing.T, rs *remoteSearch, srvURL string, d time.Duration) (
 	defer cancel()
 	stderr = captureStderr(t, func() { _, err = rs.follow(ctx, base, url.Values{"q": {"o"}, "text": {"1"}}, p) })
 	bw.Flush()
-	return buf.String(), err, stderr, ctx.Err() != nil
+	return buf.String(), stderr, ctx.Err() != nil, err
 }
 
 // TestFollowCertificateChangeEnds: after a restart the server presents a
@@ -104,7 +104,7 @@ func TestFollowCertificateChangeEnds(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(a)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	out, err, stderr, timedOut := runFollow(t, &remoteSearch{client: client}, srv.URL, 3*time.Second)
+	out, stderr, timedOut, err := runFollow(t, &remoteSearch{client: client}, srv.URL, 3*time.Second)
 	if timedOut {
 		t.Fatalf("still retrying after 3 s of certificate failures (err %v); stderr:\n%s", err, stderr)
 	}
@@ -135,7 +135,7 @@ func TestFollowRedirectLoopEnds(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	out, err, stderr, timedOut := runFollow(t, &remoteSearch{client: srv.Client()}, srv.URL, 3*time.Second)
+	out, stderr, timedOut, err := runFollow(t, &remoteSearch{client: srv.Client()}, srv.URL, 3*time.Second)
 	if timedOut || err == nil || !strings.Contains(err.Error(), "redirects") {
 		t.Fatalf("follow ended with %v (timed out: %v), want the redirect error; stderr:\n%s", err, timedOut, stderr)
 	}
@@ -211,7 +211,7 @@ func TestFollowClockAheadGap(t *testing.T) {
 			t.Cleanup(srv.Close)
 			rs := &remoteSearch{client: srv.Client()}
 			rs.q.Limit = 1
-			out, err, stderr, timedOut := runFollow(t, rs, srv.URL, 3*time.Second)
+			out, stderr, timedOut, err := runFollow(t, rs, srv.URL, 3*time.Second)
 			if out != "stored meanwhile\n" || timedOut || !errors.Is(err, errFollowLimit) {
 				t.Fatalf("follow (err %v, timed out %v) printed %q, want the entry stored during the gap; stderr:\n%s", err, timedOut, out, stderr)
 			}
@@ -346,7 +346,7 @@ func TestFollowDroppedSearched(t *testing.T) {
 	t.Cleanup(srv.Close)
 	rs := &remoteSearch{client: srv.Client()}
 	rs.q.Limit = 4
-	out, err, stderr, timedOut := runFollow(t, rs, srv.URL, 3*time.Second)
+	out, stderr, timedOut, err := runFollow(t, rs, srv.URL, 3*time.Second)
 	if out != "one\ntwo\nthree\nfour\n" || timedOut || !errors.Is(err, errFollowLimit) {
 		t.Fatalf("follow (err %v, timed out %v) printed %q; stderr:\n%s", err, timedOut, out, stderr)
 	}

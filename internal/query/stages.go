@@ -515,7 +515,8 @@ func boundedFuncs(in *tmplInst, rc *regexpCache) template.FuncMap {
 		"lower":    caseFn(strings.ToLower),
 		"upper":    caseFn(strings.ToUpper),
 		// sprig's title, which Loki documents: strings.Title's word rule.
-		"title": caseFn(strings.Title), //nolint:staticcheck // the documented behaviour
+		//lint:ignore SA1019 the deprecated rule is the documented behaviour
+		"title": caseFn(strings.Title),
 		"Replace": func(s, old, new string, n int) (string, error) {
 			if err := checkGrowth(s, old, new); err != nil {
 				return "", err

@@ -543,12 +543,6 @@ func checkOTLPAttr(b []byte) error {
 	return err
 }
 
-// decodeOTLPKeyValue decodes a KeyValue (see scanOTLPKeyValue).
-func decodeOTLPKeyValue(b []byte, depth int, budget *int) (otlpKV, error) {
-	key, val, err := scanOTLPKeyValue(b, depth, budget)
-	return otlpKV{key: string(key), val: val}, err
-}
-
 // scanOTLPKeyValue checks and decodes a KeyValue; its key aliases b.
 // Each value inside arrays and maps takes one from *budget (nil: no
 // bound).
