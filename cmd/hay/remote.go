@@ -122,6 +122,13 @@ func (rs *remoteSearch) run(asJSON, withStream, noStream bool, colorMode string,
 
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	p := printer{w: out, tty: isTerminal(os.Stdout), json: asJSON, quiet: quiet, labelsOf: rs.streams.labels}
+	if asJSON && rs.q.Plan != nil && labelStages(rs.q.Plan) && !rs.q.Plan.RewritesLine() {
+		// The labels a local search adds, from the same pipeline run
+		// here on the stored line, stream labels and metadata the
+		// server sends. A line the server rewrote cannot be parsed again:
+		// such a query prints the stored fields alone.
+		p.pipe = newJSONPipeline(rs.q.Plan, rs.streams.labels)
+	}
 	// A server holds many streams: on a terminal, name them.
 	p.prefix = !asJSON && !noStream && (withStream || p.tty)
 	if !asJSON && !quiet && useColor(colorMode, p.tty) {

@@ -92,10 +92,11 @@ label_format, drop or keep adds the entry's labels after the pipeline in
 the split of Loki's categorize-labels answers (hay serve's query_range
 gives the same): "parsed" (labels the parsers extracted or label_format
 made, a parser's key the stream has suffixed _extracted; __error__ too),
-when there are some; "stream" (the stream labels the pipeline kept), when drop,
-keep or label_format changed them; "structuredMetadata" (the metadata
-after the pipeline), when it differs from "metadata". Context lines
-(-A/-B/-C) print as stored.
+when there are some; "stream" (the stream labels the pipeline kept),
+when drop, keep or label_format changed them; "structuredMetadata" (the
+metadata after the pipeline), when it differs from "metadata". Context lines
+(-A/-B/-C) print as stored, and so does every entry of a --server search
+whose query also rewrites lines (line_format, decolorize, unpack).
 
 --server URL searches a running hay serve instead of a data directory,
 through the API its web UI uses: every matching entry, page by page, by
@@ -433,7 +434,7 @@ func searchCommand(args []string) error {
 		if *asJSON && q.Plan != nil && labelStages(q.Plan) {
 			// The labels Loki returns for the entry, and the line a
 			// stage rewrote: one run of the pipeline for both.
-			emit, p.hl = pipelineLabels(q.Plan, snap.Labels, &p), nil
+			p.pipe = newJSONPipeline(q.Plan, snap.Labels)
 		} else if q.Plan != nil && q.Plan.RewritesLine() {
 			// line_format, decolorize or unpack: print the line they
 			// make, as Loki does. The filters' spans are in the stored
@@ -815,9 +816,9 @@ type printer struct {
 	labels   map[uint32][]byte   // stream -> JSON object of its labels
 	prefixes map[uint32][]byte   // stream -> its name for the prefix
 	buf      []byte
-	// extra are JSON fields printJSON adds to the current entry: its
-	// labels after a query's label stages (pipelineLabels); nil without.
-	extra []byte
+	// pipe, for --json and a query with label stages, adds each entry's
+	// labels after the pipeline (and rewrites its line); nil without.
+	pipe *jsonPipeline
 
 	color bool         // --color: SGR sequences around matches and the prefix
 	hl    *highlighter // what to colour in a line; nil: nothing
@@ -1054,6 +1055,10 @@ func (p *printer) printJSON(m *search.Match) error {
 		lj, _ = json.Marshal(obj)
 		p.labels[m.Stream] = lj
 	}
+	line, extra := m.Line, []byte(nil)
+	if p.pipe != nil {
+		line, extra = p.pipe.run(m)
+	}
 	b := append(p.buf[:0], `{"time":"`...)
 	b = time.Unix(0, m.Time).UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","labels":`...)
@@ -1063,15 +1068,15 @@ func (p *printer) printJSON(m *search.Match) error {
 	// encoder, so a line that is not valid UTF-8 also comes exactly as
 	// "line_base64". Control characters are escaped, so this is safe on a
 	// terminal too.
-	lb, _ := json.Marshal(string(m.Line))
+	lb, _ := json.Marshal(string(line))
 	b = append(b, lb...)
-	if !utf8.Valid(m.Line) {
+	if !utf8.Valid(line) {
 		b = append(b, `,"line_base64":"`...)
-		b = base64.StdEncoding.AppendEncode(b, m.Line)
+		b = base64.StdEncoding.AppendEncode(b, line)
 		b = append(b, '"')
 	}
 	b = appendMetadataJSON(b, m.Attrs)
-	b = append(b, p.extra...)
+	b = append(b, extra...)
 	if m.Context {
 		b = append(b, `,"context":true`...)
 	}

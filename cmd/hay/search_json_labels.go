@@ -24,11 +24,10 @@ func labelStages(plan *query.Plan) bool {
 	return false
 }
 
-// pipelineLabels returns the emit function of a --json search whose
-// query has label stages (labelStages): it runs the pipeline on each
-// entry once, for the line a stage rewrote (as rewriteLines) and for the
-// entry's labels in the split of Loki's categorize-labels answers, which
-// p.printJSON adds after the stored fields:
+// jsonPipeline gives --json, for a query with label stages
+// (labelStages), each entry's labels in the split of Loki's
+// categorize-labels answers, which printJSON adds after the stored
+// fields:
 //
 //	"stream":{...}              the stream labels the pipeline kept, only when
 //	                            drop, keep or label_format changed them
@@ -38,51 +37,60 @@ func labelStages(plan *query.Plan) bool {
 //	"parsed":{...}              labels parsers extracted or label_format made,
 //	                            with __error__ and __error_details__
 //
-// Context entries did not go through the pipeline: they print as stored.
-func pipelineLabels(plan *query.Plan, labelsOf func(uint32) string, p *printer) func(*search.Match) error {
-	streams := map[uint32][]query.Label{}
-	return func(m *search.Match) error {
-		if m.Context {
-			return p.print(m)
-		}
-		ls, ok := streams[m.Stream]
-		if !ok {
-			parsed, _ := ingest.ParseLabels(labelsOf(m.Stream)) // unparsed: no labels
-			for _, l := range parsed {
-				ls = append(ls, query.Label(l))
-			}
-			streams[m.Stream] = ls
-		}
-		l, changed, pass := plan.LabelSetAttrs(ls, m.Attrs, m.Line)
-		if !pass {
-			// Not reached: search already ran the same plan.
-			return p.print(m)
-		}
-		if l.Line != nil {
-			rm := *m
-			rm.Line = l.Line
-			m = &rm
-		}
-		if !changed {
-			return p.print(m)
-		}
-		kept, parsed := l.Split(ls)
-		extra := p.extra[:0]
-		// kept is a subset of ls (Split): the same length is the same set.
-		if len(kept) != len(ls) {
-			extra = appendLabelsField(extra, "stream", kept)
-		}
-		if !sameMetadata(l.Meta, m.Attrs) {
-			extra = appendLabelsField(extra, "structuredMetadata", l.Meta)
-		}
-		if len(parsed) > 0 {
-			extra = appendLabelsField(extra, "parsed", parsed)
-		}
-		p.extra = extra
-		err := p.print(m)
-		p.extra = extra[:0]
-		return err
+// The pipeline runs once an entry, for these and for the line a stage
+// rewrote (as rewriteLines). Context entries did not go through the
+// pipeline: they print as stored.
+type jsonPipeline struct {
+	plan     *query.Plan
+	labelsOf func(uint32) string
+	streams  map[uint32][]query.Label
+	extra    []byte
+}
+
+func newJSONPipeline(plan *query.Plan, labelsOf func(uint32) string) *jsonPipeline {
+	return &jsonPipeline{plan: plan, labelsOf: labelsOf, streams: map[uint32][]query.Label{}}
+}
+
+// run returns m's line after the pipeline and the JSON fields to add
+// (valid until the next call; nil for none).
+func (jp *jsonPipeline) run(m *search.Match) (line, extra []byte) {
+	if m.Context {
+		return m.Line, nil
 	}
+	ls, ok := jp.streams[m.Stream]
+	if !ok {
+		parsed, _ := ingest.ParseLabels(jp.labelsOf(m.Stream)) // unparsed: no labels
+		for _, l := range parsed {
+			ls = append(ls, query.Label(l))
+		}
+		jp.streams[m.Stream] = ls
+	}
+	l, changed, pass := jp.plan.LabelSetAttrs(ls, m.Attrs, m.Line)
+	if !pass {
+		// Not reached: search already ran the same plan.
+		return m.Line, nil
+	}
+	line = m.Line
+	if l.Line != nil {
+		line = l.Line
+	}
+	if !changed {
+		return line, nil
+	}
+	kept, parsed := l.Split(ls)
+	extra = jp.extra[:0]
+	// kept is a subset of ls (Split): the same length is the same set.
+	if len(kept) != len(ls) {
+		extra = appendLabelsField(extra, "stream", kept)
+	}
+	if !sameMetadata(l.Meta, m.Attrs) {
+		extra = appendLabelsField(extra, "structuredMetadata", l.Meta)
+	}
+	if len(parsed) > 0 {
+		extra = appendLabelsField(extra, "parsed", parsed)
+	}
+	jp.extra = extra
+	return line, extra
 }
 
 // appendLabelsField appends ,"name":{...} with ls as a JSON object, keys

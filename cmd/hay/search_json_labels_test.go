@@ -45,7 +45,8 @@ func TestSearchJSONPipelineLabels(t *testing.T) {
 		{"stream":{"app":"api","env":"prod"},"values":[
 			["%d","level=info msg=\"hello world\" app=x dur=5ms",{"trace_id":"t1"}],
 			["%d","{\"level\":\"warn\",\"user\":{\"id\":7},\"servers\":[\"a\",\"b\"]}"],
-			["%d","GET /users 200",{"app":"m"}]]}]}`, base+1e9, base+2e9, base+3e9)
+			["%d","GET /users 200",{"app":"m"}]]},
+		{"stream":{"app":"pk"},"values":[["%d","{\"_entry\":\"inner line\",\"k\":\"v\"}"]]}]}`, base+1e9, base+2e9, base+3e9, base+4e9)
 	resp, err := http.Post(hs.URL+"/loki/api/v1/push", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +99,10 @@ func TestSearchJSONPipelineLabels(t *testing.T) {
 		// A parser's error.
 		{`{app="api"} |= "GET" | json`,
 			l3(appM + `,"parsed":{"__error__":"JSONParserErr","__error_details__":"` + jsonErrDetails(t, hs.URL, base) + `"}`), false},
+		// unpack: the packed line, its other keys parsed (not with
+		// --server, whose line is the rewritten one).
+		{`{app="pk"} | unpack`,
+			`{"time":"` + ts(4) + `","labels":{"app":"pk","service_name":"pk"},"line":"inner line","parsed":{"k":"v"}}` + "\n", false},
 		// No label stage: as stored, nothing added (the server's answer
 		// names entry 3's metadata app_extracted; --json's "metadata" is
 		// the stored pairs, as the native API's and TestSearchJSONMetadata
@@ -110,6 +115,15 @@ func TestSearchJSONPipelineLabels(t *testing.T) {
 		out, code := hayInProcess(t, args...)
 		if code != 0 || string(out) != tc.want {
 			t.Errorf("hay search --json --query %s: exit %d\n got %s\nwant %s", tc.query, code, out, tc.want)
+		}
+		if !strings.Contains(tc.query, "unpack") && !strings.Contains(tc.query, "line_format") {
+			// --server: the same lines, the pipeline run on what the
+			// server sends (metadata as stored, in any order: one pair
+			// here).
+			args[1], args[2] = "--server", hs.URL
+			if rout, code := hayInProcess(t, args...); code != 0 || string(rout) != tc.want {
+				t.Errorf("hay search --server --json --query %s: exit %d\n got %s\nwant %s", tc.query, code, rout, tc.want)
+			}
 		}
 		if tc.asStored {
 			continue
