@@ -283,3 +283,52 @@ func TestDirRootNamesFullPath(t *testing.T) {
 		t.Error("nil error became non-nil")
 	}
 }
+
+// TestSymlinkedSubdirRefused: a store whose wal/ or segments/ is a link
+// to another directory is refused at Open and by RepairWAL with a message
+// naming the link and saying what to do (os.Root would fail the first
+// write with "path escapes from parent"); a linked data directory works.
+func TestSymlinkedSubdirRefused(t *testing.T) {
+	for _, sub := range []string{walDir, segDir} {
+		base := t.TempDir()
+		dir, elsewhere := filepath.Join(base, "data"), filepath.Join(base, "elsewhere")
+		s, err := Open(dir, Options{}) // a store, then its sub moved away and linked
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, sub), elsewhere); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(elsewhere, filepath.Join(dir, sub)); err != nil {
+			t.Fatal(err)
+		}
+		want := filepath.Join(dir, sub) + " is a symbolic link"
+		if s, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			if err == nil {
+				s.Close()
+			}
+			t.Errorf("Open with %s linked: %v, want %q", sub, err, want)
+		}
+		if _, err := RepairWAL(dir); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RepairWAL with %s linked: %v, want %q", sub, err, want)
+		}
+	}
+	base := t.TempDir()
+	real, link := filepath.Join(base, "real"), filepath.Join(base, "link")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(link, Options{})
+	if err != nil {
+		t.Fatalf("Open of a linked data directory: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

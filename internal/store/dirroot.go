@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -55,6 +56,20 @@ func (d *dirRoot) Remove(name string) error {
 
 func (d *dirRoot) Rename(oldname, newname string) error {
 	return inDir(d.Name(), d.Root.Rename(oldname, newname))
+}
+
+// checkSubdirs refuses a store whose wal/ or segments/ is a symbolic
+// link, with a message that says why: writes go through the directory
+// handle, which does not follow links out of the directory (os.Root), so
+// such a store would fail at its first write with "path escapes from
+// parent". The data directory itself may be a link.
+func checkSubdirs(d *dirRoot) error {
+	for _, sub := range []string{walDir, segDir} {
+		if fi, err := d.Lstat(sub); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link: a store writes %s/ only inside its data directory; move the whole data directory to the other disk (the data directory itself may be a link)", filepath.Join(d.Name(), sub), sub)
+		}
+	}
+	return nil
 }
 
 // inDir names by their full path the files in err's path errors that are

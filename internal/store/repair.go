@@ -51,6 +51,9 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		return nil, err
 	}
 	defer root.Close()
+	if err := checkSubdirs(root); err != nil {
+		return nil, err
+	}
 	lock, err := lockDir(root)
 	if err != nil {
 		return nil, err

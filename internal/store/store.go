@@ -107,6 +107,10 @@ func Open(dir string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSubdirs(root); err != nil {
+		root.Close()
+		return nil, err
+	}
 	for _, d := range []string{walDir, segDir} {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			root.Close()
