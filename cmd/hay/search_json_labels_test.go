@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"haystack/internal/query"
 	"haystack/internal/server"
 )
 
@@ -233,4 +234,45 @@ func normEntry(e jsonLabelsEntry) jsonLabelsEntry {
 		}
 	}
 	return e
+}
+
+// TestAppendLabelsField: the fields --json adds are the bytes
+// encoding/json writes for the same labels as a map (as the "labels"
+// field is written), for plain, escaped, HTML, control, non-ASCII and
+// invalid UTF-8 names and values.
+func TestAppendLabelsField(t *testing.T) {
+	for _, ls := range [][]query.Label{
+		nil,
+		{{Name: "a", Value: ""}},
+		{{Name: "a", Value: "1"}, {Name: "b", Value: `q"\<>&`}, {Name: "c", Value: "\x00\x1f\x7f\u0085\u2028é\xff"}},
+		{{Name: "__error__", Value: "JSONParserErr"}, {Name: "z\xc3", Value: "end\n"}},
+	} {
+		checkLabelsField(t, ls)
+	}
+}
+
+func checkLabelsField(t *testing.T, ls []query.Label) {
+	t.Helper()
+	obj := map[string]string{}
+	for _, l := range ls {
+		obj[l.Name] = l.Value
+	}
+	j, _ := json.Marshal(obj)
+	want := `,"parsed":` + string(j)
+	if got := string(appendLabelsField(nil, "parsed", ls)); got != want {
+		t.Errorf("%q: got %s, want %s", ls, got, want)
+	}
+}
+
+// FuzzAppendLabelsField: two labels, sorted by name, against
+// encoding/json's map encoding.
+func FuzzAppendLabelsField(f *testing.F) {
+	f.Add("a", "1", "b", "x y")
+	f.Add("k", "<&>\"\\", "l", "\xff\u2028\x01")
+	f.Fuzz(func(t *testing.T, n1, v1, n2, v2 string) {
+		if n1 >= n2 {
+			return // a label set: distinct names, sorted
+		}
+		checkLabelsField(t, []query.Label{{Name: n1, Value: v1}, {Name: n2, Value: v2}})
+	})
 }
