@@ -27,45 +27,7 @@ func BenchmarkPreGroup(b *testing.B) {
 			`sum by (app) (count_over_time({app=~"m"}[1m]))`,
 		} {
 			name := fmt.Sprintf("meta=%v/%s", meta, qs)
-			b.Run(name, func(b *testing.B) {
-				s, err := New(Config{DataDir: b.TempDir(), RejectOlderThan: -1, RejectNewerThan: -1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				ts, err := s.openTenant(DefaultTenant, true)
-				if err != nil {
-					b.Fatal(err)
-				}
-				es := make([]store.LabeledEntry, 0, n)
-				size := 0
-				for i := range n {
-					le := store.LabeledEntry{Labels: `{app="m"}`, Time: base - int64(i)*6*int64(time.Millisecond), Line: fmt.Appendf(nil, "GET /api/x status=200 took=%d", i%10)}
-					if meta {
-						le.Attrs = attrs.MustPairs("trace_id", fmt.Sprintf("%032x", i*7919), "span_id", fmt.Sprintf("%016x", i*31))
-					}
-					size += len(le.Line)
-					es = append(es, le)
-				}
-				if err := ts.w.Append(context.Background(), es); err != nil {
-					b.Fatal(err)
-				}
-				if err := ts.w.Flush(); err != nil {
-					b.Fatal(err)
-				}
-				me, err := parseMetric(qs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(size))
-				b.ResetTimer()
-				for b.Loop() {
-					out, err := evalMetric(context.Background(), ts, me, base-600e9, base, 60e9)
-					if err != nil || len(out) != 1 {
-						b.Fatalf("%v %d", err, len(out))
-					}
-				}
-			})
+			b.Run(name, func(b *testing.B) { benchPreGroup(b, n, meta, qs) })
 		}
 	}
 }
@@ -81,45 +43,50 @@ func BenchmarkPreGroupUnwrap(b *testing.B) {
 			`sum by (app) (sum_over_time({app="m"} | logfmt | unwrap took [1m]))`,
 			`sum(rate({app="m"} | logfmt | unwrap took [1m]))`,
 		} {
-			b.Run(fmt.Sprintf("meta=%v/%s", meta, qs), func(b *testing.B) {
-				s, err := New(Config{DataDir: b.TempDir(), RejectOlderThan: -1, RejectNewerThan: -1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				ts, err := s.openTenant(DefaultTenant, true)
-				if err != nil {
-					b.Fatal(err)
-				}
-				es := make([]store.LabeledEntry, 0, n)
-				size := 0
-				for i := range n {
-					le := store.LabeledEntry{Labels: `{app="m"}`, Time: base - int64(i)*6*int64(time.Millisecond), Line: fmt.Appendf(nil, "GET /api/x status=200 took=%d", i%10)}
-					if meta {
-						le.Attrs = attrs.MustPairs("trace_id", fmt.Sprintf("%032x", i*7919), "span_id", fmt.Sprintf("%016x", i*31))
-					}
-					size += len(le.Line)
-					es = append(es, le)
-				}
-				if err := ts.w.Append(context.Background(), es); err != nil {
-					b.Fatal(err)
-				}
-				if err := ts.w.Flush(); err != nil {
-					b.Fatal(err)
-				}
-				me, err := parseMetric(qs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(size))
-				b.ResetTimer()
-				for b.Loop() {
-					out, err := evalMetric(context.Background(), ts, me, base-600e9, base, 60e9)
-					if err != nil || len(out) != 1 {
-						b.Fatalf("%v %d", err, len(out))
-					}
-				}
-			})
+			b.Run(fmt.Sprintf("meta=%v/%s", meta, qs), func(b *testing.B) { benchPreGroup(b, n, meta, qs) })
+		}
+	}
+}
+
+// benchPreGroup times query qs over a store of n entries of one stream
+// (with a unique trace_id and span_id each when meta), flushed into a
+// segment.
+func benchPreGroup(b *testing.B, n int, meta bool, qs string) {
+	s, err := New(Config{DataDir: b.TempDir(), RejectOlderThan: -1, RejectNewerThan: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ts, err := s.openTenant(DefaultTenant, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	es := make([]store.LabeledEntry, 0, n)
+	size := 0
+	for i := range n {
+		le := store.LabeledEntry{Labels: `{app="m"}`, Time: base - int64(i)*6*int64(time.Millisecond), Line: fmt.Appendf(nil, "GET /api/x status=200 took=%d", i%10)}
+		if meta {
+			le.Attrs = attrs.MustPairs("trace_id", fmt.Sprintf("%032x", i*7919), "span_id", fmt.Sprintf("%016x", i*31))
+		}
+		size += len(le.Line)
+		es = append(es, le)
+	}
+	if err := ts.w.Append(context.Background(), es); err != nil {
+		b.Fatal(err)
+	}
+	if err := ts.w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	me, err := parseMetric(qs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := evalMetric(context.Background(), ts, me, base-600e9, base, 60e9)
+		if err != nil || len(out) != 1 {
+			b.Fatalf("%v %d", err, len(out))
 		}
 	}
 }
