@@ -121,37 +121,9 @@ func TestPreGroupOracle(t *testing.T) {
 		}
 		got, gotErr := evalMetric(context.Background(), ts, me, start, end, step)
 		in, wantErr := evalRange(context.Background(), ts, me.inner, start, end, steps, nil)
-		var want []*series
-		if wantErr == nil {
-			want = aggregate(me, in)
-		}
-		if wantErr != nil {
-			failed++
-		} else if len(want) > 0 {
-			answered++
-		}
-		if (gotErr != nil) != (wantErr != nil) {
-			t.Fatalf("%s: error %v, want %v", qs, gotErr, wantErr)
-		}
-		if wantErr != nil {
-			continue
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d series, want %d", qs, len(got), len(want))
-		}
-		for j := range want {
-			g, w := got[j], want[j]
-			if g.labels.String() != w.labels.String() || len(g.ts) != len(w.ts) {
-				t.Fatalf("%s: series %d %s with %d points, want %s with %d", qs, j, g.labels, len(g.ts), w.labels, len(w.ts))
-			}
-			for k := range w.ts {
-				// rate's sum of n_i/range and (sum n_i)/range may differ in
-				// the last bit; counts and bytes are exact.
-				if g.ts[k] != w.ts[k] || math.Abs(g.vs[k]-w.vs[k]) > 1e-12*math.Abs(w.vs[k]) {
-					t.Fatalf("%s: %s point %d (%d, %v), want (%d, %v)", qs, w.labels, k, g.ts[k], g.vs[k], w.ts[k], w.vs[k])
-				}
-			}
-		}
+		f, a := checkPreGrouped(t, qs, me, got, gotErr, in, wantErr)
+		failed += f
+		answered += a
 	}
 }
 
@@ -363,36 +335,42 @@ func TestPreGroupUnwrapOracle(t *testing.T) {
 		}
 		got, gotErr := evalMetric(context.Background(), ts, me, start, end, step)
 		in, wantErr := evalUnwrap(context.Background(), ts, me.inner, start, end, step, nil)
-		var want []*series
-		if wantErr == nil {
-			want = aggregate(me, in)
+		f, a := checkPreGrouped(t, qs, me, got, gotErr, in, wantErr)
+		failed += f
+		answered += a
+	}
+}
+
+// checkPreGrouped compares a pre-grouped answer (got, gotErr) with the
+// oracle's: the full-label-set range vector (in, wantErr) aggregated by
+// me. It counts 1 in failed when the oracle failed, else 1 in answered
+// when it answered any series. Sums of integers are exact; rate's sum
+// of n_i/range and (sum n_i)/range may differ in the last bits.
+func checkPreGrouped(t *testing.T, qs string, me *mexpr, got []*series, gotErr error, in []*series, wantErr error) (failed, answered int) {
+	t.Helper()
+	if (gotErr != nil) != (wantErr != nil) {
+		t.Fatalf("%s: error %v, want %v", qs, gotErr, wantErr)
+	}
+	if wantErr != nil {
+		return 1, 0
+	}
+	want := aggregate(me, in)
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d series, want %d", qs, len(got), len(want))
+	}
+	for j := range want {
+		g, w := got[j], want[j]
+		if g.labels.String() != w.labels.String() || len(g.ts) != len(w.ts) {
+			t.Fatalf("%s: series %d %s with %d points, want %s with %d", qs, j, g.labels, len(g.ts), w.labels, len(w.ts))
 		}
-		if wantErr != nil {
-			failed++
-		} else if len(want) > 0 {
-			answered++
-		}
-		if (gotErr != nil) != (wantErr != nil) {
-			t.Fatalf("%s: error %v, want %v", qs, gotErr, wantErr)
-		}
-		if wantErr != nil {
-			continue
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d series, want %d", qs, len(got), len(want))
-		}
-		for j := range want {
-			g, w := got[j], want[j]
-			if g.labels.String() != w.labels.String() || len(g.ts) != len(w.ts) {
-				t.Fatalf("%s: series %d %s with %d points, want %s with %d", qs, j, g.labels, len(g.ts), w.labels, len(w.ts))
-			}
-			for k := range w.ts {
-				// Sums of integers are exact; rate's sum of s_i/range and
-				// (sum s_i)/range may differ in the last bits.
-				if g.ts[k] != w.ts[k] || math.Abs(g.vs[k]-w.vs[k]) > 1e-12*math.Abs(w.vs[k]) {
-					t.Fatalf("%s: %s point %d (%d, %v), want (%d, %v)", qs, w.labels, k, g.ts[k], g.vs[k], w.ts[k], w.vs[k])
-				}
+		for k := range w.ts {
+			if g.ts[k] != w.ts[k] || math.Abs(g.vs[k]-w.vs[k]) > 1e-12*math.Abs(w.vs[k]) {
+				t.Fatalf("%s: %s point %d (%d, %v), want (%d, %v)", qs, w.labels, k, g.ts[k], g.vs[k], w.ts[k], w.vs[k])
 			}
 		}
 	}
+	if len(want) > 0 {
+		return 0, 1
+	}
+	return 0, 0
 }
