@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	"haystack/internal/attrs"
-	"haystack/internal/ingest"
 	"haystack/internal/query"
 	"haystack/internal/search"
 )
@@ -41,14 +40,13 @@ func labelStages(plan *query.Plan) bool {
 // rewrote (as rewriteLines). Context entries did not go through the
 // pipeline: they print as stored.
 type jsonPipeline struct {
-	plan     *query.Plan
-	labelsOf func(uint32) string
-	streams  map[uint32][]query.Label
-	extra    []byte
+	plan    *query.Plan
+	streams *streamLabels
+	extra   []byte
 }
 
 func newJSONPipeline(plan *query.Plan, labelsOf func(uint32) string) *jsonPipeline {
-	return &jsonPipeline{plan: plan, labelsOf: labelsOf, streams: map[uint32][]query.Label{}}
+	return &jsonPipeline{plan: plan, streams: newStreamLabels(labelsOf)}
 }
 
 // run returns m's line after the pipeline and the JSON fields to add
@@ -57,14 +55,7 @@ func (jp *jsonPipeline) run(m *search.Match) (line, extra []byte) {
 	if m.Context {
 		return m.Line, nil
 	}
-	ls, ok := jp.streams[m.Stream]
-	if !ok {
-		parsed, _ := ingest.ParseLabels(jp.labelsOf(m.Stream)) // unparsed: no labels
-		for _, l := range parsed {
-			ls = append(ls, query.Label(l))
-		}
-		jp.streams[m.Stream] = ls
-	}
+	ls := jp.streams.of(m.Stream)
 	l, changed, pass := jp.plan.LabelSetAttrs(ls, m.Attrs, m.Line)
 	if !pass {
 		// Not reached: search already ran the same plan.
