@@ -161,9 +161,7 @@ func readManifestOnlyIn(root *dirRoot, dir string) (*Manifest, error) {
 	var data []byte
 	var err error
 	if root != nil {
-		if data, err = root.ReadFile(manifestName); err != nil && !errors.Is(err, os.ErrNotExist) {
-			err = fmt.Errorf("%s: %w", dir, err) // root's error names MANIFEST only
-		}
+		data, err = root.ReadFile(manifestName) // its error names the whole path
 	} else {
 		data, err = os.ReadFile(filepath.Join(dir, manifestName))
 	}
