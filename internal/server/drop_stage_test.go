@@ -72,6 +72,18 @@ func matrixPoints(t *testing.T, query, body string) []string {
 // labels as k=v joined by ',' in name order.
 func streamLabels(t *testing.T, query, body string) []string {
 	t.Helper()
+	var out []string
+	eachStream(t, query, body, func(labels string, values [][2]string) {
+		out = append(out, fmt.Sprintf("%s:%d", labels, len(values)))
+	})
+	slices.Sort(out)
+	return out
+}
+
+// eachStream decodes a streams answer and calls fn with each stream's
+// labels (k=v joined by ',' in name order) and values.
+func eachStream(t *testing.T, query, body string, fn func(labels string, values [][2]string)) {
+	t.Helper()
 	var a struct {
 		Status string
 		Data   struct {
@@ -85,17 +97,14 @@ func streamLabels(t *testing.T, query, body string) []string {
 	if err := json.Unmarshal([]byte(body), &a); err != nil || a.Status != "success" || a.Data.ResultType != "streams" {
 		t.Fatalf("%s: want streams, got %v %s", query, err, body)
 	}
-	var out []string
 	for _, s := range a.Data.Result {
 		var ls []string
 		for k, v := range s.Stream {
 			ls = append(ls, k+"="+v)
 		}
 		slices.Sort(ls)
-		out = append(out, fmt.Sprintf("%s:%d", strings.Join(ls, ","), len(s.Values)))
+		fn(strings.Join(ls, ","), s.Values)
 	}
-	slices.Sort(out)
-	return out
 }
 
 // TestDropStageExploreLogsVolume sends Grafana 11/12 Explore's logs-volume

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -24,30 +23,12 @@ func stageEnv(t *testing.T) *testEnv {
 // stageLines reads a streams answer as sorted "labels|line" strings.
 func stageLines(t *testing.T, query, body string) []string {
 	t.Helper()
-	var a struct {
-		Status string
-		Data   struct {
-			ResultType string
-			Result     []struct {
-				Stream map[string]string
-				Values [][2]string
-			}
-		}
-	}
-	if err := json.Unmarshal([]byte(body), &a); err != nil || a.Status != "success" || a.Data.ResultType != "streams" {
-		t.Fatalf("%s: want streams, got %v %s", query, err, body)
-	}
 	var out []string
-	for _, s := range a.Data.Result {
-		var ls []string
-		for k, v := range s.Stream {
-			ls = append(ls, k+"="+v)
+	eachStream(t, query, body, func(labels string, values [][2]string) {
+		for _, v := range values {
+			out = append(out, labels+"|"+v[1])
 		}
-		slices.Sort(ls)
-		for _, v := range s.Values {
-			out = append(out, strings.Join(ls, ",")+"|"+v[1])
-		}
-	}
+	})
 	slices.Sort(out)
 	return out
 }
