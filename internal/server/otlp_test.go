@@ -851,37 +851,8 @@ func TestOTLPProtocGolden(t *testing.T) {
 // encodeOTLP encodes decoded resources back to protobuf (one scope a
 // resource), for the round-trip checks of the fuzz targets.
 func encodeOTLP(res []otlpResource) []byte {
-	var val func(v otlpValue) []byte
+	val := otlpValueProto
 	kv := func(a otlpKV) []byte { return append(pbLen(1, []byte(a.key)), pbLen(2, val(a.val))...) }
-	val = func(v otlpValue) []byte {
-		switch v.kind {
-		case otlpString:
-			return pbLen(1, v.bytes)
-		case otlpBool:
-			return pbVarint(2, uint64(v.num))
-		case otlpInt:
-			return pbVarint(3, uint64(v.num))
-		case otlpDouble:
-			return pbFixed64(4, math.Float64bits(v.dbl))
-		case otlpBytes:
-			return pbLen(7, v.bytes)
-		case otlpArray:
-			var a []byte
-			v.eachElem(func(e otlpValue) bool {
-				a = append(a, pbLen(1, val(e))...)
-				return true
-			})
-			return pbLen(5, a)
-		case otlpMap:
-			var a []byte
-			v.eachKV(func(k string, e otlpValue) bool {
-				a = append(a, pbLen(1, kv(otlpKV{k, e}))...)
-				return true
-			})
-			return pbLen(6, a)
-		}
-		return nil
-	}
 	kvs := func(f int, kvs []otlpKV) (b []byte) {
 		for _, a := range kvs {
 			b = append(b, pbLen(f, kv(a))...)
