@@ -61,8 +61,12 @@ What to match (one of):
                      and a line over 16 MiB is stored in 16 MiB pieces
                      (ingest warns), each an entry of its own.
   --query LOGQL      a LogQL log query: a stream selector, then line filters
-                     (|= != |~ !~, with "or"), | json, | logfmt and label
-                     filters. Cannot be mixed with PATTERN, -e, -v, -E or -i
+                     (|= != |~ !~, with "or"), parsers (| json, | logfmt,
+                     | regexp, | pattern, | unpack), label filters
+                     (| status >= 500), | drop, | keep, | label_format,
+                     | line_format and | decolorize. Metric queries
+                     (sum(count_over_time(...))) go to hay serve's API.
+                     Cannot be mixed with PATTERN, -e, -v, -E or -i
                      (write (?i) in a regex instead).
   -e P, -E RE, -v P  grep-style filters compiled to the same plan as a query:
                      an entry matches if it contains any -e literal or any -E
