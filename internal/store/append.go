@@ -392,6 +392,13 @@ func (w *Writer) Close() error {
 	if w.flushDone != nil {
 		<-w.flushDone // a flush in hand finishes first
 	}
+	// A Compact called by someone else writes its segments without the
+	// Writer's locks: wait for it (quit cancelled it at its next block),
+	// so that its writes and removals end before the lock and the
+	// directory handle are released. Held to the end: a later Compact
+	// then finds the Writer closed.
+	w.compactMu.Lock()
+	defer w.compactMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	err := w.s.Close()

@@ -92,7 +92,8 @@ func (st *CompactStats) add(runs [][]SegmentMeta, out []SegmentMeta) {
 }
 
 // compactHook, when set by a test, runs at each step of a compaction
-// ("written": new segments committed, manifest not yet replaced;
+// ("merging": a new segment's temp file created, nothing copied yet;
+// "written": new segments committed, manifest not yet replaced;
 // "listed": manifest replaced, old segments not yet deleted); an error
 // stops Compact right there, as a crash would.
 var compactHook func(step string) error
@@ -496,6 +497,10 @@ func mergeSegments(ctx context.Context, root *dirRoot, opt segment.Options, run 
 	if err != nil {
 		return SegmentMeta{}, err
 	}
+	if err := runCompactHook("merging"); err != nil {
+		w.Abort()
+		return SegmentMeta{}, err
+	}
 	out := SegmentMeta{Name: name, MinTime: run[0].MinTime, MaxTime: run[0].MaxTime, Compacted: true}
 	b := segment.GetBlock()
 	defer segment.PutBlock(b)
@@ -564,9 +569,19 @@ func copySegment(ctx context.Context, root *dirRoot, w *segment.Writer, sm Segme
 // reading the old segments, whose mappings are released once no view
 // holds them. Calls are serialised. A segment that could not be read is
 // left out of later calls (it stays as it is, and searches report it).
+// Close cancels a call in flight and waits for it.
 func (w *Writer) Compact(ctx context.Context, opt CompactOptions) (CompactStats, error) {
 	w.compactMu.Lock()
 	defer w.compactMu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return compact(ctx, w.s.root, opt, writerSteps{w})
 }
 

@@ -787,7 +787,16 @@ func runFlushHook(step string) {
 }
 
 // wait waits for the flush in flight, if any, and takes its manifest.
+// It waits even when the store has failed: the job writes through the
+// directory handle and through descriptors it already holds (the segment,
+// the STREAMS append), so Close, which calls it, must not release the
+// lock and the handle under it; a second writer could open the store and
+// write the same files meanwhile (review 12, R12-3). The job takes no
+// lock of the Store's or a Writer's, so it ends, if with an error.
 func (s *Store) wait() error {
+	if s.job != nil {
+		<-s.job.done
+	}
 	if s.err != nil {
 		return s.err
 	}
@@ -795,7 +804,6 @@ func (s *Store) wait() error {
 		return nil
 	}
 	j := s.job
-	<-j.done
 	if j.err != nil {
 		// Keep the job: its blocks are in no segment, yet acknowledged
 		// (they are in the WAL, and the next Open recovers them), so a
@@ -857,7 +865,7 @@ func (s *Store) Close() error {
 	if s.closed {
 		return nil
 	}
-	err := s.Flush()
+	err := s.Flush() // waits for a flush in flight, whatever s.err says
 	s.closed = true
 	if cerr := s.wal.f.Close(); err == nil {
 		err = cerr
