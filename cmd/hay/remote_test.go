@@ -24,7 +24,13 @@ import (
 // start with "{" and one that is not UTF-8.
 func remoteServer(t *testing.T, dir string) (*httptest.Server, int64) {
 	t.Helper()
-	s, err := server.New(server.Config{DataDir: dir})
+	return remoteServerWith(t, server.Config{DataDir: dir})
+}
+
+// remoteServerWith is remoteServer with a configuration (its DataDir).
+func remoteServerWith(t *testing.T, cfg server.Config) (*httptest.Server, int64) {
+	t.Helper()
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,8 @@ func runServe(args []string) error {
 	maxQuerySeries := fs.Int("max-query-series", 500, "most series a metric query may answer (Loki's max_query_series); more is a 400")
 	maxTails := fs.Int("max-tails", server.DefaultMaxTails, "live tails (Loki's and the web UI's) open at once, all tenants; more get 429 (negative: no bound)")
 	maxQueryLimit := fs.Int("max-query-limit", 5000, "largest limit (entries) a log query may ask for; Loki's max_entries_limit_per_query (Grafana's \"Maximum lines\" must not exceed it)")
+	maxQueryBytes := int64(server.DefaultMaxQueryBytes)
+	fs.Var(byteSizeFlag{&maxQueryBytes}, "max-query-bytes", "most bytes (`size`) of lines, metadata and labels one log query's answer may hold, e.g. 64MiB: an answer that reaches it keeps the entries that fit, in order, and says so (a warning; Grafana and hay search --server page on); a Loki tail's replay and delayed entries too (0: no bound)")
 	older := fs.Duration("reject-older-than", 168*time.Hour, "reject entries older than this (0: accept any)")
 	newer := fs.Duration("reject-newer-than", 10*time.Minute, "reject entries further in the future than this (0: accept any)")
 	maxLabels := fs.Int("max-labels", 15, "labels a stream may have")
@@ -130,6 +132,7 @@ func runServe(args []string) error {
 		MaxQueuedQueries:     *maxQueued,
 		MaxLabelValueBytes:   *maxLabelValue,
 		MaxQueryLimit:        *maxQueryLimit,
+		MaxQueryBytes:        maxQueryBytes,
 		MaxTails:             *maxTails,
 		HeadFlushIdle:        neverIfZero(*headIdle),
 		HeadFlushAge:         neverIfZero(*headAge),
@@ -147,6 +150,9 @@ func runServe(args []string) error {
 	}
 	cfg.Store.HeadBytes = headBytes
 	cfg.NoServiceNameDiscovery = !*discoverService
+	if maxQueryBytes <= 0 {
+		cfg.MaxQueryBytes = -1 // server: negative means no bound
+	}
 	if inflightPush <= 0 {
 		cfg.MaxInflightPushBytes = -1 // server: negative means no bound
 	}

@@ -160,6 +160,31 @@
 // --query-timeout like a query; at most --max-tails tails (256, Loki's
 // and the UI's together) are open at once, more get 429.
 //
+// Answer bytes: a log query's answer (query_range, query, /api/v1/search,
+// a Loki tail's replay, the entries detected_fields samples) holds at
+// most --max-query-bytes (64 MiB) of lines, structured metadata and
+// labels (an entry counts their lengths plus 32 bytes), whatever its
+// limit: line_format can make each of 5000 entries 1 MiB, and stored
+// lines may be up to --max-line (16 MiB at most). An answer that reaches
+// it is not an error: it keeps the entries that fit, in the query's
+// order (the newest backward, the oldest forward; at least one entry,
+// however large), and ends between two times (unless all it holds share
+// one), so that a client paging on from its last time, as Grafana and
+// logcli do without skip, gets every entry once. It says so: Loki's
+// answer carries "warnings" (beside "data", where Grafana reads them and
+// shows them on the panel), the native trailer "limited":true,
+// "limited_by":"bytes" and a "warning" (hay search --server and the UI
+// page on with skip), and hay_query_answers_cut_total{endpoint} counts
+// it. While an answer is collected the top-k holds at most about twice
+// the bound plus one entry, and a block's scan keeps at most 1 MiB of
+// rewritten lines and labels for its matches (more are rewritten again
+// when delivered); the Loki answer is written entry by entry, not built
+// whole. A Loki tail sends in messages of about 1 MiB and a delayed tail
+// (delay_for) holds back at most --max-query-bytes, sending the oldest
+// early past it. Entries sharing one time that hold more than the bound
+// cannot all be paged through by a client without skip (as with Loki's
+// limit).
+//
 // Pushes: a tenant has at most --max-streams-per-tenant active streams
 // (5000, Loki's max_global_streams_per_user; active: pushed to in the last
 // 30 minutes, as Loki's ingesters hold a stream until chunk_idle_period):

@@ -452,8 +452,9 @@ var fieldParsers = sync.OnceValue(func() [2]*query.Plan {
 })
 
 // detectFields parses the newest lineLimit entries that q selects in
-// [start, end] and returns their fields by name.
-func detectFields(ctx context.Context, ts *tenantStore, q string, start, end int64, lineLimit int) (map[string]*detectedField, error) {
+// [start, end] (fewer when they hold more than maxBytes, as an answer
+// would: answerLimit) and returns their fields by name.
+func detectFields(ctx context.Context, ts *tenantStore, q string, start, end int64, lineLimit int, maxBytes int64) (map[string]*detectedField, error) {
 	fields := map[string]*detectedField{}
 	sel, err := parseSelection(q, false)
 	if err != nil {
@@ -463,7 +464,7 @@ func detectFields(ctx context.Context, ts *tenantStore, q string, start, end int
 		return nil, badRequest("bad_param", "query=%q: want a LogQL query such as {app=\"api\"}", q)
 	}
 	sel.start, sel.end = start, end
-	hits, _, err := collect(ctx, ts, sel, lineLimit, true)
+	hits, _, err := collect(ctx, ts, sel, answerLimit{entries: lineLimit, bytes: maxBytes, backward: true})
 	if err != nil || len(hits) == 0 {
 		return fields, err
 	}
@@ -866,7 +867,7 @@ func (s *Server) detectedSample(w http.ResponseWriter, r *http.Request, ts *tena
 	q, start, end, lineLimit, limit, err := s.fieldParams(r)
 	if err == nil {
 		var fields map[string]*detectedField
-		if fields, err = detectFields(r.Context(), ts, q, start, end, lineLimit); err == nil {
+		if fields, err = detectFields(r.Context(), ts, q, start, end, lineLimit, s.answerLimit(0, true).bytes); err == nil {
 			return fields, limit, true
 		}
 	}

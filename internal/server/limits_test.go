@@ -21,7 +21,7 @@ func (e *testEnv) storedCount(tenant string) int {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	hits, _, err := collect(e.t.Context(), ts, &selection{start: -1 << 63, end: 1<<63 - 1}, 1<<30, false)
+	hits, _, err := collect(e.t.Context(), ts, &selection{start: -1 << 63, end: 1<<63 - 1}, answerLimit{entries: 1 << 30})
 	if err != nil {
 		e.t.Fatal(err)
 	}

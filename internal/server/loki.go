@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -204,12 +205,92 @@ func (s *Server) lokiLog(w http.ResponseWriter, r *http.Request, ts *tenantStore
 	}
 	sel.start, sel.end = start, end
 	sel.categorize = categorized(r)
-	hits, _, err := collect(r.Context(), ts, sel, limit, backward)
+	hits, ans, err := collect(r.Context(), ts, sel, s.answerLimit(limit, backward))
 	if err != nil {
 		s.queryErr(w, err)
 		return
 	}
-	writeJSON(w, lokiResponse{Status: "success", Data: lokiData{ResultType: "streams", EncodingFlags: encodingFlags(r), Result: groupStreams(hits, sel.categorize), Stats: lokiStats(int64(len(hits)), 0, time.Since(t0))}})
+	var warnings []string
+	if ans.bytesCut {
+		// Grafana shows a response's warnings on the panel; the answer
+		// itself ends as at the limit, and Grafana pages on from its
+		// last entry's time.
+		s.met.answersCut.WithLabelValues("query_range").Inc()
+		warnings = []string{cutWarning(len(hits), s.cfg.MaxQueryBytes)}
+	}
+	writeLokiStreams(w, hits, sel.categorize, encodingFlags(r), lokiStats(int64(len(hits)), 0, time.Since(t0)), warnings)
+}
+
+// writeLokiStreams writes a log query's answer as writeJSON writes a
+// lokiResponse of groupStreams(hits) (with "warnings" beside "data", as
+// Prometheus and Loki put them), one value at a time: built whole, the
+// answer was held twice more (its strings, then its encoding) beside
+// the hits.
+func writeLokiStreams(w http.ResponseWriter, hits []hit, categorize bool, flags []string, stats any, warnings []string) {
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 64<<10)
+	// enc writes v as json.Marshal does (HTML escaped, as writeJSON's
+	// Encoder), without its newline.
+	enc := func(v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte("null") // not for the strings and maps written here
+		}
+		bw.Write(b)
+	}
+	bw.WriteString(`{"status":"success","data":{"resultType":"streams",`)
+	if len(flags) > 0 {
+		bw.WriteString(`"encodingFlags":`)
+		enc(flags)
+		bw.WriteByte(',')
+	}
+	bw.WriteString(`"result":[`)
+	// Streams in order of first appearance, as groupStreams.
+	var keys []string
+	idx := map[string][]int{}
+	for i := range hits {
+		key := hits[i].Labels
+		if categorize {
+			key = streamPart(&hits[i])
+		}
+		if _, ok := idx[key]; !ok {
+			keys = append(keys, key)
+		}
+		idx[key] = append(idx[key], i)
+	}
+	for si, key := range keys {
+		if si > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString(`{"stream":`)
+		enc(labelMap(key))
+		bw.WriteString(`,"values":[`)
+		for vi, i := range idx[key] {
+			h := &hits[i]
+			if vi > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteByte('[')
+			enc(strconv.FormatInt(h.Time, 10))
+			bw.WriteByte(',')
+			enc(string(h.Line))
+			if categorize {
+				bw.WriteByte(',')
+				enc(hitCats(h))
+			}
+			bw.WriteByte(']')
+		}
+		bw.WriteString(`]}`)
+	}
+	bw.WriteString(`],"stats":`)
+	enc(stats)
+	bw.WriteByte('}')
+	if len(warnings) > 0 {
+		bw.WriteString(`,"warnings":`)
+		enc(warnings)
+	}
+	bw.WriteString("}\n")
+	bw.Flush()
 }
 
 // groupStreams groups ordered hits by labels, streams in order of first

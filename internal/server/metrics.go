@@ -24,6 +24,8 @@ type metrics struct {
 	queryDur       *hmetrics.HistogramVec
 	fsync          *hmetrics.Histogram
 	rejected       *hmetrics.CounterVec
+	// answersCut counts log query answers cut at --max-query-bytes.
+	answersCut *hmetrics.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -43,6 +45,8 @@ func newMetrics(s *Server) *metrics {
 		fsync: r.NewHistogram("hay_wal_fsync_duration_seconds", "WAL fsync latency (one per group commit).",
 			hmetrics.ExponentialBuckets(0.0001, 2, 16)),
 		rejected: r.NewCounterVec("hay_rejected_total", "Rejected requests and truncated lines by reason.", "reason"),
+		answersCut: r.NewCounterVec("hay_query_answers_cut_total",
+			"Log query answers (and live tails' replays) that stopped at --max-query-bytes before their limit: the entries that fit were sent, in order, marked limited, and the client pages on.", "endpoint"),
 	}
 	r.NewGaugeFunc("hay_segments", "Segment files of all open tenants.", func() float64 {
 		n := 0

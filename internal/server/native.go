@@ -187,16 +187,13 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 			enc.SetEscapeHTML(false)
 		}
 	}
-	more, err := collectStream(r.Context(), ts, sel, limit+skip, backward, func(h *hit) error {
+	lim := s.answerLimit(limit, backward)
+	lim.skip, lim.boundary = skip, boundary
+	end, err := collectStream(r.Context(), ts, sel, lim, func(h *hit) error {
 		if h == nil {
 			rc.Flush() // a batch is complete; a failed write shows up in Encode
 			return nil
 		}
-		if skip > 0 && h.Time == boundary {
-			skip--
-			return nil
-		}
-		skip = 0
 		start()
 		count++
 		e := *h
@@ -221,7 +218,15 @@ func (s *Server) nativeSearch(w http.ResponseWriter, r *http.Request, ts *tenant
 		return
 	}
 	start()
-	enc.Encode(map[string]any{"done": true, "count": count, "limited": more, "elapsed_ms": time.Since(t0).Milliseconds()})
+	trailer := map[string]any{"done": true, "count": count, "limited": end.more, "elapsed_ms": time.Since(t0).Milliseconds()}
+	if end.bytesCut {
+		// Limited before limit entries: the client pages on as after a
+		// full page (hay search --server, the UI's "load more").
+		s.met.answersCut.WithLabelValues("search").Inc()
+		trailer["limited_by"] = "bytes"
+		trailer["warning"] = cutWarning(count, s.cfg.MaxQueryBytes)
+	}
+	enc.Encode(trailer)
 }
 
 // maxBuckets bounds the histogram /api/v1/hits chooses (API.md asks for

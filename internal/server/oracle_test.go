@@ -152,7 +152,8 @@ func TestRunMatchesOracle(t *testing.T) {
 							}
 							return cmp.Compare(a.Time, b.Time)
 						})
-						hits, more, err := collect(context.Background(), ts, sel, lim, backward)
+						hits, ans, err := collect(context.Background(), ts, sel, answerLimit{entries: lim, backward: backward})
+						more := ans.more
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -167,7 +168,7 @@ func TestRunMatchesOracle(t *testing.T) {
 							}
 						}
 						// Deterministic ties: the same query gives the same answer.
-						again, _, _ := collect(context.Background(), ts, sel, lim, backward)
+						again, _, _ := collect(context.Background(), ts, sel, answerLimit{entries: lim, backward: backward})
 						for i := range hits {
 							if hitKey(hits[i]) != hitKey(again[i]) {
 								t.Fatalf("%s: answer %d differs between runs", name, i)
@@ -197,7 +198,7 @@ func TestCollectStreams(t *testing.T) {
 	for _, backward := range []bool{true, false} {
 		batches, n := 0, 0
 		var prev int64
-		_, err := collectStream(context.Background(), ts, sel, 5000, backward, func(h *hit) error {
+		_, err := collectStream(context.Background(), ts, sel, answerLimit{entries: 5000, backward: backward}, func(h *hit) error {
 			if h == nil {
 				batches++
 				return nil

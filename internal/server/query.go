@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -529,51 +530,128 @@ func mergeLabels(base, ext []query.Label) string {
 	return all.String()
 }
 
-// collect runs a log query over ts (nil: no data) and returns up to limit
-// entries sorted by time (newest first when backward), and whether more
-// matched. Ties keep the scan's order (blocks by time bound, then store
-// order), which is the same every time over the same data.
+// answerLimit bounds a log query's answer.
+type answerLimit struct {
+	// entries is the query's limit (at least 1).
+	entries int
+	// bytes, when positive, bounds the answer's entries by size
+	// (hitSize, summed; Config.MaxQueryBytes): the answer is the longest
+	// run of entries, in the query's order, that fits, and holds at
+	// least one entry however large. The answer stops there as it stops
+	// at the entry limit, so a client pages on from its last time.
+	bytes    int64
+	backward bool
+	// skip drops the first skip entries (in the answer's order) whose
+	// time is boundary: the native API's paging past entries a client
+	// has shown (native.go). They neither count toward entries or bytes
+	// nor are held while the answer is collected.
+	skip     int
+	boundary int64
+}
+
+// answerLimit is a log query's answerLimit on this server.
+func (s *Server) answerLimit(entries int, backward bool) answerLimit {
+	return answerLimit{entries: entries, bytes: max(s.cfg.MaxQueryBytes, 0), backward: backward}
+}
+
+// answerEnd says how a log query's answer ended.
+type answerEnd struct {
+	// more: more entries matched than the answer holds.
+	more bool
+	// bytesCut: the answer stopped at answerLimit.bytes with fewer
+	// entries than the limit.
+	bytesCut bool
+}
+
+// hitSize is what an entry of an answer is counted as against
+// answerLimit.bytes: its line, metadata and label texts (label_format
+// can make up to 1 MiB of labels for an entry) and 32 bytes for its time
+// and the answer's framing. A rough measure of both the memory the
+// entry holds while the answer is collected and its share of the
+// encoded answer (JSON escaping may make that larger).
+func hitSize(h *hit) int64 {
+	return int64(len(h.Line)+len(h.Attrs)+len(h.Labels)+len(h.Meta)+len(h.Parsed)) + 32
+}
+
+// cutWarning is the warning a log query's answer cut by bytes carries.
+func cutWarning(n int, maxBytes int64) string {
+	return fmt.Sprintf("the answer was cut at %d entries: they hold about %s, the server's --max-query-bytes; ask again from the last entry's time for the rest (Grafana and hay search --server page on by themselves)", n, byteSize(maxBytes))
+}
+
+// byteSize writes n as --max-query-bytes takes it (64MiB), or in bytes.
+func byteSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n > 0 && n%u.n == 0 {
+			return fmt.Sprintf("%d%s", n/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// collect runs a log query over ts (nil: no data) and returns the
+// entries of its answer sorted by time (newest first when backward): up
+// to lim.entries, and as many as fit lim.bytes. Ties keep the scan's
+// order (blocks by time bound, then store order), which is the same
+// every time over the same data.
 //
 // Loki clients may push a stream's entries out of time order, so the
 // limit cannot be taken from the first entries the store yields. Instead
 // blocks are visited by their time bounds (newest MaxTime first when
-// backward) into a bounded top-k, and once it holds limit entries every
-// block whose time range cannot beat the worst of them is skipped from
-// the block index alone: a "latest 100 lines" query reads a few blocks
-// whatever the store's size, and the answer is exact.
-func collect(ctx context.Context, ts *tenantStore, sel *selection, limit int, backward bool) ([]hit, bool, error) {
+// backward) into a bounded top-k, and once it holds limit entries (or
+// as many as fit the bytes) every block whose time range cannot beat
+// the worst of them is skipped from the block index alone: a "latest
+// 100 lines" query reads a few blocks whatever the store's size, and the
+// answer is exact.
+func collect(ctx context.Context, ts *tenantStore, sel *selection, lim answerLimit) ([]hit, answerEnd, error) {
 	var hits []hit
-	more, err := collectStream(ctx, ts, sel, limit, backward, func(h *hit) error {
+	end, err := collectStream(ctx, ts, sel, lim, func(h *hit) error {
 		if h != nil {
 			hits = append(hits, *h)
 		}
 		return nil
 	})
-	return hits, more, err
+	return hits, end, err
 }
 
 // collectStream is collect delivering the answer to out in order as soon
 // as each entry's place is final, rather than at the end: blocks are
 // visited by time bound, so after a block every kept entry at least as
 // new (backward) as the next block's MaxTime can no longer be displaced
-// (an entry of equal time found later ranks after it). out(nil) marks the
-// end of each batch of entries. An error from out stops the scan and is
-// returned.
-func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit int, backward bool, out func(*hit) error) (bool, error) {
+// (an entry of equal time found later ranks after it, and a cut by bytes
+// only ever drops the answer's last entries). out(nil) marks the end of
+// each batch of entries. An error from out stops the scan and is
+// returned. What out is given stays valid until collectStream returns,
+// but the top-k lets go of a line once out had it.
+func collectStream(ctx context.Context, ts *tenantStore, sel *selection, lim answerLimit, out func(*hit) error) (answerEnd, error) {
 	if ts == nil {
-		return false, nil
+		return answerEnd{}, nil
 	}
 	v, err := ts.w.View()
 	if err != nil {
-		return false, err
+		return answerEnd{}, err
 	}
-	k := &topK{limit: limit, backward: backward}
+	limit, backward := max(lim.entries, 1), lim.backward
+	byTime := 1
+	if backward {
+		byTime = -1
+	}
+	// The entries to skip are found first, from the entries at the
+	// boundary time alone, by their store-order position (what orders
+	// equal times): holding them in the top-k (limit+skip entries) made
+	// a page past many long entries at one time hold all of them.
+	var skipOrds []int64
+	if lim.skip > 0 {
+		if skipOrds, err = boundaryOrds(ctx, v, sel, lim.boundary, lim.skip, byTime); err != nil {
+			return answerEnd{}, err
+		}
+	}
+	k := &topK{limit: limit, maxBytes: lim.bytes, backward: backward}
 	var full atomic.Bool
 	var bound atomic.Int64 // the k-th best time, once full
-	opt := scanOpts{byTime: 1}
-	if backward {
-		opt.byTime = -1
-	}
+	opt := scanOpts{byTime: byTime}
 	var skipped atomic.Bool
 	opt.skip = func(m segment.BlockMeta) bool {
 		if !full.Load() {
@@ -587,6 +665,15 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit i
 			skipped.Store(true)
 		}
 		return skip
+	}
+	// want spares a hit the top-k would refuse its line (see scanOpts).
+	// (It counts it as seen: "more" says an entry was left out.)
+	opt.want = func(t int64) bool {
+		if k.worse(t) {
+			k.seen++
+			return false
+		}
+		return true
 	}
 	sent := 0
 	flush := func(next *segment.BlockMeta) error {
@@ -604,6 +691,9 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit i
 			if err := out(h); err != nil {
 				return err
 			}
+			// Its place is final and it is out: only its size (k.sizes)
+			// still counts toward the bytes of the answer.
+			h.Line, h.Attrs = nil, nil
 			sent++
 		}
 		return nil
@@ -612,52 +702,135 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, limit i
 		if !k.sorted {
 			k.compact()
 		}
-		if len(k.hits) >= limit {
-			bound.Store(k.hits[limit-1].Time)
+		if k.full {
+			bound.Store(k.worst)
 			full.Store(true)
 		}
 		return flush(next)
 	}
 	err = scanBlocksOpt(ctx, v, sel, opt, func(h *hit) bool {
+		if len(skipOrds) > 0 && h.Time == lim.boundary {
+			if _, found := slices.BinarySearch(skipOrds, h.Ord); found {
+				return true
+			}
+		}
 		k.add(h)
 		return true
 	})
 	if err != nil {
-		return false, err
+		return answerEnd{}, err
 	}
-	_, more := k.result()
+	hits, more := k.result()
 	if err := flush(nil); err != nil {
-		return false, err
+		return answerEnd{}, err
 	}
 	// A skipped block may hold matches beyond the limit: "limited" then
 	// says the answer stopped at the limit, as the UI's "load more" needs.
-	return more || skipped.Load(), nil
+	more = more || skipped.Load()
+	return answerEnd{more: more, bytesCut: more && len(hits) < limit && lim.bytes > 0}, nil
+}
+
+// boundaryOrds returns, sorted, the store-order positions (hit.Ord) of
+// the first n entries sel selects at time t, in a top-k's order for
+// equal times (by position).
+func boundaryOrds(ctx context.Context, v *store.View, sel *selection, t int64, n, byTime int) ([]int64, error) {
+	at := *sel
+	at.start, at.end = t, t
+	if t < sel.start || t > sel.end {
+		return nil, nil
+	}
+	// A max-heap of the n smallest positions seen.
+	h := &ordHeap{}
+	err := scanBlocksOpt(ctx, v, &at, scanOpts{byTime: byTime, keysOnly: true}, func(x *hit) bool {
+		if h.Len() < n {
+			heap.Push(h, x.Ord)
+		} else if x.Ord < (*h)[0] {
+			(*h)[0] = x.Ord
+			heap.Fix(h, 0)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(*h)
+	return *h, nil
+}
+
+// ordHeap is a max-heap of int64 (container/heap).
+type ordHeap []int64
+
+func (h ordHeap) Len() int           { return len(h) }
+func (h ordHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h ordHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ordHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *ordHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // topK keeps the first limit hits by time (descending when backward),
 // ties by store order (hit.Ord, which compaction keeps, so that a page
 // asked again after a compaction orders equal times the same: the UI's
 // "load more" drops the rows at the boundary time it already showed),
-// then by arrival.
+// then by arrival. When maxBytes > 0 it keeps, of those, the longest
+// run from the first whose sizes (hitSize) sum to at most maxBytes (at
+// least one hit), less the hits of the run's last time when hits of that
+// time do not fit and it is not the first time (see compact).
+//
+// A hit left out for its bytes can never come back, since hits that
+// arrive later only add to what ranks before it; nor can any hit that
+// ranks after it. So the first hit ever left out for bytes is
+// remembered (cutKey): hits worse than its time are refused at once
+// (and their blocks skipped), and compact cuts where it would rank.
 type topK struct {
 	limit    int
+	maxBytes int64 // 0: no bound by bytes
 	backward bool
 	hits     []hit
 	seqs     []int64
+	sizes    []int64 // hitSize of each hit, kept when collectStream lets go of its line
 	seen     int64
 	sorted   bool  // hits are compacted: sorted, at most limit
-	full     bool  // limit entries kept at the last compaction
-	worst    int64 // the time of the last of them
-	bytes    int64 // line, metadata and label bytes held
-	kept     int64 // bytes held after the last compaction
+	full     bool  // worst is set: a hit worse than it cannot enter
+	worst    int64 // the time of the limit-th hit, or of cutKey
+	bytes    int64 // sizes of the hits held
+	kept     int64 // sizes held after the last compaction
+	cut      bool  // cutKey is set
+	cutKey   rankKey
+}
+
+// rankKey is a hit's place in a topK's order.
+type rankKey struct{ time, ord, seq int64 }
+
+// rank orders two keys as the answer does.
+func (t *topK) rank(a, b rankKey) int {
+	if a.time != b.time {
+		if t.backward {
+			return cmp.Compare(b.time, a.time)
+		}
+		return cmp.Compare(a.time, b.time)
+	}
+	if c := cmp.Compare(a.ord, b.ord); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
+func (t *topK) key(i int) rankKey { return rankKey{t.hits[i].Time, t.hits[i].Ord, t.seqs[i]} }
+
+// worse reports whether a hit at time tm cannot enter: one whose time is
+// worse than worst (an equal time may rank before the hit there: ties go
+// by store order, Ord, not by arrival).
+func (t *topK) worse(tm int64) bool {
+	return t.full && (t.backward && tm < t.worst || !t.backward && tm > t.worst)
 }
 
 func (t *topK) add(h *hit) {
 	t.seen++
-	// Once limit entries are kept, one whose time is worse than the
-	// worst of them cannot enter (an equal time may rank before it: ties
-	// go by store order, Ord, not by arrival).
-	if t.full && (t.backward && h.Time < t.worst || !t.backward && h.Time > t.worst) {
+	if t.worse(h.Time) {
 		return
 	}
 	c := *h
@@ -665,17 +838,24 @@ func (t *topK) add(h *hit) {
 	if len(h.Attrs) > 0 {
 		c.Attrs = slices.Clone(h.Attrs)
 	}
+	size := hitSize(&c)
 	t.hits = append(t.hits, c)
 	t.seqs = append(t.seqs, t.seen)
-	// Labels count too: label_format can make up to 1 MiB of them for
-	// an entry (query.Pipeline's template bound).
-	t.bytes += int64(len(c.Line) + len(c.Attrs) + len(c.Labels))
+	t.sizes = append(t.sizes, size)
+	t.bytes += size
 	t.sorted = false
 	// Compact by count, and by bytes so that long lines cannot pile up:
 	// when what arrived since the last compaction outweighs what it kept
-	// and 64 MiB. (Against a fixed 64 MiB, a limit whose own entries
-	// held more compacted, sorting them all, at every entry added.)
-	if len(t.hits) >= 2*t.limit+256 || t.bytes-t.kept > max(t.kept, 64<<20) && len(t.hits) > t.limit {
+	// and maxBytes (64 MiB without a bound). What is held then stays
+	// under twice maxBytes plus one hit. (Against a fixed amount, a limit
+	// whose own entries held more compacted, sorting them all, at every
+	// entry added.)
+	every := t.maxBytes
+	if every <= 0 {
+		every = 64 << 20
+	}
+	over := t.bytes-t.kept > max(t.kept, every)
+	if len(t.hits) >= 2*t.limit+256 || over && (len(t.hits) > t.limit || t.maxBytes > 0 && len(t.hits) > 1) {
 		t.compact()
 	}
 }
@@ -685,33 +865,60 @@ func (t *topK) compact() {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortFunc(idx, func(a, b int) int {
-		ha, hb := &t.hits[a], &t.hits[b]
-		if ha.Time != hb.Time {
-			if t.backward {
-				return cmp.Compare(hb.Time, ha.Time)
-			}
-			return cmp.Compare(ha.Time, hb.Time)
-		}
-		if c := cmp.Compare(ha.Ord, hb.Ord); c != 0 {
-			return c
-		}
-		return cmp.Compare(t.seqs[a], t.seqs[b])
-	})
+	slices.SortFunc(idx, func(a, b int) int { return t.rank(t.key(a), t.key(b)) })
 	n := min(len(idx), t.limit)
+	// The bytes: the first hit that does not fit, or where cutKey ranks.
+	cut, cutKey := -1, rankKey{}
+	var sum int64
+	for i := range n {
+		k := t.key(idx[i])
+		if t.cut && t.rank(t.cutKey, k) < 0 {
+			cut, cutKey = i, t.cutKey
+			break
+		}
+		s := t.sizes[idx[i]]
+		if t.maxBytes > 0 && i > 0 && sum+s > t.maxBytes {
+			cut, cutKey = i, k
+			break
+		}
+		sum += s
+	}
+	if cut < 0 && t.cut && n < t.limit {
+		cut, cutKey = n, t.cutKey // all of them rank before it
+	}
+	if cut >= 0 {
+		// Cut by bytes between two hits of one time: end before that
+		// time instead, unless it is the first. A client without skip
+		// (Loki's API: Grafana, logcli) pages on from the last time it
+		// got, and would get again the entries of that time it has, and
+		// never those it has not, whenever fewer of them fit than share
+		// the time.
+		m := cut
+		for m > 0 && t.hits[idx[m-1]].Time == cutKey.time {
+			m--
+		}
+		if m > 0 && m < cut {
+			for j := m; j < cut; j++ {
+				sum -= t.sizes[idx[j]]
+			}
+			cut, cutKey = m, t.key(idx[m])
+		}
+		n = cut
+		t.cut, t.cutKey = true, cutKey
+	}
 	hits := make([]hit, n)
 	seqs := make([]int64, n)
+	sizes := make([]int64, n)
 	for i := range n {
-		hits[i], seqs[i] = t.hits[idx[i]], t.seqs[idx[i]]
+		hits[i], seqs[i], sizes[i] = t.hits[idx[i]], t.seqs[idx[i]], t.sizes[idx[i]]
 	}
-	t.hits, t.seqs, t.sorted = hits, seqs, true
-	t.bytes = 0
-	for i := range hits {
-		t.bytes += int64(len(hits[i].Line) + len(hits[i].Attrs) + len(hits[i].Labels))
-	}
-	t.kept = t.bytes
-	if n == t.limit && n > 0 {
+	t.hits, t.seqs, t.sizes, t.sorted = hits, seqs, sizes, true
+	t.bytes, t.kept = sum, sum
+	switch {
+	case n == t.limit && n > 0:
 		t.full, t.worst = true, hits[n-1].Time
+	case t.cut:
+		t.full, t.worst = true, t.cutKey.time
 	}
 }
 

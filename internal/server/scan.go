@@ -40,13 +40,33 @@ type scanOpts struct {
 	// (or the block was skipped) with the time bounds of the next block
 	// in visiting order (nil after the last); an error stops the scan.
 	blockDone func(next *segment.BlockMeta) error
+	// want, if set, is asked (on the goroutine that calls fn) for each
+	// hit's time before the hit is made; false drops the hit, and a line
+	// a stage rewrote is then never made again (see scanKeepBytes).
+	want func(time int64) bool
+	// keysOnly: fn reads only each hit's Time, Stream and Ord, so no
+	// rewritten line or pipeline labels are kept for it.
+	keysOnly bool
 }
+
+// scanKeepBytes bounds the lines and label texts a pipeline made
+// (line_format, label_format...) beyond twice the entry's own line and
+// stream labels, which a block's task keeps for the hits it delivers:
+// about a block's own size. Past it a hit keeps none, and
+// the pipeline runs again for it on the delivering goroutine, when the
+// consumer wants it (scanOpts.want). A task kept every hit's: a block of
+// tens of thousands of short lines that line_format makes 1 MiB each
+// held gigabytes, 2 x GOMAXPROCS blocks at a time.
+const scanKeepBytes = 1 << 20
 
 // hitLabels are a hit's label texts (see hit), computed in a worker.
 // line is the line a stage rewrote (line_format...), nil when none did.
 type hitLabels struct {
 	labels, meta, parsed string
 	line                 []byte
+	// redo: past scanKeepBytes, none of the above was kept; the
+	// pipeline runs again when the hit is delivered.
+	redo bool
 }
 
 func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanOpts, fn func(*hit) bool) error {
@@ -83,6 +103,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		blk     *segment.Block
 		hits    []int32
 		labels  []hitLabels // per hit, when the plan extracts labels or the block has metadata
+		kept    int         // bytes of labels' texts and lines (scanKeepBytes)
 		err     error
 	}
 	if len(refs) == 0 {
@@ -145,7 +166,20 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 					return false
 				}
 				// h.Line is set only when a stage rewrote the line.
-				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed, h.Line})
+				l := hitLabels{labels: h.Labels, meta: h.Meta, parsed: h.Parsed, line: h.Line}
+				if opt.keysOnly {
+					l = hitLabels{}
+				} else if n := len(l.labels) + len(l.meta) + len(l.parsed) + len(l.line); n > 2*(len(b.Line(k))+len(v.Labels(id)))+256 {
+					// More than a parser makes of the entry: a rewrite
+					// (line_format, label_format) that may be far larger
+					// than the block; those share scanKeepBytes.
+					if t.kept+n > scanKeepBytes {
+						l = hitLabels{redo: true}
+					} else {
+						t.kept += n
+					}
+				}
+				t.labels = append(t.labels, l)
 				return true
 			}
 		}
@@ -163,7 +197,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				} else if id < known {
 					h.Labels = v.Labels(id)
 				}
-				t.labels = append(t.labels, hitLabels{h.Labels, h.Meta, h.Parsed, nil})
+				t.labels = append(t.labels, hitLabels{labels: h.Labels, meta: h.Meta, parsed: h.Parsed})
 			}
 		}
 		// search reads a zero Since or Until as no bound (see
@@ -250,16 +284,30 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		b := t.blk
 		stop := false
 		for j, k := range t.hits {
+			if opt.want != nil && !opt.want(b.Times[k]) {
+				continue
+			}
 			id := b.Streams[k]
-			h = hit{Time: b.Times[k], Stream: id, Labels: v.Labels(id), Line: b.Line(int(k)), Attrs: b.Attrs(int(k))}
+			if opt.keysOnly {
+				h = hit{Time: b.Times[k], Stream: id}
+			} else {
+				h = hit{Time: b.Times[k], Stream: id, Labels: v.Labels(id), Line: b.Line(int(k)), Attrs: b.Attrs(int(k))}
+			}
 			if ords != nil {
 				h.Ord = ords[t.ref.Part][t.ref.Block] + int64(k)
 			}
-			if t.labels != nil {
+			if t.labels != nil && !opt.keysOnly {
 				l := &t.labels[j]
-				h.Labels, h.Meta, h.Parsed = l.labels, l.meta, l.parsed
-				if l.line != nil {
-					h.Line = l.line
+				if l.redo {
+					// The same pipeline on the same entry: it passes again.
+					if !sel.labelHit(&h, streamLabels(id), v.Labels(id), h.Attrs, h.Line) {
+						continue
+					}
+				} else {
+					h.Labels, h.Meta, h.Parsed = l.labels, l.meta, l.parsed
+					if l.line != nil {
+						h.Line = l.line
+					}
 				}
 			}
 			if !fn(&h) {

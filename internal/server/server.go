@@ -55,6 +55,17 @@ type Config struct {
 	Now                                   func() time.Time
 	// MaxQueryLimit caps the limit parameter of log queries (5000).
 	MaxQueryLimit int
+	// MaxQueryBytes bounds the bytes of a log query's answer (64 MiB;
+	// negative: no bound): its entries' lines, metadata and labels, as
+	// hitSize counts them. An answer that reaches it stops there, as at
+	// the limit, keeping the entries that fit in the query's order (at
+	// least one), says so (Loki's "warnings", the native trailer's
+	// limited_by) and counts it in hay_query_answers_cut_total; clients
+	// page on from its last entry's time. Live tails send their entries
+	// in messages of at most this much, and a delayed tail holds back at
+	// most this much. One line_format can make each of 5000 entries
+	// 1 MiB: without it one query held gigabytes.
+	MaxQueryBytes int64
 	// MaxTails bounds the live tails (Loki's and the UI's) open at once,
 	// server-wide; more get 429 (DefaultMaxTails; negative: no bound).
 	// Each tail filters every entry its tenant receives.
@@ -205,6 +216,12 @@ const tenantSlotWait = 2 * time.Second
 // overlap on one disk; more would only add memory (replayed heads).
 const tenantParallel = 4
 
+// DefaultMaxQueryBytes is Config.MaxQueryBytes' default: far above what
+// 5000 ordinary lines hold (a few MB), while --max-concurrent-queries
+// answers of it (each held about twice while it is collected, once more
+// while it is written) fit a small server's memory.
+const DefaultMaxQueryBytes = 64 << 20
+
 // DefaultTenant is the tenant of requests without X-Scope-OrgID when auth
 // is off, as in Loki.
 const DefaultTenant = "fake"
@@ -246,6 +263,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueryLimit <= 0 {
 		cfg.MaxQueryLimit = 5000
+	}
+	if cfg.MaxQueryBytes == 0 {
+		cfg.MaxQueryBytes = DefaultMaxQueryBytes
 	}
 	if cfg.HeadFlushIdle == 0 {
 		cfg.HeadFlushIdle = 30 * time.Minute

@@ -3,9 +3,11 @@ package server
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"slices"
@@ -246,9 +248,29 @@ func newTailEntry(h *hit) tailEntry {
 	return tailEntry{labels: h.Labels, meta: h.Meta, parsed: h.Parsed, time: h.Time, line: h.Line}
 }
 
-func (e tailEntry) key() string {
-	return e.labels + "\x00" + strconv.FormatInt(e.time, 10) + "\x00" + string(e.line)
+// key identifies e for the replay's dedup: a hash of its labels, time
+// and line (a string of them copied every replayed line once more).
+func (e tailEntry) key(seed maphash.Seed) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(e.labels)
+	h.WriteByte(0)
+	var t [8]byte
+	binary.LittleEndian.PutUint64(t[:], uint64(e.time))
+	h.Write(t[:])
+	h.Write(e.line)
+	return h.Sum64()
 }
+
+// size is what e counts toward a tail message and a delayed tail's bound.
+func (e *tailEntry) size() int64 {
+	return int64(len(e.labels)+len(e.meta)+len(e.parsed)+len(e.line)) + 32
+}
+
+// tailMessageBytes is about the most entry bytes one Loki tail message
+// carries (one entry may be larger): a message is built whole (its
+// strings, then its JSON), so a batch or a replay is sent in pieces.
+const tailMessageBytes = 1 << 20
 
 // tailDelay holds live entries back for delay_for, as Loki does "to let
 // slow loggers catch up": an entry goes out once delay has passed since
@@ -259,6 +281,10 @@ type tailDelay struct {
 	delay   time.Duration
 	pending []tailPending // sorted by due, then arrival
 	seq     uint64
+	// maxBytes (0: none) bounds the entries held back (their sizes,
+	// bytes): past it, as past tailMaxPending, the oldest go out early.
+	// line_format can make each entry of a busy tenant 1 MiB.
+	maxBytes, bytes int64
 }
 
 type tailPending struct {
@@ -276,6 +302,7 @@ func (d *tailDelay) add(es []tailEntry, now time.Time) {
 		}
 		d.seq++
 		add = append(add, tailPending{due: due.Add(d.delay), seq: d.seq, e: e})
+		d.bytes += e.size()
 	}
 	byDue := func(a, b tailPending) int {
 		if c := a.due.Compare(b.due); c != 0 {
@@ -304,7 +331,8 @@ func (d *tailDelay) add(es []tailEntry, now time.Time) {
 // past tailMaxPending), sorted by time.
 func (d *tailDelay) take(now time.Time) []tailEntry {
 	n := 0
-	for n < len(d.pending) && (!d.pending[n].due.After(now) || len(d.pending)-n > tailMaxPending) {
+	for n < len(d.pending) && (!d.pending[n].due.After(now) || len(d.pending)-n > tailMaxPending || d.maxBytes > 0 && d.bytes > d.maxBytes) {
+		d.bytes -= d.pending[n].e.size()
 		n++
 	}
 	if n == 0 {
@@ -411,7 +439,27 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	go tailPing(ctx, c, stop)
 
+	var sendMessage func(es []tailEntry, dropped int) error
+
+	// send sends es in messages of about tailMessageBytes, the dropped
+	// count with the first.
 	send := func(es []tailEntry, dropped int) error {
+		for {
+			n, size := 0, int64(0)
+			for n < len(es) && (n == 0 || size+es[n].size() <= tailMessageBytes) {
+				size += es[n].size()
+				n++
+			}
+			if err := sendMessage(es[:n], dropped); err != nil {
+				return err
+			}
+			es, dropped = es[n:], 0
+			if len(es) == 0 {
+				return nil
+			}
+		}
+	}
+	sendMessage = func(es []tailEntry, dropped int) error {
 		if len(es) == 0 && dropped == 0 {
 			return nil
 		}
@@ -439,8 +487,13 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	// missed; what reaches both is dropped from the live side below.
 	f.sel.start = tp.start
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
-	hits, _, err := collect(rctx, ts, f.sel, tp.limit, true)
+	// Bounded by --max-query-bytes as a query's answer: the newest
+	// entries that fit.
+	hits, ans, err := collect(rctx, ts, f.sel, s.answerLimit(tp.limit, true))
 	rcancel()
+	if ans.bytesCut {
+		s.met.answersCut.WithLabelValues("tail").Inc()
+	}
 	release()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -452,20 +505,27 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	replayed := map[string]int{}
-	var es []tailEntry
+	seed := maphash.MakeSeed()
+	replayed := map[uint64]int{}
+	es := make([]tailEntry, 0, len(hits))
 	for i := len(hits) - 1; i >= 0; i-- {
 		e := newTailEntry(&hits[i])
 		es = append(es, e)
-		replayed[e.key()]++
+		replayed[e.key(seed)]++
 	}
+	hits = nil
 	if err := send(es, 0); err != nil {
 		return
 	}
+	es = nil
 	dedupUntil := time.Now().Add(tailDedupWindow)
 
-	live := func(batch []store.LabeledEntry) []tailEntry {
+	// live calls fn with the entries of batch that match, about
+	// tailMessageBytes at a time: a push's batch can hold a million
+	// entries, each of which line_format may make 1 MiB.
+	live := func(batch []store.LabeledEntry, fn func([]tailEntry) error) error {
 		var out []tailEntry
+		var size int64
 		for i := range batch {
 			h, ok := f.match(&batch[i])
 			if !ok {
@@ -475,16 +535,25 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 			if len(replayed) > 0 {
 				if time.Now().After(dedupUntil) {
 					clear(replayed)
-				} else if k := e.key(); replayed[k] > 0 {
+				} else if k := e.key(seed); replayed[k] > 0 {
 					replayed[k]--
 					continue
 				}
 			}
 			out = append(out, e)
+			if size += e.size(); size >= tailMessageBytes {
+				if err := fn(out); err != nil {
+					return err
+				}
+				out, size = nil, 0
+			}
 		}
-		return out
+		if len(out) == 0 {
+			return nil
+		}
+		return fn(out)
 	}
-	delayed := &tailDelay{delay: tp.delay}
+	delayed := &tailDelay{delay: tp.delay, maxBytes: max(s.cfg.MaxQueryBytes, 0)}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -499,12 +568,28 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if tp.delay == 0 {
-				if err := send(live(batch), sb.takeDropped()); err != nil {
+				dropped := sb.takeDropped()
+				err := live(batch, func(es []tailEntry) error {
+					err := send(es, dropped)
+					dropped = 0
+					return err
+				})
+				if err == nil {
+					err = send(nil, dropped)
+				}
+				if err != nil {
 					return
 				}
 				continue
 			}
-			delayed.add(live(batch), time.Now())
+			err := live(batch, func(es []tailEntry) error {
+				// What is over the bound goes out now.
+				delayed.add(es, time.Now())
+				return send(delayed.take(time.Now()), 0)
+			})
+			if err != nil {
+				return
+			}
 			if dropped := sb.takeDropped(); dropped > 0 {
 				if err := send(nil, dropped); err != nil {
 					return
