@@ -14,6 +14,9 @@ type metaNode struct {
 	name string     // a leaf's label name
 	m    *evalMatch // a leaf's matcher (= or =~, rejecting "")
 	x    *Expr      // a leaf's requirement on the value (never OpAll)
+	// text is a leaf's requirement on the stored line, for a value a
+	// parser extracted (labelNeeds); nil for none (no parser precedes).
+	text *Expr
 	sub  []*metaNode
 }
 

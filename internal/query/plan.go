@@ -46,6 +46,13 @@ type Plan struct {
 	stages []pipeStage // parsers, label filters, drop and keep, in query order
 	meta   []*metaNode // what the label filters before any parser need of metadata values (MetaIndex)
 
+	// LabelIndex: what the label filters before and after parsers need
+	// of the skip indexes, the names they test, and the result for a
+	// stream with none of those names.
+	needs     []*metaNode
+	needNames map[string]bool
+	needAny   *Need
+
 	// Shortcuts for pipelines that cannot drop a line (no label filter)
 	// and those that only drop and keep (their result depends on the
 	// stream's labels alone: nothing sets __error__ or extracts). Grafana's
@@ -252,6 +259,7 @@ func Compile(q *Query) (*Plan, error) {
 	sort.SliceStable(p.Filters, func(i, j int) bool { return p.Filters[i].Cost < p.Filters[j].Cost })
 	p.Required, p.Index = and(reqs...), and(idx...)
 	p.meta = metaFilters(q.Stages)
+	p.compileNeeds(q.Stages)
 	return p, nil
 }
 

@@ -612,10 +612,11 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	// keepForContext.
 	req := e.required()
 	useSkip := req != nil && !q.NoIndex
-	// Label filters that need a metadata value consult the index too,
-	// where it covers metadata (MetaSkipper).
-	useMeta := q.Plan != nil && q.Plan.HasMetaIndex() && !q.NoIndex
-	metaReq := map[uint32]*query.Expr{}
+	// Label filters that need a value consult the index too: the values'
+	// where it covers metadata (MetaSkipper), the lines' for a value a
+	// parser may have taken from the line (query.Plan.LabelIndex).
+	useLabels := q.Plan != nil && q.Plan.HasLabelIndex() && !q.NoIndex
+	labelReq := map[uint32]*query.Need{}
 	withContext := !q.Count && (q.Before > 0 || q.After > 0 || q.Grouped)
 	seen := map[uint32]bool{}
 	var cands []candidate // blocks the time range and streams keep
@@ -641,8 +642,8 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				continue
 			}
 			may := sk == nil || !useSkip || MayMatch(req, sk, bi)
-			if ms, ok := p.(MetaSkipper); may && useMeta && ok && ms.MetaIndexed() {
-				may = e.mayMatchMeta(valueSkipper{ms}, bi, m.Streams, metaReq)
+			if may && useLabels && sk != nil {
+				may = e.mayMatchLabels(p, sk, bi, m.Streams, labelReq)
 			}
 			if !may && !withContext {
 				// Only context could keep it: skip it now, so that a
@@ -706,11 +707,18 @@ func (v valueSkipper) MayContain(block int, lit []byte, fold bool) bool {
 	return v.ms.MayContainValue(block, lit, fold)
 }
 
-// mayMatchMeta reports whether an entry of block bi may pass the plan's
-// label filters as far as they need metadata values (query.Plan.MetaIndex):
-// whether some selected stream of the block needs nothing, or what it
-// needs may be in the block. cache holds each stream's requirement.
-func (e *exec) mayMatchMeta(sk Skipper, bi int, streams []uint32, cache map[uint32]*query.Expr) bool {
+// mayMatchLabels reports whether an entry of block bi of part p (whose
+// lines' index is sk) may pass the plan's label filters as far as they
+// need values (query.Plan.LabelIndex): whether some selected stream of
+// the block needs nothing, or what it needs may be in the block. A leaf
+// on the metadata values is a maybe unless p's index covers them
+// (MetaSkipper.MetaIndexed). cache holds each stream's requirement.
+func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32, cache map[uint32]*query.Need) bool {
+	var values Skipper
+	if ms, ok := p.(MetaSkipper); ok && ms.MetaIndexed() {
+		values = valueSkipper{ms}
+	}
+	var failed []*query.Need // streams share requirements: ask once
 	for _, s := range streams {
 		if e.sel != nil && !e.sel[s] {
 			continue
@@ -719,17 +727,56 @@ func (e *exec) mayMatchMeta(sk Skipper, bi int, streams []uint32, cache map[uint
 		if !ok {
 			labels, known := e.labels[s]
 			if known {
-				x = e.q.Plan.MetaIndex(labels)
+				x = e.q.Plan.LabelIndex(labels)
 			}
 			// A stream whose labels were not parsed needs nothing: which
-			// labels it has decides whether a filter reads metadata.
+			// labels it has decides where a filter reads its value.
 			cache[s] = x
 		}
-		if x == nil || MayMatch(x, sk, bi) {
+		if x == nil {
 			return true
 		}
+		if slices.Contains(failed, x) {
+			continue
+		}
+		if MayMatchNeed(x, sk, values, bi) {
+			return true
+		}
+		failed = append(failed, x)
 	}
 	return false
+}
+
+// MayMatchNeed evaluates a requirement on both skip indexes (from
+// query.Plan.LabelIndex) for block: lines answers its leaves on lines,
+// values those on metadata values; a nil one answers "maybe". False means
+// no entry of the block can match.
+func MayMatchNeed(n *query.Need, lines, values Skipper, block int) bool {
+	switch n.Op {
+	case query.OpNone:
+		return false
+	case query.OpLit:
+		sk := lines
+		if n.Values {
+			sk = values
+		}
+		return sk == nil || MayMatch(n.X, sk, block)
+	case query.OpAnd:
+		for _, s := range n.Sub {
+			if !MayMatchNeed(s, lines, values, block) {
+				return false
+			}
+		}
+		return true
+	case query.OpOr:
+		for _, s := range n.Sub {
+			if MayMatchNeed(s, lines, values, block) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // required is what every match contains, for the skip index; nil when
