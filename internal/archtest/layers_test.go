@@ -24,6 +24,7 @@ var rank = map[string]int{
 	"haystack/internal/testexec":                     0,
 	"haystack/internal/testdiff":                     0,
 	"haystack/internal/attrs":                        0,
+	"haystack/internal/dirfs":                        0,
 	"haystack/needle/textbook":                       1,
 	"haystack/internal/segment":                      1,
 	"haystack/internal/ingest":                       1,

@@ -7,10 +7,11 @@ import (
 	"hash/crc32"
 	"math"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"haystack/internal/dirfs"
 )
 
 // CorruptError reports a damaged segment.
@@ -58,22 +59,15 @@ type Reader struct {
 // index. Damage is reported as a *CorruptError; blocks are checked by
 // ReadBlock and Verify.
 func Open(path string) (*Reader, error) {
-	return OpenIn(nil, path)
+	return OpenIn(byPath, path)
 }
 
-// OpenIn is Open with path a name inside root (nil: a path, as Open
-// takes), so that it is the file in the directory root was opened on even
-// if that was renamed or replaced meanwhile. Errors name
-// root.Name()/path.
-func OpenIn(root *os.Root, path string) (*Reader, error) {
-	var f *os.File
-	var err error
-	if root != nil {
-		f, err = root.Open(path)
-		path = filepath.Join(root.Name(), path)
-	} else {
-		f, err = os.Open(path)
-	}
+// OpenIn is Open of the segment at name inside dir: with a dir from
+// dirfs.Open it is the file in that directory even if the directory was
+// renamed or replaced meanwhile. Errors name the file by its full path.
+func OpenIn(dir *dirfs.Dir, name string) (*Reader, error) {
+	f, err := dir.Open(name)
+	path := dir.Path(name)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}

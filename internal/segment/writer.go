@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"haystack/internal/attrs"
+	"haystack/internal/dirfs"
 )
 
 // Entry is one log entry.
@@ -158,8 +159,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Writer writes one segment. It is not safe for concurrent use.
 type Writer struct {
-	final, tmp string
-	root       *os.Root // when set, final and tmp are names inside it
+	final, tmp string     // names inside dir
+	dir        *dirfs.Dir // where the segment is written; errors name its files in full
 	f          *os.File
 	bw         *bufio.Writer
 	blockSize  int
@@ -194,19 +195,24 @@ type Writer struct {
 // to "<finalPath>.tmp" in the same directory, truncating a stale temp file
 // left by a crash.
 func Create(finalPath string, opts Options) (*Writer, error) {
-	return CreateIn(nil, finalPath, opts)
+	return CreateIn(byPath, finalPath, opts)
 }
 
-// CreateIn is Create with finalPath a name inside root (nil: a path, as
-// Create takes): the temp file is created, renamed and removed, and the
-// directory fsynced, through root, so that they stay in the directory root
-// was opened on even if it is renamed or replaced meanwhile.
-func CreateIn(root *os.Root, finalPath string, opts Options) (*Writer, error) {
+// byPath takes names as paths (dirfs.At("")): Create and Open are CreateIn
+// and OpenIn with it. It is never changed.
+var byPath = dirfs.At("")
+
+// CreateIn is Create with the segment at name inside dir: the temp file
+// is created, renamed and removed, and the directory fsynced, through
+// dir, so that with a dir from dirfs.Open they stay in that directory even
+// if it is renamed or replaced meanwhile. Errors name the files by their
+// full path.
+func CreateIn(dir *dirfs.Dir, name string, opts Options) (*Writer, error) {
 	switch opts.Version {
 	case 0, formatVersion:
-		return createIn(root, finalPath, opts, formatVersion)
+		return createIn(dir, name, opts, formatVersion)
 	case formatV4:
-		return createIn(root, finalPath, opts, formatV4)
+		return createIn(dir, name, opts, formatV4)
 	}
 	return nil, fmt.Errorf("segment: cannot write format version %d (only %d or %d)", opts.Version, formatV4, formatVersion)
 }
@@ -214,11 +220,11 @@ func CreateIn(root *os.Root, finalPath string, opts Options) (*Writer, error) {
 // create is Create writing format version (formatVersion, or formatV2 to
 // formatV4 so that tests can still produce the older layouts to read).
 func create(finalPath string, opts Options, version uint32) (*Writer, error) {
-	return createIn(nil, finalPath, opts, version)
+	return createIn(byPath, finalPath, opts, version)
 }
 
-// createIn is create inside root (see CreateIn).
-func createIn(root *os.Root, finalPath string, opts Options, version uint32) (*Writer, error) {
+// createIn is create inside dir (see CreateIn).
+func createIn(dir *dirfs.Dir, name string, opts Options, version uint32) (*Writer, error) {
 	bs := opts.BlockSize
 	if bs == 0 {
 		bs = DefaultBlockSize
@@ -230,18 +236,13 @@ func createIn(root *os.Root, finalPath string, opts Options, version uint32) (*W
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	tmp := finalPath + ".tmp"
-	var f *os.File
-	if root != nil {
-		f, err = root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	} else {
-		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	}
+	tmp := name + ".tmp"
+	f, err := dir.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("segment: create: %w", err)
 	}
 	w := &Writer{
-		final: finalPath, tmp: tmp, root: root, f: f,
+		final: name, tmp: tmp, dir: dir, f: f,
 		bw:        bufio.NewWriterSize(f, 256<<10),
 		blockSize: bs,
 		comp:      comp,
@@ -264,7 +265,9 @@ func (w *Writer) write(p []byte) {
 		return
 	}
 	if _, err := w.bw.Write(p); err != nil {
-		w.err = fmt.Errorf("segment: write %s: %w", w.tmp, err)
+		// The file's error names it in full ("write DIR/x.seg.tmp: no
+		// space left on device").
+		w.err = fmt.Errorf("segment: %w", err)
 		return
 	}
 	w.off += int64(len(p))
@@ -687,12 +690,12 @@ func (w *Writer) Commit() (Info, error) {
 	w.write(ft[:])
 	if w.err == nil {
 		if err := w.bw.Flush(); err != nil {
-			w.err = fmt.Errorf("segment: write %s: %w", w.tmp, err)
+			w.err = fmt.Errorf("segment: %w", err) // names the file, as in write
 		}
 	}
 	if w.err == nil {
 		if err := w.f.Sync(); err != nil {
-			w.err = fmt.Errorf("segment: fsync %s: %w", w.tmp, err)
+			w.err = fmt.Errorf("segment: %w", err) // "sync DIR/x.seg.tmp: ..."
 		}
 	}
 	if w.err != nil {
@@ -702,15 +705,15 @@ func (w *Writer) Commit() (Info, error) {
 	}
 	w.done = true
 	if err := w.f.Close(); err != nil {
-		w.remove(w.tmp)
-		return Info{}, fmt.Errorf("segment: close %s: %w", w.tmp, err)
+		w.dir.Remove(w.tmp)
+		return Info{}, fmt.Errorf("segment: close %s: %w", w.dir.Path(w.tmp), err)
 	}
-	if err := w.rename(w.tmp, w.final); err != nil {
-		w.remove(w.tmp)
+	if err := w.dir.Rename(w.tmp, w.final); err != nil {
+		w.dir.Remove(w.tmp)
 		return Info{}, fmt.Errorf("segment: %w", err)
 	}
-	if err := syncDir(w.root, filepath.Dir(w.final)); err != nil {
-		return Info{}, fmt.Errorf("segment: fsync directory of %s: %w", w.final, err)
+	if err := w.dir.SyncDir(filepath.Dir(w.final)); err != nil {
+		return Info{}, fmt.Errorf("segment: commit %s: %w", w.dir.Path(w.final), err)
 	}
 	w.info.FileBytes = size
 	return w.info, nil
@@ -724,7 +727,7 @@ func (w *Writer) Abort() error {
 	}
 	w.done = true
 	cerr := w.f.Close()
-	rerr := w.remove(w.tmp)
+	rerr := w.dir.Remove(w.tmp)
 	if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		return fmt.Errorf("segment: abort: %w", rerr)
 	}
@@ -732,40 +735,4 @@ func (w *Writer) Abort() error {
 		return fmt.Errorf("segment: abort: %w", cerr)
 	}
 	return nil
-}
-
-// remove removes name, inside w.root when there is one.
-func (w *Writer) remove(name string) error {
-	if w.root != nil {
-		return w.root.Remove(name)
-	}
-	return os.Remove(name)
-}
-
-// rename renames within w.root when there is one.
-func (w *Writer) rename(from, to string) error {
-	if w.root != nil {
-		return w.root.Rename(from, to)
-	}
-	return os.Rename(from, to)
-}
-
-// syncDir fsyncs a directory (inside root, when not nil) so that a rename
-// in it is durable.
-func syncDir(root *os.Root, dir string) error {
-	var d *os.File
-	var err error
-	if root != nil {
-		d, err = root.Open(dir)
-	} else {
-		d, err = os.Open(dir)
-	}
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

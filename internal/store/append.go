@@ -451,9 +451,9 @@ func (w *Writer) View() (*View, error) {
 		p, ok := w.segs[sm.Name]
 		if !ok {
 			name := filepath.Join(segDir, sm.Name)
-			r, err := segment.OpenIn(s.root.Root, name) // the segment this store wrote
+			r, err := segment.OpenIn(s.root, name) // the segment this store wrote
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
+				return nil, err // names the file in full
 			}
 			p = &SegmentPart{name: name, r: r}
 			w.segs[sm.Name] = p

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"haystack/internal/dirfs"
 	"haystack/internal/segment"
 )
 
@@ -196,7 +197,7 @@ func (pl *compactPlan) bound(segs []SegmentMeta) []SegmentMeta {
 // Store.Compact and Writer.Compact.
 // compact reads, writes, renames and removes segments through root, the
 // store's directory even if it was renamed and another put in its place.
-func compact(ctx context.Context, root *dirRoot, opt CompactOptions, steps compactSteps) (CompactStats, error) {
+func compact(ctx context.Context, root *dirfs.Dir, opt CompactOptions, steps compactSteps) (CompactStats, error) {
 	var st CompactStats
 	var pl compactPlan
 	for {
@@ -408,7 +409,7 @@ const maxSmallRun = 16
 // writeRuns writes run k as segment base+k, all at once, and returns their
 // manifest entries. On failure it removes those it wrote, and errs holds
 // each run's error.
-func writeRuns(ctx context.Context, root *dirRoot, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
+func writeRuns(ctx context.Context, root *dirfs.Dir, opt segment.Options, runs [][]SegmentMeta, base uint64) (out []SegmentMeta, errs []error, err error) {
 	out = make([]SegmentMeta, len(runs))
 	errs = make([]error, len(runs))
 	var wg sync.WaitGroup
@@ -430,7 +431,7 @@ func writeRuns(ctx context.Context, root *dirRoot, opt segment.Options, runs [][
 }
 
 // removeOutputs deletes merged segments that were not swapped in.
-func removeOutputs(root *dirRoot, out []SegmentMeta) {
+func removeOutputs(root *dirfs.Dir, out []SegmentMeta) {
 	for _, sm := range out {
 		root.Remove(filepath.Join(segDir, sm.Name))
 	}
@@ -475,7 +476,7 @@ func swapRuns(segs []SegmentMeta, runs [][]SegmentMeta, out []SegmentMeta) ([]Se
 }
 
 // removeRuns deletes the files of the segments the runs replaced.
-func removeRuns(root *dirRoot, runs [][]SegmentMeta) error {
+func removeRuns(root *dirfs.Dir, runs [][]SegmentMeta) error {
 	for _, run := range runs {
 		for _, sm := range run {
 			if err := root.Remove(filepath.Join(segDir, sm.Name)); err != nil {
@@ -491,9 +492,9 @@ func removeRuns(root *dirRoot, runs [][]SegmentMeta) error {
 // entry. It checks every block (segment.Reader.ReadBlock verifies the
 // checksums) and that each segment's entry count and bytes match the
 // manifest's.
-func mergeSegments(ctx context.Context, root *dirRoot, opt segment.Options, run []SegmentMeta, seq uint64) (SegmentMeta, error) {
+func mergeSegments(ctx context.Context, root *dirfs.Dir, opt segment.Options, run []SegmentMeta, seq uint64) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	w, err := segment.CreateIn(root.Root, filepath.Join(segDir, name), opt)
+	w, err := segment.CreateIn(root, filepath.Join(segDir, name), opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}
@@ -531,11 +532,11 @@ func (e *sourceError) Unwrap() error { return e.err }
 
 // copySegment adds every entry of segment sm to w, using b as scratch.
 // A failure to read sm is a *sourceError.
-func copySegment(ctx context.Context, root *dirRoot, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
+func copySegment(ctx context.Context, root *dirfs.Dir, w *segment.Writer, sm SegmentMeta, b *segment.Block) error {
 	rel := filepath.Join(segDir, sm.Name)
-	r, err := segment.OpenIn(root.Root, rel)
+	r, err := segment.OpenIn(root, rel)
 	if err != nil {
-		return &sourceError{fmt.Errorf("compact %s: %w", rel, err)}
+		return &sourceError{fmt.Errorf("compact: %w", err)} // names the file in full
 	}
 	defer r.Close()
 	var entries, raw int64

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -242,45 +240,6 @@ func TestCompactDirReplaced(t *testing.T) {
 	checkTree(t, dir, copied)
 	if got := allEntries(t, old); !equalEntries(got, want) {
 		t.Fatalf("renamed directory: %d entries, want %d", len(got), len(want))
-	}
-}
-
-// TestDirRootNamesFullPath: errors of operations through the directory
-// handle name the file by its full path, also once wrapped in a message
-// (a read-only store said "openat LOCK: read-only file system", naming no
-// store).
-func TestDirRootNamesFullPath(t *testing.T) {
-	dir := t.TempDir()
-	root, err := openDirRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	_, err = root.Open("missing")
-	if err := fmt.Errorf("open: %w", err); !strings.Contains(err.Error(), filepath.Join(dir, "missing")) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Open: %v", err)
-	}
-	for name, err := range map[string]error{
-		"OpenFile": func() error { _, err := root.OpenFile("sub/x", os.O_WRONLY|os.O_CREATE, 0o644); return err }(),
-		"ReadFile": func() error { _, err := root.ReadFile("nofile"); return err }(),
-		"Stat":     func() error { _, err := root.Stat("nofile"); return err }(),
-		"Remove":   root.Remove("nofile"),
-		"MkdirAll": func() error { os.WriteFile(filepath.Join(dir, "f"), nil, 0o644); return root.MkdirAll("f/g", 0o755) }(),
-	} {
-		if err == nil || !strings.Contains(fmt.Errorf("x: %w", err).Error(), dir+"/") {
-			t.Errorf("%s: %v does not name %s", name, err, dir)
-		}
-	}
-	err = root.Rename("a", "b")
-	if !strings.Contains(err.Error(), filepath.Join(dir, "a")) || !strings.Contains(err.Error(), filepath.Join(dir, "b")) {
-		t.Errorf("Rename: %v", err)
-	}
-	abs := &os.PathError{Op: "open", Path: "/elsewhere/x", Err: os.ErrNotExist}
-	if err := inDir(dir, abs); err.Error() != "open /elsewhere/x: file does not exist" {
-		t.Errorf("absolute path changed: %v", err)
-	}
-	if inDir(dir, nil) != nil {
-		t.Error("nil error became non-nil")
 	}
 }
 

@@ -40,8 +40,9 @@
 // cover WAL files whose entries are in no segment); the next Open recovers.
 //
 // Every file the writer (Store, Writer, Compact, RepairWAL) creates,
-// writes, renames, removes or fsyncs goes through an os.Root opened on DIR
-// once, at Open, never a path: if DIR is renamed and another store put in
+// writes, renames, removes or fsyncs goes through a handle on DIR
+// (dirfs.Dir, an os.Root whose errors name files in full) opened once, at
+// Open, never a path; segment files too, through segment.CreateIn/OpenIn: if DIR is renamed and another store put in
 // its place while a flush or compaction runs, the writes go on in the
 // store's own directory, under its new name, and the other store is not
 // touched. CheckDir still fails such a store's appends (they would be

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
 	"strconv"
+
+	"haystack/internal/dirfs"
 )
 
 // Manifest is the store's root of truth: the live segments in ingestion
@@ -132,18 +133,17 @@ func decodeManifest(data []byte) (*Manifest, error) {
 // readManifest reads dir/MANIFEST and the stream table it names; a
 // missing file is an empty store. Damage in STREAMS is a *streamsError.
 func readManifest(dir string) (*Manifest, error) {
-	return readManifestIn(nil, dir)
+	return readManifestIn(dirfs.At(dir))
 }
 
-// readManifestIn is readManifest through root when it is not nil (the
-// writer's directory, see Store.root; dir is its name), else of the
-// directory at path dir.
-func readManifestIn(root *dirRoot, dir string) (*Manifest, error) {
-	m, err := readManifestOnlyIn(root, dir)
+// readManifestIn is readManifest in d: the writer's directory handle (see
+// Store.root), or a path (dirfs.At) for readers.
+func readManifestIn(d *dirfs.Dir) (*Manifest, error) {
+	m, err := readManifestOnlyIn(d)
 	if err != nil || m.StreamsBytes == 0 {
 		return m, err
 	}
-	if m.Streams, err = readStreamsIn(root, dir, m); err != nil {
+	if m.Streams, err = readStreamsIn(d, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -153,18 +153,12 @@ func readManifestIn(root *dirRoot, dir string) (*Manifest, error) {
 // version 2 manifest (Streams stays empty): for a check of its other
 // fields.
 func readManifestOnly(dir string) (*Manifest, error) {
-	return readManifestOnlyIn(nil, dir)
+	return readManifestOnlyIn(dirfs.At(dir))
 }
 
-// readManifestOnlyIn is readManifestOnly through root, as readManifestIn.
-func readManifestOnlyIn(root *dirRoot, dir string) (*Manifest, error) {
-	var data []byte
-	var err error
-	if root != nil {
-		data, err = root.ReadFile(manifestName) // its error names the whole path
-	} else {
-		data, err = os.ReadFile(filepath.Join(dir, manifestName))
-	}
+// readManifestOnlyIn is readManifestOnly in d, as readManifestIn.
+func readManifestOnlyIn(d *dirfs.Dir) (*Manifest, error) {
+	data, err := d.ReadFile(manifestName) // its error names the whole path
 	if errors.Is(err, os.ErrNotExist) {
 		return &Manifest{NextSeq: 1, WALStart: 1}, nil
 	}
@@ -173,7 +167,7 @@ func readManifestOnlyIn(root *dirRoot, dir string) (*Manifest, error) {
 	}
 	m, err := decodeManifest(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, manifestName), err)
+		return nil, fmt.Errorf("%s: %w", d.Path(manifestName), err)
 	}
 	return m, nil
 }
@@ -197,7 +191,7 @@ func (e *manifestKeptError) Unwrap() error { return e.err }
 // Every file operation goes through root, not a path: a directory that
 // replaced the store's (renamed over it while a flush ran) is never
 // written to; the writes land in the store's own, renamed, directory.
-func writeManifest(root *dirRoot, m *Manifest) error {
+func writeManifest(root *dirfs.Dir, m *Manifest) error {
 	tmp := manifestName + ".tmp"
 	kept := func(err error) error {
 		root.Remove(tmp)
@@ -232,20 +226,5 @@ func writeManifest(root *dirRoot, m *Manifest) error {
 	if err := root.Rename(tmp, manifestName); err != nil {
 		return kept(err) // rename(2) is atomic: the old one stands
 	}
-	return syncDir(root, ".")
-}
-
-// syncDir fsyncs the directory name inside root ("." for root's own) so
-// that renames and creations in it survive a power loss. Opened through
-// root, it is the store's directory even after that was renamed.
-func syncDir(root *dirRoot, name string) error {
-	d, err := root.Open(name)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", filepath.Join(root.Name(), name), err)
-	}
-	return nil
+	return root.SyncDir(".")
 }

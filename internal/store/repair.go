@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"haystack/internal/dirfs"
 )
 
 // lostFoundDir is where RepairWAL puts what it takes out of the WAL.
@@ -46,7 +48,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 	}
 	// Every change goes through root: into this directory, even if dir is
 	// renamed and another put in its place meanwhile.
-	root, err := openDirRoot(dir)
+	root, err := dirfs.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		return nil, err
 	}
 	defer lock.Close()
-	m, err := readManifestIn(root, dir)
+	m, err := readManifestIn(root)
 	if err != nil {
 		var se *streamsError
 		if errors.As(err, &se) { // it names STREAMS itself
@@ -153,7 +155,7 @@ func RepairWAL(dir string) (*RepairReport, error) {
 		}
 		prevSeq, prevLen = seq, size
 	}
-	if err := syncDir(root, walDir); err != nil {
+	if err := root.SyncDir(walDir); err != nil {
 		return nil, err
 	}
 	return rp.rep, nil
@@ -170,7 +172,7 @@ func headerLen(r *WALReader) int64 {
 // walRepair is RepairWAL's state: the streams defined so far (as recovery
 // would define them) and where removed bytes go.
 type walRepair struct {
-	root    *dirRoot // the store's directory
+	root    *dirfs.Dir // the store's directory
 	rep     *RepairReport
 	streams map[string]uint32
 	defs    []StreamDef
@@ -235,7 +237,7 @@ func (rp *walRepair) keepCopy(data []byte, name string) error {
 // rewriteWALHeader sets the predecessor length in the header of the WAL
 // file name inside root, of version 2 or 3 (kept: a version 2 file stays
 // one).
-func rewriteWALHeader(root *dirRoot, name string, version int, prev int64) error {
+func rewriteWALHeader(root *dirfs.Dir, name string, version int, prev int64) error {
 	magic := walMagic
 	if version == 2 {
 		magic = walMagicV2

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"haystack/internal/attrs"
+	"haystack/internal/dirfs"
 	"haystack/internal/segment"
 )
 
@@ -62,7 +63,7 @@ type Store struct {
 	// writes, renames or removes goes through it, so that it stays in
 	// this directory (inode) even if dir is renamed and another put in
 	// its place; by path, a flush would write into the other.
-	root *dirRoot
+	root *dirfs.Dir
 	opt  Options
 	lock *os.File
 	man  *Manifest // last written manifest
@@ -103,7 +104,7 @@ func Open(dir string, opt Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	root, err := openDirRoot(dir)
+	root, err := dirfs.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func Open(dir string, opt Options) (*Store, error) {
 }
 
 func (s *Store) recover() error {
-	m, err := readManifestIn(s.root, s.dir)
+	m, err := readManifestIn(s.root)
 	if err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func (s *Store) recover() error {
 			}
 		}
 	}
-	if err := syncDir(s.root, walDir); err != nil {
+	if err := s.root.SyncDir(walDir); err != nil {
 		return err
 	}
 	return s.startWAL(next, max(lenBefore(next, prevSeq, prevLen), 0))
@@ -321,7 +322,7 @@ func applyStreamDefs(streams map[string]uint32, defs *[]StreamDef, b *Batch) err
 
 // lockDir takes the writer's exclusive flock on LOCK in the directory
 // root is open on.
-func lockDir(root *dirRoot) (*os.File, error) {
+func lockDir(root *dirfs.Dir) (*os.File, error) {
 	dir := root.Name()
 	lock, err := root.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -338,7 +339,7 @@ func lockDir(root *dirRoot) (*os.File, error) {
 }
 
 // syncFile fsyncs the file name inside root.
-func syncFile(root *dirRoot, name string) error {
+func syncFile(root *dirfs.Dir, name string) error {
 	f, err := root.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -355,7 +356,7 @@ func errWALDamaged(what string) error {
 
 // truncateSync cuts a file to size durably: a cut that a power loss
 // could undo would bring the torn record back in front of newer ones.
-func truncateSync(root *dirRoot, name string, size int64) error {
+func truncateSync(root *dirfs.Dir, name string, size int64) error {
 	f, err := root.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -383,16 +384,12 @@ func walName(seq uint64) string {
 
 // walSeqs lists the WAL file numbers in dir/wal, ascending.
 func walSeqs(dir string) ([]uint64, error) {
-	return walSeqsOf(readDirNames(filepath.Join(dir, walDir)))
+	return walSeqsIn(dirfs.At(dir))
 }
 
-// walSeqsIn is walSeqs in the directory root is open on.
-func walSeqsIn(root *dirRoot) ([]uint64, error) {
-	return walSeqsOf(readDirNamesIn(root, walDir))
-}
-
-// walSeqsOf picks the WAL file numbers out of a directory's names.
-func walSeqsOf(names []string, err error) ([]uint64, error) {
+// walSeqsIn is walSeqs in d (the writer's handle, or a path).
+func walSeqsIn(d *dirfs.Dir) ([]uint64, error) {
+	names, err := readDirNamesIn(d, walDir)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +414,7 @@ func readDirNames(dir string) ([]string, error) {
 }
 
 // readDirNamesIn is readDirNames of the directory name inside root.
-func readDirNamesIn(root *dirRoot, name string) ([]string, error) {
+func readDirNamesIn(root *dirfs.Dir, name string) ([]string, error) {
 	d, err := root.Open(name)
 	if err != nil {
 		return nil, err
@@ -453,7 +450,7 @@ func (s *Store) startWAL(seq uint64, prev int64) error {
 		f.Close()
 		return err
 	}
-	if err := syncDir(s.root, walDir); err != nil {
+	if err := s.root.SyncDir(walDir); err != nil {
 		f.Close()
 		return err
 	}
@@ -730,7 +727,7 @@ func (s *Store) rotate() (*flushJob, error) {
 // store's directory even if dir now names another); dir is for checking
 // that the store is still at dir, so that a flush of a store moved away
 // fails rather than succeed unseen.
-func (j *flushJob) run(root *dirRoot, dir string, opt segment.Options) {
+func (j *flushJob) run(root *dirfs.Dir, dir string, opt segment.Options) {
 	defer close(j.done)
 	m := *j.base
 	m.Segments = slices.Clone(j.base.Segments)
@@ -832,9 +829,9 @@ func (s *Store) fail(err error) error {
 	return s.err
 }
 
-func writeSegment(root *dirRoot, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
+func writeSegment(root *dirfs.Dir, opt segment.Options, seq uint64, blocks []*headBlock) (SegmentMeta, error) {
 	name := fmt.Sprintf("%016x%s", seq, segExt)
-	w, err := segment.CreateIn(root.Root, filepath.Join(segDir, name), opt)
+	w, err := segment.CreateIn(root, filepath.Join(segDir, name), opt)
 	if err != nil {
 		return SegmentMeta{}, err
 	}
@@ -874,7 +871,7 @@ func (s *Store) Close() error {
 		// The current WAL file holds nothing: leave no empty files behind.
 		err = s.root.Remove(walName(s.wal.seq))
 		if err == nil {
-			err = syncDir(s.root, walDir)
+			err = s.root.SyncDir(walDir)
 		}
 	}
 	s.lock.Close() // releases the flock

@@ -7,7 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
+
+	"haystack/internal/dirfs"
 )
 
 // The stream table file, STREAMS: the manifest used to carry the whole
@@ -42,24 +43,18 @@ func (e *streamsError) Unwrap() error { return e.err }
 // readStreams reads the stream table prefix m names: m.StreamsBytes of
 // dir/STREAMS holding m.StreamsCount definitions, ids 0 up.
 func readStreams(dir string, m *Manifest) ([]StreamDef, error) {
-	return readStreamsIn(nil, dir, m)
+	return readStreamsIn(dirfs.At(dir), m)
 }
 
-// readStreamsIn is readStreams through root, as readManifestIn.
-func readStreamsIn(root *dirRoot, dir string, m *Manifest) ([]StreamDef, error) {
+// readStreamsIn is readStreams in d, as readManifestIn.
+func readStreamsIn(d *dirfs.Dir, m *Manifest) ([]StreamDef, error) {
 	bad := func(format string, args ...any) error {
 		return &streamsError{fmt.Errorf(format, args...)}
 	}
 	if m.StreamsBytes < int64(len(streamsMagic)) || m.StreamsCount < 0 {
 		return nil, fmt.Errorf("manifest: bad stream file length %d (count %d)", m.StreamsBytes, m.StreamsCount)
 	}
-	var f *os.File
-	var err error
-	if root != nil {
-		f, err = root.Open(streamsName)
-	} else {
-		f, err = os.Open(filepath.Join(dir, streamsName))
-	}
+	f, err := d.Open(streamsName)
 	if err != nil {
 		return nil, &streamsError{err}
 	}
@@ -166,7 +161,7 @@ func encodeStreamRecord(first int, defs []StreamDef) []byte {
 // are cut off first. A store whose manifest still carries its streams
 // (version 1) moves them all into a new file.
 func appendStreams(dir string, m *Manifest) error {
-	root, err := openDirRoot(dir)
+	root, err := dirfs.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -176,7 +171,7 @@ func appendStreams(dir string, m *Manifest) error {
 
 // appendStreamsIn is appendStreams in the directory root is open on, which
 // it follows even when that is renamed or replaced (see writeManifest).
-func appendStreamsIn(root *dirRoot, m *Manifest) error {
+func appendStreamsIn(root *dirfs.Dir, m *Manifest) error {
 	if len(m.Streams) <= m.StreamsCount {
 		return nil
 	}
@@ -205,7 +200,7 @@ func appendStreamsIn(root *dirRoot, m *Manifest) error {
 	if fresh {
 		// The manifest about to name the file must not survive a power
 		// loss that the file's directory entry does not.
-		if err := syncDir(root, "."); err != nil {
+		if err := root.SyncDir("."); err != nil {
 			return err
 		}
 	}
@@ -218,7 +213,7 @@ func appendStreamsIn(root *dirRoot, m *Manifest) error {
 // m references (removing it when m references none): what a flush that
 // died between the append and the manifest left. Only a writer, holding
 // the lock, calls it.
-func trimStreams(root *dirRoot, m *Manifest) error {
+func trimStreams(root *dirfs.Dir, m *Manifest) error {
 	if m.StreamsBytes == 0 {
 		if err := root.Remove(streamsName); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
