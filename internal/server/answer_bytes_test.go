@@ -450,3 +450,65 @@ func TestTailDelayBytes(t *testing.T) {
 		t.Fatalf("took %d then %d of 10; %d bytes counted", len(out), len(rest), d.bytes)
 	}
 }
+
+// TestScanDeferredPipeline: past scanKeepBytes of rewritten lines a
+// block's task leaves the pipeline to the delivering goroutine; what it
+// selects and makes must not change. 300 entries made 20 KB each (6 MB,
+// one block), a line filter after line_format keeping the 150 odd ones
+// (3 MB): the log query's entries, and count_over_time and
+// bytes_over_time over them (two streams selected: the server's own
+// scan), are exactly those.
+func TestScanDeferredPipeline(t *testing.T) {
+	const n, xs = 300, 20_000
+	e := newEnv(t, nil)
+	pushBig(e, n)
+	sel := `{app=~"big|other"} | line_format "{{ __line__ }} {{ repeat 20000 \"x\" }}" |~ "^id=[0-9]*[13579] "`
+	var want []string
+	wantBytes := 0
+	for i := range n {
+		if i%2 == 1 {
+			want = append(want, fmt.Sprintf("id=%d", i))
+			wantBytes += len(fmt.Sprintf("id=%d ", i)) + xs
+		}
+	}
+	p := url.Values{"query": {sel}, "limit": {"5000"}, "start": {strconv.FormatInt(base-int64(n)*1e9, 10)}, "end": {strconv.FormatInt(base+1, 10)}}
+	code, body := e.get("/loki/api/v1/query_range?" + p.Encode())
+	if code != 200 {
+		t.Fatalf("%d %.200s", code, body)
+	}
+	var r struct {
+		Data struct {
+			Result []struct {
+				Values [][2]string `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range r.Data.Result {
+		for _, v := range st.Values {
+			id, rest, _ := strings.Cut(v[1], " ")
+			if len(rest) != xs {
+				t.Fatalf("line %.30q of %d bytes", v[1], len(v[1]))
+			}
+			got = append(got, id)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("entries %q, want %q", got, want)
+	}
+	for fn, w := range map[string]int{"count_over_time": len(want), "bytes_over_time": wantBytes} {
+		q := url.Values{"query": {fmt.Sprintf("sum(%s(%s [%ds]))", fn, sel, n+10)}, "time": {strconv.FormatInt(base+1, 10)}}
+		code, body := e.get("/loki/api/v1/query?" + q.Encode())
+		if code != 200 {
+			t.Fatalf("%s: %d %.200s", fn, code, body)
+		}
+		if !strings.Contains(body, fmt.Sprintf(`"%d"]`, w)) {
+			t.Errorf("%s: %s, want %d", fn, body, w)
+		}
+	}
+}

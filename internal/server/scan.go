@@ -52,11 +52,15 @@ type scanOpts struct {
 // scanKeepBytes bounds the lines and label texts a pipeline made
 // (line_format, label_format...) beyond twice the entry's own line and
 // stream labels, which a block's task keeps for the hits it delivers:
-// about a block's own size. Past it a hit keeps none, and
-// the pipeline runs again for it on the delivering goroutine, when the
-// consumer wants it (scanOpts.want). A task kept every hit's: a block of
-// tens of thousands of short lines that line_format makes 1 MiB each
-// held gigabytes, 2 x GOMAXPROCS blocks at a time.
+// about a block's own size. Once past it, the task no longer runs the
+// pipeline past its line filters: each later candidate is delivered
+// marked redo, and the pipeline decides it (and makes its line) on the
+// delivering goroutine, only when the consumer wants its time
+// (scanOpts.want); one it does not want is counted as a match (a top-k
+// then says "more", as for a skipped block). A task kept every hit's: a
+// block of tens of thousands of short lines that line_format makes
+// 1 MiB each held gigabytes, 2 x GOMAXPROCS blocks at a time, and made
+// them all before the top-k could refuse any.
 const scanKeepBytes = 1 << 20
 
 // hitLabels are a hit's label texts (see hit), computed in a worker.
@@ -104,6 +108,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		hits    []int32
 		labels  []hitLabels // per hit, when the plan extracts labels or the block has metadata
 		kept    int         // bytes of labels' texts and lines (scanKeepBytes)
+		over    bool        // kept reached scanKeepBytes: later hits are redone
 		err     error
 	}
 	if len(refs) == 0 {
@@ -161,6 +166,12 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				if id >= known {
 					return false
 				}
+				if t.over {
+					// Past scanKeepBytes: the pipeline runs when the hit
+					// is delivered, if the consumer wants its time.
+					t.labels = append(t.labels, hitLabels{redo: true})
+					return true
+				}
 				var h hit
 				if !sel.labelHit(&h, streamLabels(id), v.Labels(id), b.Attrs(k), b.Line(k)) {
 					return false
@@ -174,7 +185,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 					// (line_format, label_format) that may be far larger
 					// than the block; those share scanKeepBytes.
 					if t.kept+n > scanKeepBytes {
-						l = hitLabels{redo: true}
+						l, t.over = hitLabels{redo: true}, true
 					} else {
 						t.kept += n
 					}
