@@ -347,6 +347,9 @@ type hit struct {
 	// Attrs is the entry's structured metadata as stored (package attrs'
 	// encoding, empty for none), valid like Line.
 	Attrs []byte
+	// ownLine: a stage made Line for this hit alone (line_format...), so
+	// a consumer may keep it without copying it.
+	ownLine bool
 }
 
 // labelHit runs sel's LogQL pipeline on an entry of a stream (its labels
@@ -362,7 +365,7 @@ func (sel *selection) labelHit(h *hit, stream []query.Label, text string, meta, 
 	if l.Line != nil {
 		// line_format, decolorize or unpack rewrote it: Loki returns,
 		// counts and measures the new line.
-		h.Line = l.Line
+		h.Line, h.ownLine = l.Line, true
 	}
 	h.Labels, h.Meta, h.Parsed = text, "", ""
 	if !changed {
@@ -834,7 +837,9 @@ func (t *topK) add(h *hit) {
 		return
 	}
 	c := *h
-	c.Line = slices.Clone(h.Line)
+	if !h.ownLine {
+		c.Line = slices.Clone(h.Line) // the block's, reused after the callback
+	}
 	if len(h.Attrs) > 0 {
 		c.Attrs = slices.Clone(h.Attrs)
 	}
@@ -846,15 +851,14 @@ func (t *topK) add(h *hit) {
 	t.sorted = false
 	// Compact by count, and by bytes so that long lines cannot pile up:
 	// when what arrived since the last compaction outweighs what it kept
-	// and maxBytes (64 MiB without a bound). What is held then stays
-	// under twice maxBytes plus one hit. (Against a fixed amount, a limit
-	// whose own entries held more compacted, sorting them all, at every
-	// entry added.)
-	every := t.maxBytes
-	if every <= 0 {
-		every = 64 << 20
+	// and 64 MiB, or with a bound, half of that and of maxBytes. What is
+	// held then stays under 1.5 x maxBytes plus one hit. (Against a fixed
+	// amount, a limit whose own entries held more compacted, sorting them
+	// all, at every entry added.)
+	over := t.bytes-t.kept > max(t.kept, 64<<20)
+	if t.maxBytes > 0 {
+		over = t.bytes-t.kept > max(t.kept, t.maxBytes)/2
 	}
-	over := t.bytes-t.kept > max(t.kept, every)
 	if len(t.hits) >= 2*t.limit+256 || over && (len(t.hits) > t.limit || t.maxBytes > 0 && len(t.hits) > 1) {
 		t.compact()
 	}

@@ -317,7 +317,7 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 				} else {
 					h.Labels, h.Meta, h.Parsed = l.labels, l.meta, l.parsed
 					if l.line != nil {
-						h.Line = l.line
+						h.Line, h.ownLine = l.line, true
 					}
 				}
 			}
