@@ -172,8 +172,26 @@
 // (segment format 5). Without a parser before it, a label's value is a
 // stream label, a metadata value (under its name or name_extracted) or
 // the pipeline's own __error__, so a matcher that rejects "" and whose
-// label the stream lacks needs a metadata value; after a parser the key
-// may come from the line, unescaped, and nothing is required.
+// label the stream lacks needs a metadata value.
+//
+// Plan.LabelIndex extends that to label filters after json, logfmt,
+// regexp, pattern and unpack (`| json | trace_id="5f89..."`, `| logfmt |
+// user_id="7545245"`): the value may also come from the line, so for a
+// stream without the label the requirement is a metadata value holding
+// the literals OR a line holding them as the parser reads them: for
+// regexp and pattern verbatim; for json and logfmt, whose values are
+// unescaped, the pieces of the literal between characters only an escape
+// can spell ('"', '\', control characters, U+FFFD, and '/' in JSON), OR
+// a 4-byte gram that starts an escape of one of its other characters
+// (JSON `\u` and two hex digits; logfmt also `\x`, octal and `\u00`).
+// A label the stream has decides by the stream's value, as before. The
+// analysis stops at label_format, line_format, decolorize, a parser
+// after unpack, and any stage it does not know; !=, !~, an empty value,
+// a regex that matches "", comparisons and an `or` with any of those
+// need nothing. parsedindex.go has the rules and why they are exact
+// enough never to lose a match; search evaluates the tree on both
+// indexes (a format-4 segment's metadata is not indexed: the metadata
+// side is then a maybe, so such blocks are kept).
 //
 // # Measured
 //

@@ -153,6 +153,7 @@ func (n *metaNode) resolve(stream []Label) *Expr {
 // Index (its line) and MetaIndex (its metadata); a skip index holding
 // the grams of both may drop a block only where a stream it holds fails
 // them. The result may be OpNone: no entry of the stream can pass.
+// LabelIndex covers it and the filters after parsers; search asks that.
 func (p *Plan) MetaIndex(stream []Label) *Expr {
 	if len(p.meta) == 0 {
 		return nil

@@ -39,14 +39,13 @@ import (
 // escape spells that are never themselves in the stored text of the value
 // ("separators": control characters, '"', '\\', '/' for JSON, U+FFFD):
 // either every piece is in the line as written, or the line holds an
-// escape that spells one of L's other characters. Those escapes start
-// with a 4-byte gram the index knows exactly (ASCII-lowered): for JSON
-// \u and the first two hex digits of the rune (or of its high
-// surrogate); for logfmt \u00 (every \U), \u and two hex digits, \x and
-// the byte's two hex digits, or \ and its three octal digits. A block
-// whose lines hold neither the pieces nor any of those grams has no
-// entry whose parser could produce the value. L not valid UTF-8 gives no
-// requirement (every block may match).
+// escape that spells one of L's other characters, which the index can
+// look up whole (it is ASCII-lowered, as the escapes' hex digits may
+// not be): for JSON \uHHHH of the rune (of its high surrogate past
+// U+FFFF); for logfmt \uHHHH, \UHHHHHHHH, and \xHH or \ooo of each of
+// its bytes. A block whose lines hold neither the pieces nor any of
+// those escapes has no entry whose parser could produce the value. L
+// not valid UTF-8 gives no requirement (every block may match).
 //
 // The analysis stops at any stage that could make a value out of
 // something else (label_format, a template), at a parser after a stage
@@ -190,28 +189,32 @@ func escapeSeparator(r rune, logfmt bool) bool {
 	return r < 0x20 || r == '"' || r == '\\' || r == utf8.RuneError || (!logfmt && r == '/')
 }
 
-// escapeGrams adds the lowered first 4 bytes of each escape that spells
-// r (either ASCII case of a letter when fold).
+// escapeGrams adds, lowered, each escape that spells r (and the other
+// ASCII case of a letter when fold): the whole escape, so that the index
+// checks all its grams (`\u0035`, not just `\u00`, which a Go service's
+// HTML-safe `\u003c` would put in many blocks).
 func escapeGrams(grams map[string]bool, r rune, fold, logfmt bool) {
-	u := r
-	if r > 0xFFFF {
-		u = 0xD800 + (r-0x10000)>>10 // the high surrogate (JSON), past \u's range (logfmt)
-	}
-	if !logfmt || r <= 0xFFFF {
-		grams[fmt.Sprintf(`\u%02x`, u>>8)] = true
-	}
-	if !logfmt {
-		return
-	}
-	grams[`\u00`] = true // \U00HHHHHH, lowered
-	var buf [utf8.UTFMax]byte
-	bs := buf[:utf8.EncodeRune(buf[:], r)]
+	rs := []rune{r}
 	if fold && r < utf8.RuneSelf && isASCIILetter(byte(r)) {
-		bs = append(bs, byte(r)^0x20)
+		rs = append(rs, r^0x20)
 	}
-	for _, b := range bs {
-		grams[fmt.Sprintf(`\x%02x`, b)] = true
-		grams[fmt.Sprintf(`\%03o`, b)] = true
+	for _, r := range rs {
+		switch {
+		case r <= 0xFFFF:
+			grams[fmt.Sprintf(`\u%04x`, r)] = true
+		case !logfmt:
+			// A surrogate pair; its high half is enough.
+			grams[fmt.Sprintf(`\u%04x`, 0xD800+(r-0x10000)>>10)] = true
+		}
+		if !logfmt {
+			continue
+		}
+		grams[fmt.Sprintf(`\u%08x`, r)] = true // \UHHHHHHHH, lowered
+		var buf [utf8.UTFMax]byte
+		for _, b := range buf[:utf8.EncodeRune(buf[:], r)] {
+			grams[fmt.Sprintf(`\x%02x`, b)] = true
+			grams[fmt.Sprintf(`\%03o`, b)] = true
+		}
 	}
 }
 

@@ -133,8 +133,13 @@
 // parser) skips the blocks none of whose selected streams could pass it:
 // the incident's way in, a trace id, then decodes the block or two that
 // hold the trace rather than every block of the selected streams
-// (docs/BENCHMARKS.md, "Skip index over metadata"). Older segments, and
-// the head, are never skipped for metadata.
+// (docs/BENCHMARKS.md, "Skip index over metadata"). After a parser
+// (`| json | trace_id="5f89..."`) the value may also be in the line,
+// maybe escaped: query.Plan.LabelIndex asks both indexes (MayMatchNeed;
+// docs/BENCHMARKS.md, "Label filters after a parser use the skip
+// index"). The head is never skipped for label filters; a format-4
+// segment's index does not know metadata values, so its blocks go only
+// where the streams' labels decide.
 //
 // A caller that never looks at metadata (a count, a listing of lines)
 // sets Query.SkipAttrs: segment blocks are then read without it (their
