@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -156,8 +157,8 @@ func TestAnswerBytesLokiPaging(t *testing.T) {
 		}
 	}
 	_, metrics := e.get("/metrics")
-	if !strings.Contains(metrics, `hay_query_answers_cut_total{endpoint="query_range"}`) {
-		t.Errorf("no hay_query_answers_cut_total for query_range in /metrics")
+	if !strings.Contains(metrics, `hay_query_answers_cut_total{endpoint="loki"}`) {
+		t.Errorf("no hay_query_answers_cut_total{endpoint=\"loki\"} in /metrics")
 	}
 }
 
@@ -510,6 +511,52 @@ func TestScanDeferredPipeline(t *testing.T) {
 		}
 		if !strings.Contains(body, fmt.Sprintf(`"%d"]`, w)) {
 			t.Errorf("%s: %s, want %d", fn, body, w)
+		}
+	}
+}
+
+// TestWriteLokiStreamsOracle: the Loki answer written entry by entry is
+// byte for byte what writeJSON made of a lokiResponse of groupStreams
+// (HTML characters escaped, invalid UTF-8 as U+FFFD, categorize-labels'
+// third elements, encoding flags, streams in order of first appearance),
+// plus "warnings" beside "data" when there are some.
+func TestWriteLokiStreamsOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	labelSets := []struct{ labels, meta, parsed string }{
+		{`{app="a"}`, "", ""},
+		{`{app="b", x="<&>"}`, "", ""},
+		{`{app="a", trace_id="t1"}`, `{trace_id="t1"}`, ""},
+		{`{app="a", level="warn", trace_id="t2"}`, `{trace_id="t2"}`, `{level="warn"}`},
+	}
+	lines := []string{"", "plain", "<b>&amp;</b>", "bad \xff\xfe utf8", "tab\tnl\nquote\"back\\", "\u2028\u2029 é 日本", strings.Repeat("z", 3000)}
+	for round := range 50 {
+		var hits []hit
+		for range r.IntN(40) {
+			ls := labelSets[r.IntN(len(labelSets))]
+			hits = append(hits, hit{Time: base + int64(r.IntN(1000)), Labels: ls.labels, Meta: ls.meta, Parsed: ls.parsed, Line: []byte(lines[r.IntN(len(lines))])})
+		}
+		categorize := round%2 == 1
+		var flags []string
+		if round%4 == 3 {
+			flags = []string{"categorize-labels"}
+		}
+		stats := lokiStats(int64(len(hits)), 0, time.Second)
+		for _, warnings := range [][]string{nil, {"cut <here> & there"}} {
+			old := httptest.NewRecorder()
+			writeJSON(old, lokiResponse{Status: "success", Data: lokiData{ResultType: "streams", EncodingFlags: flags, Result: groupStreams(hits, categorize), Stats: stats}})
+			want := old.Body.String()
+			if warnings != nil {
+				w, _ := json.Marshal(warnings)
+				want = strings.TrimSuffix(strings.TrimSuffix(want, "\n"), "}") + `,"warnings":` + string(w) + "}\n"
+			}
+			got := httptest.NewRecorder()
+			writeLokiStreams(got, hits, categorize, flags, stats, warnings)
+			if got.Body.String() != want {
+				t.Fatalf("round %d (categorize %v, warnings %q):\n got %.400q\nwant %.400q", round, categorize, warnings, got.Body.String(), want)
+			}
+			if ct := got.Header().Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
 		}
 	}
 }

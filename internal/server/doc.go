@@ -175,7 +175,7 @@
 // shows them on the panel), the native trailer "limited":true,
 // "limited_by":"bytes" and a "warning" (hay search --server and the UI
 // page on with skip), and hay_query_answers_cut_total{endpoint} counts
-// it. While an answer is collected the top-k holds at most about twice
+// it (endpoint loki: query_range and query; search; tail: a replay). While an answer is collected the top-k holds at most about twice
 // the bound plus one entry, and a block's scan keeps at most 1 MiB of
 // rewritten lines and labels for its matches (more are rewritten again
 // when delivered); the Loki answer is written entry by entry, not built

@@ -215,7 +215,7 @@ func (s *Server) lokiLog(w http.ResponseWriter, r *http.Request, ts *tenantStore
 		// Grafana shows a response's warnings on the panel; the answer
 		// itself ends as at the limit, and Grafana pages on from its
 		// last entry's time.
-		s.met.answersCut.WithLabelValues("query_range").Inc()
+		s.met.answersCut.WithLabelValues("loki").Inc() // query_range and query
 		warnings = []string{cutWarning(len(hits), s.cfg.MaxQueryBytes)}
 	}
 	writeLokiStreams(w, hits, sel.categorize, encodingFlags(r), lokiStats(int64(len(hits)), 0, time.Since(t0)), warnings)
