@@ -560,3 +560,44 @@ func TestWriteLokiStreamsOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternsBytes: /loki/api/v1/patterns tracks patterns holding at
+// most --max-query-bytes (a pattern is as long as its line): 100 lines
+// of 10 KB with no digit, each its own pattern (1 MB), answer patterns of
+// at most 256 KiB in all. Before, all 100 (up to 10,000 patterns of up
+// to 16 MiB each were held).
+func TestPatternsBytes(t *testing.T) {
+	const maxBytes = 256 << 10
+	e := newEnv(t, func(c *Config) { c.MaxQueryBytes = maxBytes })
+	var b strings.Builder
+	b.WriteString(`{"streams":[{"stream":{"app":"pat"},"values":[`)
+	for i := range 100 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		// A letter name per entry: no digit, so each line is its own pattern.
+		name := string(rune('a'+i/26)) + string(rune('a'+i%26))
+		fmt.Fprintf(&b, `["%d","%s %s"]`, base-int64(i)*1e9, name, strings.Repeat("q", 10_000))
+	}
+	b.WriteString(`]}]}`)
+	e.mustPush("/loki/api/v1/push", []byte(b.String()), "Content-Type", "application/json")
+	code, body := e.get("/loki/api/v1/patterns?" + url.Values{"query": {`{app="pat"}`}, "start": {strconv.FormatInt(base-200e9, 10)}, "end": {strconv.FormatInt(base+1, 10)}}.Encode())
+	if code != 200 {
+		t.Fatalf("%d %.200s", code, body)
+	}
+	var r struct {
+		Data []struct {
+			Pattern string `json:"pattern"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, p := range r.Data {
+		total += len(p.Pattern)
+	}
+	if total > maxBytes || len(r.Data) < 20 {
+		t.Fatalf("%d patterns of %d bytes in all; want at most %d bytes, and the patterns that fit (about 25)", len(r.Data), total, maxBytes)
+	}
+}

@@ -161,7 +161,8 @@
 // and the UI's together) are open at once, more get 429.
 //
 // Answer bytes: a log query's answer (query_range, query, /api/v1/search,
-// a Loki tail's replay, the entries detected_fields samples) holds at
+// a Loki tail's replay, the entries detected_fields samples, the
+// patterns /loki/api/v1/patterns tracks) holds at
 // most --max-query-bytes (64 MiB) of lines, structured metadata and
 // labels (an entry counts their lengths plus 32 bytes), whatever its
 // limit: line_format can make each of 5000 entries 1 MiB, and stored

@@ -736,6 +736,11 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 		}
 		// Patterns come from the lines and times alone.
 		sel := &selection{plan: plan, start: start, end: end, skipAttrs: true}
+		// The patterns tracked hold at most --max-query-bytes, as a log
+		// query's answer: a pattern is as long as its line, up to
+		// --max-line (16 MiB at most), and maxPatternsTracked of them
+		// could hold gigabytes.
+		maxTracked, tracked := s.answerLimit(0, true).bytes, int64(0)
 		err = run(r.Context(), v, sel, anyOrder, 0, func(h *hit) bool {
 			tpl := lineTemplate(h.Line)
 			if tpl == "" {
@@ -743,9 +748,10 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 			}
 			m := counts[tpl]
 			if m == nil {
-				if len(counts) >= maxPatternsTracked {
+				if len(counts) >= maxPatternsTracked || maxTracked > 0 && tracked+int64(len(tpl)) > maxTracked {
 					return true
 				}
+				tracked += int64(len(tpl))
 				m = map[int64]int64{}
 				counts[tpl] = m
 			}
