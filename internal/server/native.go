@@ -407,8 +407,10 @@ func (s *Server) nativeFacets(w http.ResponseWriter, r *http.Request, ts *tenant
 	writeJSON(w, map[string]any{"labels": facets})
 }
 
-// maxSkip bounds skip: the server holds limit+skip entries to order them
-// (200 pages of the UI's 500 entries sharing one time).
+// maxSkip bounds skip: the server finds the entries to skip by their
+// store-order positions among those at the boundary time, holding up to
+// skip of them (8 bytes each; collectStream), 200 pages of the UI's 500
+// entries sharing one time.
 const maxSkip = 100_000
 
 func parseSkip(v string) (int, error) {
