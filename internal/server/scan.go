@@ -294,7 +294,17 @@ func scanBlocksOpt(ctx context.Context, v *store.View, sel *selection, opt scanO
 		}
 		b := t.blk
 		stop := false
-		for j, k := range t.hits {
+		for jj := range t.hits {
+			// Newest first when the top-k wants the newest: a block holds
+			// its entries oldest first, and once the answer is full the
+			// older ones are refused by time (want) before a deferred
+			// pipeline rewrites them. (Ties are ordered by Ord, not by
+			// arrival: the answer is the same.)
+			j := jj
+			if opt.byTime < 0 {
+				j = len(t.hits) - 1 - jj
+			}
+			k := t.hits[j]
 			if opt.want != nil && !opt.want(b.Times[k]) {
 				continue
 			}
