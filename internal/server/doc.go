@@ -76,9 +76,11 @@
 // filters, drop, keep; internal/query's doc has the precedence rules);
 // line filters never see them. Segments of format 5 index the metadata
 // values apart from the lines (internal/segment): a label filter that
-// needs a value and no parser precedes (`| trace_id="5f89..."`) reads
-// only the blocks whose values may hold it (internal/search); in older
-// segments and the head it reads every block of the selected streams.
+// needs a value (`| trace_id="5f89..."`) reads only the blocks whose
+// values may hold it, or, after a json, logfmt, regexp or pattern
+// parser, whose lines may (internal/search, query.Plan.LabelIndex); in
+// older segments and the head it reads every block of the selected
+// streams.
 // The native API gives each entry's metadata as stored, in "metadata"
 // (web/API.md).
 //
