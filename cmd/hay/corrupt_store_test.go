@@ -515,7 +515,7 @@ func corruptCatalog(t *testing.T, dir string) *corruptStore {
 }
 
 // corruptSegmentMarks returns the structure boundaries of a segment file (format
-// versions 3 to 5, internal/segment/doc.go): header and footer fields, block
+// versions 3 to 6, internal/segment/doc.go): header and footer fields, block
 // starts, block CRCs, the block and skip indexes, the skip index's groups
 // of postings; and the blocks' extents.
 func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
@@ -523,7 +523,7 @@ func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
 	size := len(data)
 	ft := data[size-72:]
 	v := binary.LittleEndian.Uint32(ft[44:])
-	if v < 3 || v > 5 {
+	if v < 3 || v > 6 {
 		t.Fatalf("segment version %d", v)
 	}
 	idxOff, idxLen := int(binary.LittleEndian.Uint64(ft[0:])), int(binary.LittleEndian.Uint64(ft[8:]))
@@ -561,7 +561,8 @@ func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
 	}
 	// One postings index (versions 3 and 4: the whole skip section;
 	// version 5: the lines' index, framed by its length, then the
-	// metadata values' index): its group table, area and groups.
+	// metadata values' index; version 6 frames that too and adds value
+	// filters): its group table, area and groups.
 	var postings []int
 	index := func(off, end int) (table, area int) {
 		b := data[off:end]
@@ -585,7 +586,18 @@ func corruptSegmentMarks(t *testing.T, data []byte) ([][]int, [][2]int) {
 			t.Fatal("bad varint in a segment's skip index")
 		}
 		linesOff, linesEnd = skipOff+n, skipOff+n+int(l)
-		table, area := index(linesEnd, skipOff+skipLen)
+		valsOff, valsEnd := linesEnd, skipOff+skipLen
+		if v >= 6 {
+			// Version 6 frames the values' index too; the value
+			// filters (their count and table in the head) follow.
+			vl, vn := binary.Uvarint(data[linesEnd:])
+			if vn <= 0 {
+				t.Fatal("bad varint in a segment's skip index")
+			}
+			valsOff, valsEnd = linesEnd+vn, linesEnd+vn+int(vl)
+			marks = append(marks, valsEnd)
+		}
+		table, area := index(valsOff, valsEnd)
 		marks = append(marks, linesOff, linesEnd, table, area)
 	}
 	table, area := index(linesOff, linesEnd)

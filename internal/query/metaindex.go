@@ -17,7 +17,12 @@ type metaNode struct {
 	// text is a leaf's requirement on the stored line, for a value a
 	// parser extracted (labelNeeds); nil for none (no parser precedes).
 	text *Expr
-	sub  []*metaNode
+	// exact lists, for a leaf whose matcher passes only on a few whole
+	// values (name="v", name=~"a|b"), those values: a metadata value it
+	// reads must equal one (segment format 6's value filters answer).
+	// Nil when the matcher is not that kind.
+	exact []string
+	sub   []*metaNode
 }
 
 var metaAll = &metaNode{op: OpAll}
@@ -81,6 +86,7 @@ func metaFilter(e LabelExpr) *metaNode {
 			return metaAll
 		}
 		var x *Expr
+		var exact []string
 		m := &evalMatch{m: e.Matcher}
 		switch e.Type {
 		case MatchEqual:
@@ -88,6 +94,7 @@ func metaFilter(e LabelExpr) *metaNode {
 				return metaAll // a missing label passes
 			}
 			x = litExpr(e.Value, false)
+			exact = []string{e.Value}
 		case MatchRegexp:
 			re, err := syntax.Parse(e.Value, syntax.Perl) // as checkRegex parsed it
 			if err != nil {
@@ -97,13 +104,16 @@ func metaFilter(e LabelExpr) *metaNode {
 				return metaAll // a missing label passes
 			}
 			x = IndexLiterals(re)
+			if vals, ok := exactValues(re); ok {
+				exact = vals
+			}
 		default:
 			return metaAll // != and !~ pass on values without any literal
 		}
-		if x.Op == OpAll {
+		if x.Op == OpAll && exact == nil {
 			return metaAll
 		}
-		return &metaNode{op: OpLit, name: e.Name, m: m, x: x}
+		return &metaNode{op: OpLit, name: e.Name, m: m, x: x, exact: exact}
 	}
 	// Number, duration and bytes comparisons: no literal.
 	return metaAll

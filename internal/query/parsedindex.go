@@ -225,12 +225,16 @@ func isASCIILetter(c byte) bool {
 
 // Need is an AND/OR tree over a block's two skip indexes: a leaf (OpLit)
 // is X, a required-literal tree, asked of the index of the lines, or of
-// the index of the metadata values when Values. OpAll needs nothing;
-// OpNone cannot match.
+// the index of the metadata values when Values. A values leaf may also
+// list Exact values: some metadata value must equal one of them, byte
+// for byte (under any name), which per-block filters of whole values
+// answer (segment format 6); X may then be OpAll (String leaves Exact
+// out). OpAll needs nothing; OpNone cannot match.
 type Need struct {
 	Op     ExprOp
 	X      *Expr
 	Values bool
+	Exact  []string
 	Sub    []*Need
 }
 
@@ -320,7 +324,11 @@ func (n *metaNode) need(stream []Label) *Need {
 		if text == nil {
 			text = exprNone
 		}
-		return needOf(OpOr, []*Need{needLeaf(n.x, true), needLeaf(text, false)})
+		values := needLeaf(n.x, true)
+		if n.exact != nil {
+			values = &Need{Op: OpLit, X: n.x, Values: true, Exact: n.exact}
+		}
+		return needOf(OpOr, []*Need{values, needLeaf(text, false)})
 	case OpAnd, OpOr:
 		xs := make([]*Need, len(n.sub))
 		for i, s := range n.sub {

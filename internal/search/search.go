@@ -137,9 +137,14 @@
 // (`| json | trace_id="5f89..."`) the value may also be in the line,
 // maybe escaped: query.Plan.LabelIndex asks both indexes (MayMatchNeed;
 // docs/BENCHMARKS.md, "Label filters after a parser use the skip
-// index"). The head is never skipped for label filters; a format-4
-// segment's index does not know metadata values, so its blocks go only
-// where the streams' labels decide.
+// index"). A filter that needs an exact value (`name="v"`, `=~"a|b"`:
+// query.Need.Exact) also asks format 6's per-block filters of whole
+// values (ValueFilter), which rule a block out where the values' grams
+// cannot: hex ids of ~14,000 short entries a block hold almost every hex
+// 4-gram (review R11c-2; docs/BENCHMARKS.md, "Skip index over metadata").
+// The head is never skipped for label filters; a format-4 segment's
+// index does not know metadata values, so its blocks go only where the
+// streams' labels decide.
 //
 // A caller that never looks at metadata (a count, a listing of lines)
 // sets Query.SkipAttrs: segment blocks are then read without it (their
@@ -705,11 +710,36 @@ type MetaSkipper interface {
 	MayContainValue(block int, lit []byte, fold bool) bool
 }
 
-// valueSkipper asks a MetaSkipper's index of values, for MayMatch.
-type valueSkipper struct{ ms MetaSkipper }
+// ValueFilter is implemented by a part with per-block filters of whole
+// structured metadata values (segment format 6): when ValueFiltered is
+// true, MayHaveValue false means that no metadata value of the block
+// equals v. It answers a Need leaf's Exact values, where the values'
+// gram index saturates (hex ids in blocks of many short entries: R11c-2).
+type ValueFilter interface {
+	ValueFiltered() bool
+	MayHaveValue(block int, v []byte) bool
+}
+
+// ExactSkipper is what MayMatchNeed asks of its values Skipper for a
+// leaf's Exact values: MayHaveValue false means no metadata value of the
+// block equals v. A values Skipper without it answers "maybe".
+type ExactSkipper interface {
+	MayHaveValue(block int, v []byte) bool
+}
+
+// valueSkipper asks a MetaSkipper's index of values, for MayMatch, and
+// its value filters (vf, nil for none) for exact values.
+type valueSkipper struct {
+	ms MetaSkipper
+	vf ValueFilter
+}
 
 func (v valueSkipper) MayContain(block int, lit []byte, fold bool) bool {
 	return v.ms.MayContainValue(block, lit, fold)
+}
+
+func (v valueSkipper) MayHaveValue(block int, val []byte) bool {
+	return v.vf == nil || v.vf.MayHaveValue(block, val)
 }
 
 // mayMatchLabels reports whether an entry of block bi of part p (whose
@@ -720,8 +750,17 @@ func (v valueSkipper) MayContain(block int, lit []byte, fold bool) bool {
 // (MetaSkipper.MetaIndexed). cache holds each stream's requirement.
 func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32, cache map[uint32]*query.Need) bool {
 	var values Skipper
-	if ms, ok := p.(MetaSkipper); ok && ms.MetaIndexed() {
-		values = valueSkipper{ms}
+	if ms, ok := p.(MetaSkipper); ok {
+		vf, _ := p.(ValueFilter)
+		if vf != nil && !vf.ValueFiltered() {
+			vf = nil
+		}
+		// A format-6 segment whose values' gram index was given up
+		// (unique ids that are not hex) still has its value filters;
+		// its gram index then answers "maybe" (every block unindexed).
+		if ms.MetaIndexed() || vf != nil {
+			values = valueSkipper{ms, vf}
+		}
 	}
 	var failed []*query.Need // streams share requirements: ask once
 	for _, s := range streams {
@@ -754,8 +793,9 @@ func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32
 
 // MayMatchNeed evaluates a requirement on both skip indexes (from
 // query.Plan.LabelIndex) for block: lines answers its leaves on lines,
-// values those on metadata values; a nil one answers "maybe". False means
-// no entry of the block can match.
+// values those on metadata values (and their Exact values, when it is an
+// ExactSkipper); a nil one answers "maybe". False means no entry of the
+// block can match.
 func MayMatchNeed(n *query.Need, lines, values Skipper, block int) bool {
 	switch n.Op {
 	case query.OpNone:
@@ -765,7 +805,13 @@ func MayMatchNeed(n *query.Need, lines, values Skipper, block int) bool {
 		if n.Values {
 			sk = values
 		}
-		return sk == nil || MayMatch(n.X, sk, block)
+		if sk == nil {
+			return true
+		}
+		if es, ok := sk.(ExactSkipper); ok && n.Values && n.Exact != nil && !mayHaveAny(es, n.Exact, block) {
+			return false
+		}
+		return MayMatch(n.X, sk, block)
 	case query.OpAnd:
 		for _, s := range n.Sub {
 			if !MayMatchNeed(s, lines, values, block) {
@@ -782,6 +828,17 @@ func MayMatchNeed(n *query.Need, lines, values Skipper, block int) bool {
 		return false
 	}
 	return true
+}
+
+// mayHaveAny reports whether block may hold a metadata value equal to
+// one of vals.
+func mayHaveAny(es ExactSkipper, vals []string, block int) bool {
+	for _, v := range vals {
+		if es.MayHaveValue(block, []byte(v)) {
+			return true
+		}
+	}
+	return false
 }
 
 // required is what every match contains, for the skip index; nil when

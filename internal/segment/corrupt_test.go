@@ -100,7 +100,21 @@ func valuesArea(r *Reader) (start, end int64) {
 		return 0, 0
 	}
 	end = int64(len(r.data) - footerSize)
+	if f := r.vfilters; f != nil && !f.noValues {
+		// Version 6: the value filters follow.
+		end -= int64(len(f.area) + len(f.table) + uvarintLen(uint64(f.blocks)))
+	}
 	return end - int64(len(r.vgrams.area)), end
+}
+
+// filtersArea is where version 6's value filters lie (not their table,
+// which Open checks): damage there is found lazily, per block.
+func filtersArea(r *Reader) (start, end int64) {
+	if r.vfilters == nil {
+		return 0, 0
+	}
+	end = int64(len(r.data) - footerSize)
+	return end - int64(len(r.vfilters.area)), end
 }
 
 // corpusLits returns every 4-byte substring of the entries' lines: each
@@ -122,6 +136,11 @@ func corpusLits(es []Entry) [][]byte {
 		// values' index.
 		attrs.Each(e.Attrs, func(_, v []byte) bool {
 			add(v)
+			// Whole values reach every block's value filter (version 6).
+			if !seen[string(v)] {
+				seen[string(v)] = true
+				lits = append(lits, v)
+			}
 			return true
 		})
 	}
@@ -157,6 +176,11 @@ func indexDamageCheck(t *testing.T, path, what string, open func() (*Reader, err
 			}
 			if !r.MayContainValue(i, l, false) && good.MayContainValue(i, l, false) {
 				t.Fatalf("%s: MayContainValue(%d, %q) false on the damaged index, true on the good one", what, i, l)
+			}
+			// Whole values (corpusLits); its 4-byte grams are not worth
+			// the time (thousands of flips).
+			if len(l) != SkipGram && !r.MayHaveValue(i, l) && good.MayHaveValue(i, l) {
+				t.Fatalf("%s: MayHaveValue(%d, %q) false on the damaged filter, true on the good one", what, i, l)
 			}
 		}
 	}
@@ -299,13 +323,18 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			if valEnd-valStart < 16 {
 				t.Fatalf("values' postings area %d..%d", valStart, valEnd)
 			}
+			filtStart, filtEnd := filtersArea(r)
+			if filtEnd-filtStart < 4 {
+				t.Fatalf("value filters %d..%d", filtStart, filtEnd)
+			}
 			buf := bytes.Clone(orig)
 			for off := range buf {
 				for bit := range 8 {
 					buf[off] ^= 1 << bit
 					what := fmt.Sprintf("bit %d of byte %d flipped", bit, off)
 					inMem := func() (*Reader, error) { return newReader(path, buf) }
-					inArea := int64(off) >= areaStart && int64(off) < areaEnd || int64(off) >= valStart && int64(off) < valEnd
+					inArea := int64(off) >= areaStart && int64(off) < areaEnd || int64(off) >= valStart && int64(off) < valEnd ||
+						int64(off) >= filtStart && int64(off) < filtEnd
 					if inArea {
 						indexDamageCheck(t, path, what, inMem, r, lits)
 					} else {
@@ -446,7 +475,7 @@ func forgeMeta(lens []uint64, times []int64, streamIdx ...uint64) []byte {
 // checksums.
 func forge(blocks []forged) []byte { return forgeV(formatV1, blocks) }
 
-// forgeV is forge in format version 1, 4 or 5 (blocks with an attrs
+// forgeV is forge in format version 1, 4, 5 or 6 (blocks with an attrs
 // section, and a skip index that leaves every block unindexed).
 func forgeV(version uint32, blocks []forged) []byte {
 	f := []byte(magic)
@@ -497,12 +526,25 @@ func forgeV(version uint32, blocks []forged) []byte {
 		skip = append(skip, 0)
 	}
 	skip = append(skip, 0)
-	if version >= formatVersion {
+	if version >= formatV5 {
 		// Version 5: the lines' index framed by its length, then the
 		// values' index (here the same: every block unindexed).
 		one := skip
 		skip = binary.AppendUvarint(nil, uint64(len(one)))
-		skip = append(append(skip, one...), one...)
+		skip = append(skip, one...)
+		if version >= formatVersion {
+			// Version 6 frames it too, and adds value filters: here
+			// none (every record empty: "maybe" for every value).
+			skip = binary.AppendUvarint(skip, uint64(len(one)))
+			skip = append(skip, one...)
+			skip = binary.AppendUvarint(skip, uint64(len(blocks)))
+			for range blocks {
+				skip = binary.LittleEndian.AppendUint32(skip, 0) // end
+				skip = binary.LittleEndian.AppendUint32(skip, 0) // CRC-32C of nothing
+			}
+		} else {
+			skip = append(skip, one...)
+		}
 	}
 	return appendIndexSkipAndFooter(f, idx, skip, uint32(len(blocks)), version)
 }

@@ -30,7 +30,7 @@
 // attrs.Validate, so a reader never hands out metadata the attrs package
 // would misread.
 //
-// # File format, version 5
+// # File format, version 6
 //
 // All fixed-width integers are little-endian. "uvarint" and "varint" are
 // encoding/binary's unsigned and zig-zag signed varints.
@@ -38,7 +38,7 @@
 //	+---------------------------------------------------------------+ 0
 //	| header (16 bytes)                                             |
 //	|   0  [8]  magic "HAYSTSEG"                                    |
-//	|   8  u32  format version (5; 1 to 4 are still read)           |
+//	|   8  u32  format version (6; 1 to 5 are still read)           |
 //	|  12  u32  flags (0; a reader rejects unknown flags)           |
 //	+---------------------------------------------------------------+ 16
 //	| block 0 | block 1 | ... | block n-1   (contiguous, no gaps)   |
@@ -55,9 +55,9 @@
 //	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
-//	|                        (versions 3 to 5: of its heads only;   |
+//	|                        (versions 3 to 6: of its heads only;   |
 //	|                        all three are 0 in version 1)          |
-//	|  44  u32  format version (5, equals the header's)             |
+//	|  44  u32  format version (6, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
 //	|  60  u32  footerCRC    CRC-32C of footer bytes 0..59          |
@@ -143,7 +143,7 @@
 //	                    attrs.MaxBytes, which the reader checks
 //	                    (attrs.Validate)
 //
-// Skip index, versions 3 to 5: exact postings (must be consumed exactly):
+// Skip index, versions 3 to 6: exact postings (must be consumed exactly):
 //
 //	uvarint  B              blockCount, equals the block index's
 //	uvarint  U              unindexed blocks, <= B
@@ -241,6 +241,63 @@
 // are handled per index as above, and IndexDamage and Verify report
 // either.
 //
+// Skip index, version 6: the two indexes of version 5 and value filters
+// (must be consumed exactly):
+//
+//	uvarint  L    length in bytes of the lines' index
+//	[L]           the lines' index (version 3's layout)
+//	uvarint  V    length in bytes of the metadata values' index
+//	[V]           the values' index (version 5's)
+//	the rest      the value filters: empty, or
+//	  uvarint  B            blockCount, equals the block index's
+//	  B x table entry (8 bytes), in block order:
+//	    u32    end: offset just past the block's record in the
+//	           filters area (non-decreasing; the last equals the
+//	           area's length; a record starts at the previous end, 0
+//	           for block 0)
+//	    u32    CRC-32C of the block's record
+//	  filters area: the records concatenated
+//
+// A block's record is empty (no filter: "maybe" for every value) or u8 k,
+// the number of probes (1..16), then F >= 0 bytes: a bloom filter of m =
+// 8F bits (bit p is byte p/8, bit p%8) over the block's distinct
+// metadata values, whole, byte for byte (not lowered), of every pair of
+// every entry whatever its name. F = 0 means the block holds no value.
+// An empty value-filters section means that no block of the segment
+// holds a metadata value (the writer's choice when none does: a segment
+// without metadata costs one byte more than in version 5, V's).
+//
+// A value v sets (and a lookup tests) bits p_j for j = 0..k-1, where h =
+// valueHash(v), h1 = h mod 2^32, h2 = h >> 32, x_j = (h1 + j*h2) mod
+// 2^32 and p_j = (x_j * m) >> 32. valueHash reads v as 8-byte
+// little-endian words w (the last one zero-padded), with c1 =
+// 0x9E3779B97F4A7C15, c2 = 0xBF58476D1CE4E5B9, c3 = 0x94D049BB133111EB,
+// all arithmetic mod 2^64:
+//
+//	h = (len(v)+1) * c1
+//	per word:  h = (h xor w) * c2; h = h xor (h >> 29)
+//	finally:   h ^= h >> 30; h *= c2; h ^= h >> 27; h *= c3; h ^= h >> 31
+//
+// The writer gives a block ceil(10n/8) bytes for its n distinct values
+// (k = round(8F/n * ln 2): 7, ~0.8% false positives), at most
+// max(64, 1/8 of the block's stored length) bytes (fewer bits a value,
+// more false positives), and no filter when that leaves under 2 bits a
+// value. So a filter costs ~1.25 bytes a distinct value and at most an
+// eighth of the block.
+//
+// MayHaveValue(block, v) is false only when the block's (checked) filter
+// lacks one of v's bits, or its record has no bits: no metadata value of
+// the block equals v. It never answers for a substring: label filters
+// that need a substring or a regex ask the values' grams. The footer's
+// skipCRC covers, as one CRC-32C in this order: L's bytes, the lines'
+// index's head, V's bytes, the values' index's head, and B and the
+// table. Open checks the table (ends in range and non-decreasing) but
+// never reads the records: a lookup checks a block's record's CRC (and
+// its k) the first time it reads it; a bad record is never trusted (its
+// block answers "maybe"), and IndexDamage reports it ("metadata values:
+// value filter of block N: checksum mismatch") naming the file; Verify
+// checks every record.
+//
 // Skip index, version 2: bloom filters (must be consumed exactly):
 //
 //	uvarint  blockCount     equals the block index's
@@ -287,10 +344,25 @@
 // stored under (a pair whose name the stream has is read as
 // name_extracted), and a handful of names is in every block anyway.
 //
-// A reader accepts versions 1 to 5; version 1 requires the skip fields to
+// Version 6 changed only the skip index again: the values' index is
+// framed by its length and per-block filters of whole metadata values
+// follow (Reader.ValueFiltered, MayHaveValue), so that a label filter
+// that needs an exact value (`| trace_id="..."`, `=~"a|b"`) skips the
+// blocks without it. Why (review R11c-2): with short log bodies a 1 MiB
+// block holds ~14,000 entries, whose hex trace and span ids hold ~95% of
+// the 65,536 hex 4-grams, so the values' grams said "maybe" for an
+// absent trace id in 17 of 18 blocks; a filter of whole values does not
+// saturate (~0.8% false positives per block at 10 bits a value), and
+// still prunes where the budget gave the values' grams up (unique base62
+// ids). Names are left out, as in the values' index: a matcher on x may
+// read a pair named x, x_extracted or (for x_extracted) x, so a filter of
+// (name, value) pairs would have to be asked for each; a value under
+// another name only costs a false positive.
+//
+// A reader accepts versions 1 to 6; version 1 requires the skip fields to
 // be zero, and its blocks answer "maybe" to every needle. A reader of an
-// older build refuses a version-5 file as corrupt ("unsupported format
-// version 5"). The Writer writes version 5, or version 4 when
-// Options.Version asks (for a build before version 5 to read; tests also
-// write versions 2 and 3, to keep their readers tested).
+// older build refuses a version-6 file as corrupt ("unsupported format
+// version 6"). The Writer writes version 6, or version 5 or 4 when
+// Options.Version asks (for a build before version 6 or 5 to read; tests
+// also write versions 2 and 3, to keep their readers tested).
 package segment

@@ -71,12 +71,14 @@ func FuzzOpenAndRead(f *testing.F) {
 				r.MayContain(i, lit, false)
 				r.MayContain(i, lit, true)
 				r.MayContainValue(i, lit, false)
+				r.MayHaveValue(i, lit)
 			}
 		}
 		if entries != info.Entries || raw != info.RawBytes {
 			t.Fatalf("info %+v, blocks add up to %d entries, %d bytes", info, entries, raw)
 		}
-		skipBad := r.grams != nil && r.grams.check() != nil || r.vgrams != nil && r.vgrams.check() != nil
+		skipBad := r.grams != nil && r.grams.check() != nil || r.vgrams != nil && r.vgrams.check() != nil ||
+			r.vfilters != nil && r.vfilters.check() != nil
 		verr := r.Verify()
 		if (verr == nil) != (bad == 0 && !skipBad) {
 			t.Fatalf("Verify %v with %d bad blocks, malformed skip index %v", verr, bad, skipBad)

@@ -70,9 +70,10 @@ func goldenAttrEntries() []Entry {
 // to every needle. Version-2 files are still written (by the bloom
 // filter writer that tests keep) and compared, so that the reader of
 // version 2 stays tested against what version 2 wrote; so are version-3
-// files. The version-4 and version-5 files hold goldenAttrEntries, with
+// files. The version-4 to version-6 files hold goldenAttrEntries, with
 // metadata; they differ only in the skip index, to which version 5 adds
-// an index of the metadata values.
+// an index of the metadata values and version 6 per-block filters of
+// whole values.
 var goldens = []struct {
 	file          string
 	opts          Options
@@ -91,9 +92,12 @@ var goldens = []struct {
 	{"golden-v4.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV4, true},
 	{"golden-v4-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV4, false},
 	{"golden-v4-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV4, false},
-	{"golden-v5.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
-	{"golden-v5-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
-	{"golden-v5-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
+	{"golden-v5.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV5, true},
+	{"golden-v5-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV5, false},
+	{"golden-v5-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV5, false},
+	{"golden-v6.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
+	{"golden-v6-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
+	{"golden-v6-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
 }
 
 // goldenFor returns the golden entries of a file of format version.
@@ -152,9 +156,13 @@ func TestGolden(t *testing.T) {
 				checkExact(t, r, entries, goldenNeedles(entries))
 			}
 			checkExactValues(t, r, entries, goldenNeedles(entries))
-			if got, want := r.MetaIndexed(), g.version >= formatVersion; got != want {
+			if got, want := r.MetaIndexed(), g.version >= formatV5; got != want {
 				t.Errorf("MetaIndexed() = %v in version %d", got, g.version)
 			}
+			if got, want := r.ValueFiltered(), g.version >= formatVersion; got != want {
+				t.Errorf("ValueFiltered() = %v in version %d", got, g.version)
+			}
+			checkValueFilters(t, r, entries, g.version >= formatVersion)
 		})
 	}
 }
@@ -341,5 +349,50 @@ func TestGoldenLayoutV4(t *testing.T) {
 	}
 	if k != len(want) || !sawNone || !sawSome {
 		t.Fatalf("%d entries; blocks without metadata %v, with %v", k, sawNone, sawSome)
+	}
+}
+
+// checkValueFilters checks MayHaveValue on r, whose entries are es (in
+// block order): never false for a value some entry of the block has
+// (under any name), and, when filtered (version 6), false for most
+// values the block lacks; always true before version 6.
+func checkValueFilters(t *testing.T, r *Reader, es []Entry, filtered bool) {
+	t.Helper()
+	all := map[string]bool{}
+	per := make([]map[string]bool, r.NumBlocks())
+	k := 0
+	for i := range r.NumBlocks() {
+		per[i] = map[string]bool{}
+		for range r.BlockMeta(i).Entries {
+			attrs.Each(es[k].Attrs, func(_, v []byte) bool {
+				per[i][string(v)] = true
+				all[string(v)] = true
+				return true
+			})
+			k++
+		}
+	}
+	all["absent from every entry"] = true
+	all[""] = true
+	absent, said := 0, 0
+	for i := range r.NumBlocks() {
+		for v := range all {
+			got := r.MayHaveValue(i, []byte(v))
+			switch {
+			case per[i][v] && !got:
+				t.Fatalf("block %d: MayHaveValue(%q) false, but an entry has it", i, v)
+			case !per[i][v]:
+				absent++
+				if !got {
+					said++
+				}
+			}
+		}
+	}
+	if !filtered && said > 0 {
+		t.Errorf("MayHaveValue false %d times without value filters", said)
+	}
+	if filtered && said*10 < absent*9 {
+		t.Errorf("MayHaveValue false for %d of %d absent (block, value) pairs: want ~99%%", said, absent)
 	}
 }

@@ -160,7 +160,9 @@ func TestMetaIndexNoAttrsSameIndex(t *testing.T) {
 		if !bytes.HasPrefix(s5, append(lines, s4...)) {
 			t.Fatalf("metadata %v: the version-5 skip index does not start with version 4's", meta)
 		}
-		if !meta && (len(s5) != len(lines)+len(s4)+3 || i5.FileBytes-i4.FileBytes != int64(len(lines)+3)) {
+		// Version 6 (written here) adds 1 byte (the values' index's
+		// length: 3) and, without metadata, an empty filters section.
+		if !meta && (len(s5) != len(lines)+len(s4)+4 || i5.FileBytes-i4.FileBytes != int64(len(lines)+4)) {
 			t.Fatalf("without metadata: version 4 %+v, version 5 %+v", i4, i5)
 		}
 		t.Logf("metadata %v: skip index %d bytes in version 4, %d in version 5, of %d and %d", meta, i4.SkipBytes, i5.SkipBytes, i4.FileBytes, i5.FileBytes)
@@ -232,14 +234,15 @@ func TestMetaIndexSkipsTraceBlocks(t *testing.T) {
 	}
 }
 
-// TestOptionsVersion: Options.Version writes version 4 on request (an
-// index of lines only) and refuses versions it cannot write.
+// TestOptionsVersion: Options.Version writes version 4 (an index of
+// lines only) or 5 (no value filters) on request and refuses versions it
+// cannot write.
 func TestOptionsVersion(t *testing.T) {
 	es := otelEntries(t, 200, true)
 	for _, c := range []struct {
 		version int
 		want    uint32
-	}{{0, formatVersion}, {4, formatV4}, {5, formatVersion}} {
+	}{{0, formatVersion}, {4, formatV4}, {5, formatV5}, {6, formatVersion}} {
 		path := filepath.Join(t.TempDir(), "s")
 		w, err := Create(path, Options{Version: c.version})
 		if err != nil {
@@ -255,12 +258,12 @@ func TestOptionsVersion(t *testing.T) {
 		}
 		got, r := readAll(t, path)
 		equalEntries(t, got, es)
-		if r.version != c.want || r.MetaIndexed() != (c.want == formatVersion) {
-			t.Errorf("Version %d: wrote version %d, MetaIndexed %v", c.version, r.version, r.MetaIndexed())
+		if r.version != c.want || r.MetaIndexed() != (c.want >= formatV5) || r.ValueFiltered() != (c.want >= formatVersion) {
+			t.Errorf("Version %d: wrote version %d, MetaIndexed %v, ValueFiltered %v", c.version, r.version, r.MetaIndexed(), r.ValueFiltered())
 		}
 		r.Close()
 	}
-	for _, v := range []int{1, 2, 3, 6, -1} {
+	for _, v := range []int{1, 2, 3, 7, -1} {
 		if w, err := Create(filepath.Join(t.TempDir(), "s"), Options{Version: v}); err == nil {
 			w.Abort()
 			t.Errorf("Version %d: no error", v)

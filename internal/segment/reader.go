@@ -43,16 +43,17 @@ type BlockMeta struct {
 // BlockMeta and the other getters are safe for concurrent use; Close must
 // not run concurrently with them.
 type Reader struct {
-	path    string
-	data    []byte // the mapping
-	info    Info
-	blocks  []BlockMeta
-	skip    [][]byte   // version 2: per block, its bloom filter (into data)
-	grams   *gramIndex // versions 3 to 5: the postings index of the lines
-	vgrams  *gramIndex // version 5: the postings index of the metadata values
-	version uint32     // format version, which decides the block layout
-	mapped  bool       // data is a mapping to unmap on Close (tests read from memory)
-	closed  atomic.Bool
+	path     string
+	data     []byte // the mapping
+	info     Info
+	blocks   []BlockMeta
+	skip     [][]byte      // version 2: per block, its bloom filter (into data)
+	grams    *gramIndex    // versions 3 to 6: the postings index of the lines
+	vgrams   *gramIndex    // versions 5 and 6: the postings index of the metadata values
+	vfilters *valueFilters // version 6: per block, a filter of whole metadata values
+	version  uint32        // format version, which decides the block layout
+	mapped   bool          // data is a mapping to unmap on Close (tests read from memory)
+	closed   atomic.Bool
 }
 
 // Open maps the segment at path and validates its header, footer and block
@@ -257,9 +258,11 @@ func newReader(path string, data []byte) (*Reader, error) {
 		// group (a search reads a few of thousands), so Open never
 		// reads the postings (~700 KiB per segment of logs).
 		lines, vals, prefix := skip, []byte(nil), 0
-		if version >= formatVersion {
+		var vprefix, filters []byte // version 6: the values' index length, the filters
+		if version >= formatV5 {
 			// Version 5: the lines' index framed by its length, then
-			// the values' index.
+			// the values' index; version 6 frames that too, and the
+			// value filters follow.
 			d := decoder{b: skip}
 			n := d.uvarint()
 			if d.err != nil || n > uint64(len(d.b)) {
@@ -267,6 +270,15 @@ func newReader(path string, data []byte) (*Reader, error) {
 			}
 			prefix = len(skip) - len(d.b)
 			lines, vals = d.b[:n:n], d.b[n:]
+			if version >= formatVersion {
+				d := decoder{b: vals}
+				n := d.uvarint()
+				if d.err != nil || n > uint64(len(d.b)) {
+					return nil, bad("skip index: metadata values' index length out of range")
+				}
+				vprefix = vals[:len(vals)-len(d.b)]
+				vals, filters = d.b[:n:n], d.b[n:]
+			}
 		}
 		g, err := parseGrams(lines, len(r.blocks))
 		if err != nil {
@@ -275,16 +287,25 @@ func newReader(path string, data []byte) (*Reader, error) {
 		crc := crc32.Checksum(skip[:prefix], castagnoli)
 		crc = crc32.Update(crc, castagnoli, lines[:len(lines)-len(g.area)])
 		var vg *gramIndex
-		if version >= formatVersion {
+		if version >= formatV5 {
+			crc = crc32.Update(crc, castagnoli, vprefix)
 			if vg, err = parseGrams(vals, len(r.blocks)); err != nil {
 				return nil, bad("skip index of metadata values: %v", err)
 			}
 			crc = crc32.Update(crc, castagnoli, vals[:len(vals)-len(vg.area)])
 		}
+		var vf *valueFilters
+		if version >= formatVersion {
+			var head int
+			if vf, head, err = parseValueFilters(filters, len(r.blocks)); err != nil {
+				return nil, bad("skip index: metadata value filters: %v", err)
+			}
+			crc = crc32.Update(crc, castagnoli, filters[:head])
+		}
 		if crc != binary.LittleEndian.Uint32(ft[40:]) {
 			return nil, bad("skip index checksum mismatch")
 		}
-		r.grams, r.vgrams = g, vg
+		r.grams, r.vgrams, r.vfilters = g, vg, vf
 		r.info.SkipBytes = int64(len(skip))
 	}
 	r.info.Blocks = len(r.blocks)
@@ -306,7 +327,7 @@ func minBlockLen(version uint32) int {
 func (r *Reader) Path() string { return r.path }
 
 // MetaIndexed reports whether the skip index also covers the entries'
-// structured metadata values (format version 5), so that
+// structured metadata values (format versions 5 and 6), so that
 // MayContainValue false means that no value holds the literal. Older
 // segments index lines only: a caller must not skip one of their blocks
 // for a value its metadata may hold (MayContainValue says "maybe").
@@ -418,6 +439,11 @@ func (r *Reader) Verify() error {
 			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: "metadata values: " + err.Error()})
 		}
 	}
+	if r.vfilters != nil && !r.closed.Load() {
+		if err := r.vfilters.check(); err != nil {
+			errs = append(errs, &CorruptError{File: r.path, Block: -1, Reason: "metadata values: " + err.Error()})
+		}
+	}
 	for i := range r.blocks {
 		if err := r.ReadBlock(i, b); err != nil {
 			errs = append(errs, err)
@@ -431,7 +457,10 @@ func (r *Reader) Verify() error {
 // or nil. Open checks only the index's head; a group's checksum is
 // checked when a lookup first decodes it, and a bad group makes
 // MayContain answer "maybe" for every block (results stay exact, the
-// search just scans more). Verify checks every group.
+// search just scans more). The same holds for the metadata values' index
+// (version 5) and a block's value filter (version 6), whose damage
+// makes MayHaveValue answer "maybe" for that block. Verify checks every
+// group and filter.
 func (r *Reader) IndexDamage() error {
 	if r.grams == nil {
 		return nil
@@ -441,6 +470,11 @@ func (r *Reader) IndexDamage() error {
 	}
 	if r.vgrams != nil {
 		if e := r.vgrams.damage.Load(); e != nil {
+			return &CorruptError{File: r.path, Block: -1, Reason: "metadata values: " + e.Error()}
+		}
+	}
+	if r.vfilters != nil {
+		if e := r.vfilters.damage.Load(); e != nil {
 			return &CorruptError{File: r.path, Block: -1, Reason: "metadata values: " + e.Error()}
 		}
 	}

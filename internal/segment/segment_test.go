@@ -320,8 +320,9 @@ func TestEmptySegment(t *testing.T) {
 	}
 	// One byte of block count in the block index; the skip index has two
 	// indexes (lines, metadata values) of three bytes each (block count,
-	// unindexed blocks and grams, all 0) and the first one's length.
-	if info.FileBytes != headerSize+footerSize+8 || info.SkipBytes != 7 || r.Info() != info {
+	// unindexed blocks and grams, all 0), each framed by its length, and
+	// an empty value filters section.
+	if info.FileBytes != headerSize+footerSize+9 || info.SkipBytes != 8 || r.Info() != info {
 		t.Fatalf("info %+v, reader %+v", info, r.Info())
 	}
 }

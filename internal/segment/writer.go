@@ -126,10 +126,11 @@ type Options struct {
 	// compressor with search depth 2^(8+Level).
 	Level int
 
-	// Version is the format version to write: 0 for the current one (5),
-	// or 4, whose skip index leaves the metadata values out, which a
-	// build before version 5 can still read (and which tests of readers
-	// use as an older segment). Other values are refused.
+	// Version is the format version to write: 0 for the current one (6),
+	// or 5 (no value filters) or 4 (whose skip index leaves the metadata
+	// values out), which builds before version 6 or 5 can still read
+	// (and which tests of readers use as older segments). Other values
+	// are refused.
 	Version int
 }
 
@@ -147,7 +148,8 @@ type Info struct {
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 5 // what the Writer writes: a skip index of metadata values too
+	formatVersion = 6 // what the Writer writes: value filters too
+	formatV5      = 5 // a skip index of metadata values' grams too; still read and written
 	formatV4      = 4 // blocks with an attrs section, index of lines only; still read
 	formatV3      = 3 // exact postings skip index, no attrs section; still read
 	formatV2      = 2 // bloom-filter skip index; still read
@@ -168,10 +170,13 @@ type Writer struct {
 	off        int64 // bytes written so far
 	info       Info
 	index      []byte      // encoded block index entries
-	version    uint32      // formatVersion, or formatV2 to formatV4 in tests
+	version    uint32      // formatVersion, formatV5 or formatV4; formatV2 or formatV3 in tests
 	skip       skipBuilder // version 2
-	grams      gramBuilder // versions 3 to 5: the lines' grams
-	vgrams     gramBuilder // version 5: the metadata values' grams
+	grams      gramBuilder // versions 3 to 6: the lines' grams
+	vgrams     gramBuilder // versions 5 and 6: the metadata values' grams
+	vfTable    []byte      // version 6: the value filters' table (u32 end, u32 CRC a block)
+	vfArea     []byte      // version 6: the value filters
+	vfValues   bool        // version 6: some block has a metadata value
 	err        error       // sticky I/O error
 	done       bool        // committed or aborted
 
@@ -189,6 +194,7 @@ type Writer struct {
 	metaBuf, attrBuf, blk []byte
 	valBuf                []byte   // version 5: the block's metadata values, for the grams
 	vlens                 []uint32 // their lengths
+	vhashes               []uint64 // version 6: the block's values' hashes
 }
 
 // Create starts a segment that Commit will publish at finalPath. It writes
@@ -211,10 +217,10 @@ func CreateIn(dir *dirfs.Dir, name string, opts Options) (*Writer, error) {
 	switch opts.Version {
 	case 0, formatVersion:
 		return createIn(dir, name, opts, formatVersion)
-	case formatV4:
-		return createIn(dir, name, opts, formatV4)
+	case formatV5, formatV4:
+		return createIn(dir, name, opts, uint32(opts.Version))
 	}
-	return nil, fmt.Errorf("segment: cannot write format version %d (only %d or %d)", opts.Version, formatV4, formatVersion)
+	return nil, fmt.Errorf("segment: cannot write format version %d (only %d to %d)", opts.Version, formatV4, formatVersion)
 }
 
 // create is Create writing format version (formatVersion, or formatV2 to
@@ -554,14 +560,17 @@ func (w *Writer) flushBlock() {
 	} else {
 		w.grams.add(w.data, w.lens, gramCandLimit(len(w.data)))
 	}
-	if w.version >= formatVersion {
+	if w.version >= formatV5 {
 		// Version 5: the metadata values' grams, in an index of their
 		// own (each value on its own: a gram never spans two values), so
 		// that a label filter needing a value can skip the block
 		// (Reader.MayContainValue) while line filters keep an index of
 		// lines alone. Every block is added, with or without values.
-		vals, vlens := w.valBuf[:0], w.vlens[:0]
+		vals, vlens, hs := w.valBuf[:0], w.vlens[:0], w.vhashes[:0]
 		each := func(_, value []byte) bool {
+			if w.version >= formatVersion {
+				hs = append(hs, valueHash(value))
+			}
 			if len(value) >= SkipGram {
 				vals = append(vals, value...)
 				vlens = append(vlens, uint32(len(value)))
@@ -574,6 +583,17 @@ func (w *Writer) flushBlock() {
 			off += int(l)
 		}
 		w.valBuf, w.vlens = vals, vlens
+		if w.version >= formatVersion {
+			// Version 6: the block's filter of whole values.
+			start := len(w.vfArea)
+			w.vfArea, w.vhashes = appendValueFilter(w.vfArea, hs, length)
+			w.vfValues = w.vfValues || len(hs) > 0
+			if len(w.vfArea) > math.MaxUint32 {
+				w.vfArea = w.vfArea[:start] // the table's offsets are u32: no filter
+			}
+			w.vfTable = binary.LittleEndian.AppendUint32(w.vfTable, uint32(len(w.vfArea)))
+			w.vfTable = binary.LittleEndian.AppendUint32(w.vfTable, crc32.Checksum(w.vfArea[start:], castagnoli))
+		}
 		if w.vgrams.dropped {
 			w.vgrams.addUnindexed()
 		} else {
@@ -652,9 +672,11 @@ func (w *Writer) Commit() (Info, error) {
 		skip, covered = w.grams.encode()
 	}
 	skipCRC := crc32.Checksum(skip[:covered], castagnoli)
-	if w.version >= formatVersion {
+	if w.version >= formatV5 {
 		// Version 5: the lines' index, framed by its length, then the
 		// values' index; skipCRC covers the length and both heads.
+		// Version 6 frames the values' index too and adds the value
+		// filters, whose count and table skipCRC covers as well.
 		lines := skip
 		vals, vcovered := w.vgrams.encode()
 		if int64(len(vals)) > valueIndexBudget(skipOff) {
@@ -664,8 +686,24 @@ func (w *Writer) Commit() (Info, error) {
 		skip = binary.AppendUvarint(nil, uint64(len(lines)))
 		skipCRC = crc32.Checksum(skip, castagnoli)
 		skipCRC = crc32.Update(skipCRC, castagnoli, lines[:covered])
+		skip = append(skip, lines...)
+		if w.version >= formatVersion {
+			n := len(skip)
+			skip = binary.AppendUvarint(skip, uint64(len(vals)))
+			skipCRC = crc32.Update(skipCRC, castagnoli, skip[n:])
+		}
 		skipCRC = crc32.Update(skipCRC, castagnoli, vals[:vcovered])
-		skip = append(append(skip, lines...), vals...)
+		skip = append(skip, vals...)
+		if w.version >= formatVersion && w.vfValues {
+			// Without any metadata value the section stays empty (it
+			// then says that no block holds a value).
+			n := len(skip)
+			skip = binary.AppendUvarint(skip, uint64(w.info.Blocks))
+			skip = append(skip, w.vfTable...)
+			skipCRC = crc32.Update(skipCRC, castagnoli, skip[n:])
+			skip = append(skip, w.vfArea...)
+		}
+		w.vfTable, w.vfArea = nil, nil
 	}
 	w.write(skip)
 	skipLen := w.off - skipOff

@@ -107,6 +107,23 @@ func (p *SegmentPart) MayContainValue(i int, lit []byte, fold bool) bool {
 	return ok
 }
 
+// ValueFiltered reports whether the segment has per-block filters of
+// whole metadata values (segment.Reader.ValueFiltered: format 6).
+func (p *SegmentPart) ValueFiltered() bool {
+	ok := p.r.ValueFiltered()
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
+}
+
+// MayHaveValue asks the segment's value filter of block i whether an
+// entry may have a metadata value equal to v
+// (segment.Reader.MayHaveValue; "maybe" before format 6).
+func (p *SegmentPart) MayHaveValue(i int, v []byte) bool {
+	ok := p.r.MayHaveValue(i, v)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
+}
+
 // ErrNoStore reports a data directory that does not exist.
 var ErrNoStore = errors.New("no store")
 

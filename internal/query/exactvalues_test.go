@@ -1,0 +1,84 @@
+package query
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestExactValues(t *testing.T) {
+	for _, c := range []struct {
+		re   string
+		want []string // nil: not a few literal values
+	}{
+		{"abc", []string{"abc"}},
+		{"a|b", []string{"a", "b"}},
+		{"(get|put)_ok", []string{"get_ok", "put_ok"}},
+		{"id-[12]", []string{"id-1", "id-2"}},
+		{"abc|abd", []string{"abc", "abd"}}, // factored by the parser: ab[cd]
+		{"x(y)?", []string{"x", "xy"}},
+		{"(?:a|b)(?:c|d)", []string{"ac", "ad", "bc", "bd"}},
+		{"5f89b9dc03bdc1981f886353c7c0df13", []string{"5f89b9dc03bdc1981f886353c7c0df13"}},
+		{"a.c", nil},
+		{"a*", nil},
+		{"a+", nil},
+		{"(?i)abc", nil},
+		{"^abc$", nil},
+		{"[a-z]", nil}, // 26 values: more than maxExactValues
+		{"(a|b|c|d)(e|f|g|h)(i|j)", nil},
+		{"\uFFFD", nil}, // an invalid byte of a value matches it too
+		{"[\uFFF0-\uFFFF]", nil},
+	} {
+		re, err := syntax.Parse(c.re, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := exactValues(re)
+		if ok != (c.want != nil) || !slices.Equal(got, c.want) {
+			t.Errorf("exactValues(%q) = %q, %v; want %q", c.re, got, ok, c.want)
+		}
+	}
+}
+
+// FuzzExactValues checks exactValues against the regexp engine: each
+// value it lists matches the anchored pattern, and any string the
+// anchored pattern matches (s, and the values with a byte changed) is
+// listed.
+func FuzzExactValues(f *testing.F) {
+	for _, s := range []string{"a|b", "(get|put)_ok", "id-[12]", "x(y)?", "\uFFFD|a", "(?i)k", "a\\x{212A}"} {
+		f.Add(s, "a")
+	}
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		re, err := syntax.Parse(pattern, syntax.Perl)
+		if err != nil {
+			return
+		}
+		vals, ok := exactValues(re)
+		if !ok {
+			return
+		}
+		if len(vals) > maxExactValues {
+			t.Fatalf("%q: %d values", pattern, len(vals))
+		}
+		m, err := regexp.Compile(anchored(pattern))
+		if err != nil {
+			return
+		}
+		cands := []string{s, "", "\xff", s + "\xff"}
+		for _, v := range vals {
+			if !m.MatchString(v) {
+				t.Fatalf("%q: value %q does not match", pattern, v)
+			}
+			for i := range len(v) {
+				cands = append(cands, v[:i]+"\xff"+v[i+1:], v[:i]+v[i+1:], v[:i]+strings.ToUpper(v[i:i+1])+v[i+1:])
+			}
+		}
+		for _, c := range cands {
+			if m.MatchString(c) && !slices.Contains(vals, c) {
+				t.Fatalf("%q matches %q, which exactValues %q leaves out", pattern, c, vals)
+			}
+		}
+	})
+}
