@@ -607,10 +607,19 @@ func (p *Plan) run(stream []Label, meta, line []byte) (*labelSet, bool) {
 			if !st.line.Pass(ls.line) {
 				return ls, false
 			}
+		// A stage that gives the line back as it was (decolorize without
+		// an escape, a line_format whose template failed) rewrote nothing:
+		// EntryLabels.Line stays nil, so a rewritten line is always memory
+		// of its own, never the caller's (a search's pooled block), which
+		// the server keeps without a copy.
 		case st.lineFmt != nil:
-			ls.line, ls.rewritten = ls.lineFormat(st.lineFmt, ls.line), true
+			if l := ls.lineFormat(st.lineFmt, ls.line); !sameSlice(l, ls.line) {
+				ls.line, ls.rewritten = l, true
+			}
 		case st.decolor:
-			ls.line, ls.rewritten = decolorize(ls.line), true
+			if l := decolorize(ls.line); !sameSlice(l, ls.line) {
+				ls.line, ls.rewritten = l, true
+			}
 		case st.labelFmt != nil:
 			ls.labelFormat(st.labelFmt, ls.line)
 		case !st.filter.eval(ls):
@@ -706,7 +715,9 @@ type EntryLabels struct {
 	Meta []Label
 	// Line is the entry's line after a stage rewrote it (line_format,
 	// decolorize, unpack's _entry), as Loki returns it; nil when no stage
-	// did. Set whatever changed says of the labels.
+	// did, or every one that ran gave the line back as it was. When set,
+	// it never shares memory with the line passed in. Set whatever
+	// changed says of the labels.
 	Line []byte
 }
 
