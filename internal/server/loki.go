@@ -217,6 +217,9 @@ func (s *Server) lokiLog(w http.ResponseWriter, r *http.Request, ts *tenantStore
 		// last entry's time.
 		s.met.answersCut.WithLabelValues("loki").Inc() // query_range and query
 		warnings = []string{cutWarning(len(hits), s.cfg.MaxQueryBytes)}
+		if ans.splitTime {
+			warnings = []string{splitWarning(len(hits), hits[len(hits)-1].Time, s.cfg.MaxQueryBytes)}
+		}
 	}
 	writeLokiStreams(w, hits, sel.categorize, encodingFlags(r), lokiStats(int64(len(hits)), 0, time.Since(t0)), warnings)
 }

@@ -564,6 +564,11 @@ type answerEnd struct {
 	// bytesCut: the answer stopped at answerLimit.bytes with fewer
 	// entries than the limit.
 	bytesCut bool
+	// splitTime: bytesCut left out entries at the time of the answer's
+	// last entry (all its entries share that time: the cut ends between
+	// two times otherwise). A client that pages on by time alone (Loki's
+	// API) cannot reach them.
+	splitTime bool
 }
 
 // hitSize is what an entry of an answer is counted as against
@@ -579,6 +584,15 @@ func hitSize(h *hit) int64 {
 // cutWarning is the warning a log query's answer cut by bytes carries.
 func cutWarning(n int, maxBytes int64) string {
 	return fmt.Sprintf("the answer was cut at %d entries: they hold about %s, the server's --max-query-bytes; ask again from the last entry's time for the rest (Grafana and hay search --server page on by themselves)", n, byteSize(maxBytes))
+}
+
+// splitWarning is the warning of a Loki answer whose entries all share
+// one time and that left out others of that time (answerEnd.splitTime):
+// Loki's API pages on from the last entry's time, with nothing to say how
+// many of that time the client has, so those entries cannot be fetched
+// with this bound.
+func splitWarning(n int, t int64, maxBytes int64) string {
+	return fmt.Sprintf("the answer was cut at %d entries, which hold about %s, the server's --max-query-bytes, and all share the time %s; other entries of that same time were left out, and paging on from it will not return them: narrow the query (a line filter, fewer streams), or ask the server's operator to raise --max-query-bytes (hay search --server pages past them)", n, byteSize(maxBytes), time.Unix(0, t).UTC().Format(time.RFC3339Nano))
 }
 
 // byteSize writes n as --max-query-bytes takes it (64MiB), or in bytes.
@@ -730,7 +744,9 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, lim ans
 	// A skipped block may hold matches beyond the limit: "limited" then
 	// says the answer stopped at the limit, as the UI's "load more" needs.
 	more = more || skipped.Load()
-	return answerEnd{more: more, bytesCut: more && len(hits) < limit && lim.bytes > 0}, nil
+	end := answerEnd{more: more, bytesCut: more && len(hits) < limit && lim.bytes > 0}
+	end.splitTime = end.bytesCut && k.cut && len(hits) > 0 && hits[len(hits)-1].Time == k.cutKey.time
+	return end, nil
 }
 
 // boundaryOrds returns, sorted, the store-order positions (hit.Ord) of
