@@ -178,7 +178,8 @@
 // shows them on the panel), the native trailer "limited":true,
 // "limited_by":"bytes" and a "warning" (hay search --server and the UI
 // page on with skip), and hay_query_answers_cut_total{endpoint} counts
-// it (endpoint loki: query_range and query; search; tail: a replay). While an answer is collected the top-k holds at most about twice
+// it (endpoint loki: query_range and query; search; tail: a replay).
+// While an answer is collected the top-k holds at most about twice
 // the bound plus one entry, and a block's scan keeps at most 1 MiB of
 // rewritten lines and labels for its matches (more are rewritten again
 // when delivered); the Loki answer is written entry by entry, not built
@@ -186,7 +187,7 @@
 // (delay_for) holds back at most --max-query-bytes, sending the oldest
 // early past it. Entries sharing one time that hold more than the bound
 // cannot all be paged through by a client without skip (as with Loki's
-// limit).
+// limit): the Loki answer's warning then names that time and says so.
 //
 // Pushes: a tenant has at most --max-streams-per-tenant active streams
 // (5000, Loki's max_global_streams_per_user; active: pushed to in the last
