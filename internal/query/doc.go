@@ -165,7 +165,7 @@
 // and add nothing to Required either: the index and the scan see the
 // stored line.
 //
-// Label filters before the first parser add Plan.MetaIndex: for an
+// Label filters add Plan.LabelIndex. Before the first parser: for an
 // entry of a given stream, the literals some of its structured metadata
 // values must contain (`| trace_id="5f89..."` needs a value holding
 // "5f89..."), for a skip index that also covers metadata values
@@ -174,7 +174,7 @@
 // the pipeline's own __error__, so a matcher that rejects "" and whose
 // label the stream lacks needs a metadata value.
 //
-// Plan.LabelIndex extends that to label filters after json, logfmt,
+// After json, logfmt,
 // regexp, pattern and unpack (`| json | trace_id="5f89..."`, `| logfmt |
 // user_id="7545245"`): the value may also come from the line, so for a
 // stream without the label the requirement is a metadata value holding

@@ -10,9 +10,11 @@ import (
 	"haystack/internal/attrs"
 )
 
-// TestMetaIndexCases pins Plan.MetaIndex for the shapes that matter: a
-// matcher that needs a value, one that any value or none passes, a
-// parser before it, a stream label of its name, and/or, drop and keep.
+// TestMetaIndexCases pins Plan.LabelIndex for label filters on metadata,
+// in the shapes that matter: a matcher that needs a value, one that any
+// value or none passes, a parser before it, a stream label of its name,
+// and/or, drop and keep (TestLabelIndexRules pins the line's side after
+// parsers).
 func TestMetaIndexCases(t *testing.T) {
 	plain := []Label{{"app", "api"}}
 	withTrace := []Label{{"app", "api"}, {"trace_id", "t"}}
@@ -21,36 +23,34 @@ func TestMetaIndexCases(t *testing.T) {
 		stream []Label
 		want   string // Expr.String, or "nil"
 	}{
-		{`{app="api"} | trace_id="5f89abcdef"`, plain, `"5f89abcdef"`},
+		{`{app="api"} | trace_id="5f89abcdef"`, plain, `values"5f89abcdef"`},
 		{`{app="api"} | trace_id="5f89abcdef"`, withTrace, "NONE"},
 		{`{app="api"} | trace_id="t"`, withTrace, "nil"},
 		{`{app="api"} | trace_id=~"(?i)T"`, withTrace, "nil"},
 		{`{app="api"} | drop trace_id | trace_id="t"`, withTrace, "nil"}, // over-inclusive: the drop makes it fail
 		{`{app="api"} | app_extracted="abcdef"`, []Label{{"app", "api"}, {"app_extracted", "z"}}, "nil"},
-		{`{app="api"} | trace_id_extracted="5f89abcdef"`, withTrace, `"5f89abcdef"`},
-		{`{app="api"} | json | trace_id="5f89abcdef"`, plain, "nil"},
-		{`{app="api"} | logfmt | trace_id="5f89abcdef"`, plain, "nil"},
-		{`{app="api"} | trace_id="5f89abcdef" | json | span_id="0011aabb"`, plain, `"5f89abcdef"`},
+		{`{app="api"} | trace_id_extracted="5f89abcdef"`, withTrace, `values"5f89abcdef"`},
+		{`{app="api"} | trace_id="5f89abcdef" | json | span_id="0011aabb"`, plain, `(values"5f89abcdef" AND (values"0011aabb" OR line("0011aabb" OR "\\u0030" OR "\\u0031" OR "\\u0061" OR "\\u0062")))`},
 		{`{app="api"} | trace_id=""`, plain, "nil"},
 		{`{app="api"} | trace_id!="5f89abcdef"`, plain, "nil"},
 		{`{app="api"} | trace_id!~"5f89.*"`, plain, "nil"},
 		{`{app="api"} | trace_id=~".*"`, plain, "nil"},
 		{`{app="api"} | trace_id=~"(abcdef)?"`, plain, "nil"},
-		{`{app="api"} | trace_id=~"5f89abcd.*"`, plain, `"5f89abcd"`},
-		{`{app="api"} | trace_id=~"(?i)ABCDEF"`, plain, `(?i)"abcdef"`},
-		{`{app="api"} | trace_id=~"abcdef|ghijkl"`, plain, `("abcdef" OR "ghijkl")`},
-		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, plain, `("abcdef" OR "ghijkl")`},
-		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, withTrace, `"ghijkl"`},
+		{`{app="api"} | trace_id=~"5f89abcd.*"`, plain, `values"5f89abcd"`},
+		{`{app="api"} | trace_id=~"(?i)ABCDEF"`, plain, `values(?i)"abcdef"`},
+		{`{app="api"} | trace_id=~"abcdef|ghijkl"`, plain, `values("abcdef" OR "ghijkl")`},
+		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, plain, `(values"abcdef" OR values"ghijkl")`},
+		{`{app="api"} | trace_id="abcdef" or span_id="ghijkl"`, withTrace, `values"ghijkl"`},
 		{`{app="api"} | trace_id="t" or span_id="ghijkl"`, withTrace, "nil"},
 		{`{app="api"} | trace_id="abcdef" and span_id="ghijkl"`, withTrace, "NONE"},
-		{`{app="api"} | trace_id="t" and span_id="ghijkl"`, withTrace, `"ghijkl"`},
-		{`{app="api"} | trace_id="abcdef" | span_id="ghijkl"`, plain, `("abcdef" AND "ghijkl")`},
+		{`{app="api"} | trace_id="t" and span_id="ghijkl"`, withTrace, `values"ghijkl"`},
+		{`{app="api"} | trace_id="abcdef" | span_id="ghijkl"`, plain, `(values"abcdef" AND values"ghijkl")`},
 		{`{app="api"} | trace_id="abcdef" or __error__=""`, plain, "nil"},
 		{`{app="api"} | __error__="JSONParserErr"`, plain, "nil"},
 		{`{app="api"} | duration > 5s`, plain, "nil"},
-		{`{app="api"} | drop trace_id | trace_id="abcdef"`, plain, `"abcdef"`},
-		{`{app="api"} | keep app | trace_id="abcdef"`, plain, `"abcdef"`},
-		{`{app="api"} |= "x" | trace_id="abcdef"`, plain, `"abcdef"`},
+		{`{app="api"} | drop trace_id | trace_id="abcdef"`, plain, `values"abcdef"`},
+		{`{app="api"} | keep app | trace_id="abcdef"`, plain, `values"abcdef"`},
+		{`{app="api"} |= "x" | trace_id="abcdef"`, plain, `values"abcdef"`},
 	} {
 		ast, err := Parse(c.q)
 		if err != nil {
@@ -61,54 +61,24 @@ func TestMetaIndexCases(t *testing.T) {
 			t.Fatalf("%s: %v", c.q, err)
 		}
 		got := "nil"
-		if x := p.MetaIndex(c.stream); x != nil {
+		if x := p.LabelIndex(c.stream); x != nil {
 			got = x.String()
 		}
 		if got != c.want {
-			t.Errorf("%s over %s: MetaIndex %s, want %s", c.q, fmtLabels(c.stream), got, c.want)
+			t.Errorf("%s over %s: LabelIndex %s, want %s", c.q, fmtLabels(c.stream), got, c.want)
 		}
-		if p.HasMetaIndex() != (p.MetaIndex(plain) != nil || p.MetaIndex(withTrace) != nil) && c.want != "nil" {
-			t.Errorf("%s: HasMetaIndex %v", c.q, p.HasMetaIndex())
-		}
-	}
-}
-
-// metaHolds evaluates a MetaIndex requirement as the skip index sees an
-// entry: a literal holds when some metadata value contains it.
-func metaHolds(x *Expr, meta []byte) bool {
-	switch x.Op {
-	case OpAll:
-		return true
-	case OpNone:
-		return false
-	case OpLit:
-		found := false
-		attrs.Each(meta, func(_, v []byte) bool {
-			found = x.Lit.In(v)
-			return !found
-		})
-		return found
-	case OpAnd:
-		for _, s := range x.Sub {
-			if !metaHolds(s, meta) {
-				return false
-			}
-		}
-		return true
-	}
-	for _, s := range x.Sub {
-		if metaHolds(s, meta) {
-			return true
+		if !p.HasLabelIndex() && c.want != "nil" {
+			t.Errorf("%s: HasLabelIndex false", c.q)
 		}
 	}
-	return false
 }
 
 // TestMetaIndexOracle: for random pipelines of label filters (on
 // metadata names, stream names, _extracted names, values present,
 // absent, substrings, other case, empty), parsers, drop and keep, over
 // random entries, every entry MatchEntryAttrs accepts satisfies
-// MetaIndex(stream) evaluated on its own metadata values. That is the
+// LabelIndex(stream) evaluated on its own skip index (the 4-grams of its
+// line and of its metadata values). That is the
 // property the skip index relies on: it may drop a block only where no
 // entry could satisfy the requirement. The test also counts how often
 // the requirement rules an entry out, so that it cannot pass by always
@@ -178,6 +148,10 @@ func TestMetaIndexOracle(t *testing.T) {
 		}
 		entries = append(entries, entry{m, line})
 	}
+	ixs := make([]gramIndex, len(entries)) // each entry's skip index
+	for i, e := range entries {
+		ixs[i] = newGramIndex([]byte(e.line), e.meta)
+	}
 	passed, ruledOut := 0, 0
 	for range 2000 {
 		var b strings.Builder
@@ -208,12 +182,12 @@ func TestMetaIndexOracle(t *testing.T) {
 			continue
 		}
 		for _, s := range streams {
-			x := p.MetaIndex(s)
-			for _, e := range entries {
+			n := p.LabelIndex(s)
+			for i, e := range entries {
 				ok := p.MatchEntryAttrs(s, e.meta, []byte(e.line))
-				holds := x == nil || metaHolds(x, e.meta)
+				holds := ixs[i].may(n)
 				if ok && !holds {
-					t.Fatalf("%s over %s: entry (meta %q, line %q) matches, but MetaIndex %s does not hold", q, fmtLabels(s), e.meta, e.line, x)
+					t.Fatalf("%s over %s: entry (meta %q, line %q) matches, but LabelIndex %s does not hold", q, fmtLabels(s), e.meta, e.line, n)
 				}
 				if ok {
 					passed++
@@ -224,7 +198,7 @@ func TestMetaIndexOracle(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d matches checked, %d entries ruled out by MetaIndex", passed, ruledOut)
+	t.Logf("%d matches checked, %d entries ruled out by LabelIndex", passed, ruledOut)
 	if passed < 1000 || ruledOut < 1000 {
 		t.Errorf("too few matches (%d) or entries ruled out (%d): the test would prove little", passed, ruledOut)
 	}

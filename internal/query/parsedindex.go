@@ -17,9 +17,8 @@ import (
 // metadata pair named like a stream label is renamed name_extracted
 // (labelSet.add, addMeta), so a matcher on a name the stream has reads
 // the stream's value (or "" once a drop removed it): the stream decides,
-// as for the filters before any parser (metaNode.resolve). Otherwise the
-// value comes from the metadata (the values' index answers, as
-// Plan.MetaIndex) or from a parser that ran on the stored line, and the
+// as for the filters before any parser. Otherwise the value comes from
+// the metadata (the values' index answers) or from a parser that ran on the stored line, and the
 // line's index can answer for the parser, whose value the line spells:
 //
 //   - regexp and pattern: a substring of the line, as it is;
@@ -305,9 +304,14 @@ func needOf(op ExprOp, xs []*Need) *Need {
 	return &Need{Op: op, Sub: subs}
 }
 
-// need resolves n for an entry of a stream with the given labels: as
-// resolve, but a leaf whose label the stream lacks passes on a metadata
-// value or, after a parser, on a line holding its text.
+// need resolves n for an entry of a stream with the given labels. A leaf
+// whose label the stream has reads the stream's value, or "" once a drop
+// or keep removed it: no metadata pair or parser's key can take that name
+// (either is read as name_extracted), so the leaf passes or fails for the
+// whole stream; except for a name ending in _extracted, which such a pair
+// or key may take: that leaf needs nothing. A leaf whose label the stream
+// lacks passes on a metadata value or, after a parser, on a line holding
+// its text.
 func (n *metaNode) need(stream []Label) *Need {
 	switch n.op {
 	case OpLit:
@@ -352,9 +356,9 @@ func (n *metaNode) names(dst map[string]bool) {
 // LabelIndex is what an entry of a stream with the given labels needs of
 // a block's skip indexes for the plan's label filters to pass, before
 // and after parsers (see the top of parsedindex.go): nil when nothing.
-// It covers MetaIndex (the filters before any parser need metadata
-// values) and adds, for a filter after json, logfmt, regexp or pattern,
-// that the value may come from the line instead. A search may drop a
+// The filters before any parser need metadata values; for a filter
+// after json, logfmt, regexp or pattern, the value may come from the
+// line instead. A search may drop a
 // block where every selected stream fails it (and keep it where an
 // index is missing: a leaf on it is a maybe). The result may be OpNone:
 // no entry of the stream can pass. Streams that have none of the

@@ -44,7 +44,6 @@ type Plan struct {
 	Index *Expr
 
 	stages []pipeStage // parsers, label filters, drop and keep, in query order
-	meta   []*metaNode // what the label filters before any parser need of metadata values (MetaIndex)
 
 	// LabelIndex: what the label filters before and after parsers need
 	// of the skip indexes, the names they test, and the result for a
@@ -258,7 +257,6 @@ func Compile(q *Query) (*Plan, error) {
 	}
 	sort.SliceStable(p.Filters, func(i, j int) bool { return p.Filters[i].Cost < p.Filters[j].Cost })
 	p.Required, p.Index = and(reqs...), and(idx...)
-	p.meta = metaFilters(q.Stages)
 	p.compileNeeds(q.Stages)
 	return p, nil
 }

@@ -340,22 +340,34 @@ func TestTemplateTitleSubstr(t *testing.T) {
 	}
 }
 
-// A label filter after a stage that can set labels (every new stage, and
-// line_format and decolorize conservatively) needs no metadata value from
-// the skip index: the label may come from the stage.
+// A label filter after a stage that can set labels never needs a
+// metadata value alone of the skip index: after a parser the value may
+// come from the line (LabelIndex allows a line leaf), and after a stage
+// that can make a value out of anything (label_format, and line_format
+// and decolorize conservatively) nothing is required.
 func TestStagesEndMetaIndex(t *testing.T) {
-	if p, _ := Compile(mustParse(t, `{app="a"} |= "x" | trace_id="abc"`)); !p.HasMetaIndex() {
-		t.Fatal("baseline: a label filter first should use the metadata index")
+	if p, _ := Compile(mustParse(t, `{app="a"} |= "x" | trace_id="abcdef"`)); p.LabelIndex(nil).String() != `values"abcdef"` {
+		t.Fatalf("baseline: a label filter first needs a metadata value, got %v", p.LabelIndex(nil))
 	}
-	for _, st := range []string{`| regexp "(?P<trace_id>\\w+)"`, `| pattern "<trace_id> <_>"`, `| unpack`,
-		`| json trace_id="a"`, `| logfmt trace_id`, `| label_format trace_id=x`, `| line_format "x"`, `| decolorize`} {
-		q := `{app="a"} ` + st + ` | trace_id="abc"`
+	for _, c := range []struct {
+		stage string
+		line  bool // the value may come from the line; otherwise nothing is required
+	}{
+		{`| regexp "(?P<trace_id>\\w+)"`, true}, {`| pattern "<trace_id> <_>"`, true}, {`| unpack`, true},
+		{`| json trace_id="a"`, true}, {`| logfmt trace_id`, true},
+		{`| label_format trace_id=x`, false}, {`| line_format "x"`, false}, {`| decolorize`, false},
+	} {
+		q := `{app="a"} ` + c.stage + ` | trace_id="abcdef"`
 		p, err := Compile(mustParse(t, q))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.HasMetaIndex() {
-			t.Errorf("%s: the metadata index would prune on trace_id", q)
+		n := p.LabelIndex(nil)
+		switch {
+		case !c.line && (n != nil || p.HasLabelIndex()):
+			t.Errorf("%s: LabelIndex %v, want nothing required", q, n)
+		case c.line && (n == nil || !strings.Contains(n.String(), "line")):
+			t.Errorf("%s: LabelIndex %v, want a metadata value or the line", q, n)
 		}
 	}
 }
