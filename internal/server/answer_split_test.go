@@ -43,19 +43,10 @@ func TestAnswerSplitTimeWarning(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("%s: %d %.300s", q, code, body)
 		}
-		var r struct {
-			Data struct {
-				Result []struct {
-					Values [][]any `json:"values"`
-				} `json:"result"`
-			} `json:"data"`
-			Warnings []string `json:"warnings"`
-		}
+		eachStream(t, q, body, func(_ string, values [][2]string) { n += len(values) })
+		var r struct{ Warnings []string }
 		if err := json.Unmarshal([]byte(body), &r); err != nil {
 			t.Fatal(err)
-		}
-		for _, st := range r.Data.Result {
-			n += len(st.Values)
 		}
 		return n, r.Warnings
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -41,30 +40,19 @@ func TestRewriteKeepsOwnLines(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%s: %d %.300s", q, code, body)
 			}
-			var r struct {
-				Data struct {
-					Result []struct {
-						Values [][]any `json:"values"`
-					} `json:"result"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal([]byte(body), &r); err != nil {
-				t.Fatal(err)
-			}
 			got, bad := 0, 0
 			var ex []string
-			for _, st := range r.Data.Result {
-				for _, v := range st.Values {
+			eachStream(t, q, body, func(_ string, values [][2]string) {
+				for _, v := range values {
 					got++
-					ts, line := v[0].(string), v[1].(string)
-					if want[ts] != line {
+					if ts, line := v[0], v[1]; want[ts] != line {
 						bad++
 						if len(ex) < 3 {
 							ex = append(ex, fmt.Sprintf("at %s got %.50q want %.50q", ts, line, want[ts]))
 						}
 					}
 				}
-			}
+			})
 			if got != n || bad > 0 {
 				t.Errorf("%s %s: %d entries of %d, %d with another entry's line: %v", q, dir, got, n, bad, ex)
 			}
