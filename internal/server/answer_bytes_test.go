@@ -271,11 +271,7 @@ func TestTopKBytesOracle(t *testing.T) {
 		backward := r.IntN(2) == 0
 		maxBytes := int64(1 + r.IntN(1<<16))
 		k := &topK{limit: limit, maxBytes: maxBytes, backward: backward}
-		type rec struct {
-			h   hit
-			seq int
-		}
-		var all []rec
+		var all []topKRec
 		biggest := int64(0)
 		for i := range n {
 			size := r.IntN(int(maxBytes)/4 + 1)
@@ -283,25 +279,14 @@ func TestTopKBytesOracle(t *testing.T) {
 				size = r.IntN(2 * int(maxBytes))
 			}
 			h := hit{Time: int64(r.IntN(30)), Ord: int64(i*7919) % 1009, Line: bytes.Repeat([]byte{'a' + byte(i%26)}, size)}
-			all = append(all, rec{h, i})
+			all = append(all, topKRec{h, i})
 			k.add(&h)
 			biggest = max(biggest, hitSize(&h))
 			if bound := max(maxBytes, biggest)*3/2 + biggest; k.bytes > bound {
 				t.Fatalf("round %d: topK holds %d bytes after %d hits, bound %d", round, k.bytes, i+1, bound)
 			}
 		}
-		slices.SortStableFunc(all, func(a, b rec) int {
-			if a.h.Time != b.h.Time {
-				if backward {
-					return cmp.Compare(b.h.Time, a.h.Time)
-				}
-				return cmp.Compare(a.h.Time, b.h.Time)
-			}
-			if c := cmp.Compare(a.h.Ord, b.h.Ord); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.seq, b.seq)
-		})
+		sortTopKOracle(all, backward)
 		want := all[:min(limit, len(all))]
 		var sum int64
 		for i := range want {

@@ -23,11 +23,7 @@ func TestTopKOracle(t *testing.T) {
 		backward := r.IntN(2) == 0
 		big := round%3 == 0
 		k := &topK{limit: limit, backward: backward}
-		type rec struct {
-			h   hit
-			seq int
-		}
-		var all []rec
+		var all []topKRec
 		for i := range n {
 			size := r.IntN(64)
 			if big && r.IntN(4) == 0 {
@@ -35,21 +31,10 @@ func TestTopKOracle(t *testing.T) {
 			}
 			h := hit{Time: int64(r.IntN(20)), Ord: int64(r.IntN(50)), Line: bytes.Repeat([]byte{byte('a' + i%26)}, size)}
 			h.Line = append(h.Line, []byte(string(rune('0'+i%10)))...)
-			all = append(all, rec{h, i})
+			all = append(all, topKRec{h, i})
 			k.add(&h)
 		}
-		slices.SortStableFunc(all, func(a, b rec) int {
-			if a.h.Time != b.h.Time {
-				if backward {
-					return cmp.Compare(b.h.Time, a.h.Time)
-				}
-				return cmp.Compare(a.h.Time, b.h.Time)
-			}
-			if c := cmp.Compare(a.h.Ord, b.h.Ord); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.seq, b.seq)
-		})
+		sortTopKOracle(all, backward)
 		want := all[:min(limit, len(all))]
 		got, more := k.result()
 		if len(got) != len(want) || more != (n > limit) {
@@ -62,4 +47,27 @@ func TestTopKOracle(t *testing.T) {
 			}
 		}
 	}
+}
+
+// topKRec is a hit an oracle of topK saw, with the order it came in.
+type topKRec struct {
+	h   hit
+	seq int
+}
+
+// sortTopKOracle sorts all as a topK orders its answer: by time (newest
+// first when backward), then store order (Ord), then arrival.
+func sortTopKOracle(all []topKRec, backward bool) {
+	slices.SortStableFunc(all, func(a, b topKRec) int {
+		if a.h.Time != b.h.Time {
+			if backward {
+				return cmp.Compare(b.h.Time, a.h.Time)
+			}
+			return cmp.Compare(a.h.Time, b.h.Time)
+		}
+		if c := cmp.Compare(a.h.Ord, b.h.Ord); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
 }
