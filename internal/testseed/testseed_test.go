@@ -22,3 +22,18 @@ func TestSeed(t *testing.T) {
 		t.Errorf("without variables the seed did not come from the clock")
 	}
 }
+
+// TestScale: the native count without the variable (or with 0), the
+// emulated one with it.
+func TestScale(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		emu  bool
+		want int
+	}{{"", false, 100}, {"0", false, 100}, {"1", true, 10}} {
+		t.Setenv(EmulatedVar, c.v)
+		if Emulated() != c.emu || Scale(100, 10) != c.want {
+			t.Errorf("%s=%q: Emulated %v, Scale(100, 10) = %d; want %v, %d", EmulatedVar, c.v, Emulated(), Scale(100, 10), c.emu, c.want)
+		}
+	}
+}
