@@ -705,6 +705,9 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, lim ans
 			if next != nil && (backward && h.Time <= next.MaxTime || !backward && h.Time >= next.MinTime) {
 				break
 			}
+			if next != nil && k.cut && h.Time == k.cutKey.time {
+				break // the answer may end before this time (compact's time rule)
+			}
 			if err := out(h); err != nil {
 				return err
 			}
@@ -717,7 +720,7 @@ func collectStream(ctx context.Context, ts *tenantStore, sel *selection, lim ans
 	}
 	opt.blockDone = func(next *segment.BlockMeta) error {
 		if !k.sorted {
-			k.compact()
+			k.compact(false)
 		}
 		if k.full {
 			bound.Store(k.worst)
@@ -876,11 +879,14 @@ func (t *topK) add(h *hit) {
 		over = t.bytes-t.kept > max(t.kept, t.maxBytes)/2
 	}
 	if len(t.hits) >= 2*t.limit+256 || over && (len(t.hits) > t.limit || t.maxBytes > 0 && len(t.hits) > 1) {
-		t.compact()
+		t.compact(false)
 	}
 }
 
-func (t *topK) compact() {
+// compact sorts the hits and keeps those that may be in the answer;
+// final applies the time rule to a cut by bytes (result: no hit comes
+// after it).
+func (t *topK) compact(final bool) {
 	idx := make([]int, len(t.hits))
 	for i := range idx {
 		idx[i] = i
@@ -907,24 +913,31 @@ func (t *topK) compact() {
 		cut, cutKey = n, t.cutKey // all of them rank before it
 	}
 	if cut >= 0 {
-		// Cut by bytes between two hits of one time: end before that
-		// time instead, unless it is the first. A client without skip
-		// (Loki's API: Grafana, logcli) pages on from the last time it
-		// got, and would get again the entries of that time it has, and
-		// never those it has not, whenever fewer of them fit than share
-		// the time.
-		m := cut
-		for m > 0 && t.hits[idx[m-1]].Time == cutKey.time {
-			m--
-		}
-		if m > 0 && m < cut {
-			for j := m; j < cut; j++ {
-				sum -= t.sizes[idx[j]]
+		// The key remembered is the first hit left out, not where the
+		// answer ends for the time rule below: that rule depends on the
+		// hits before it, and a later hit that ranks before them all may
+		// push the cut out of the limit's reach, where the hits of that
+		// time fit after all.
+		t.cut, t.cutKey = true, cutKey
+		if final {
+			// Cut by bytes between two hits of one time: end before that
+			// time instead, unless it is the first. A client without skip
+			// (Loki's API: Grafana, logcli) pages on from the last time it
+			// got, and would get again the entries of that time it has,
+			// and never those it has not, whenever fewer of them fit than
+			// share the time.
+			m := cut
+			for m > 0 && t.hits[idx[m-1]].Time == cutKey.time {
+				m--
 			}
-			cut, cutKey = m, t.key(idx[m])
+			if m > 0 && m < cut {
+				for j := m; j < cut; j++ {
+					sum -= t.sizes[idx[j]]
+				}
+				cut = m
+			}
 		}
 		n = cut
-		t.cut, t.cutKey = true, cutKey
 	}
 	hits := make([]hit, n)
 	seqs := make([]int64, n)
@@ -944,7 +957,7 @@ func (t *topK) compact() {
 
 // result returns the kept hits in order and whether more matched.
 func (t *topK) result() ([]hit, bool) {
-	t.compact()
+	t.compact(true)
 	return t.hits, t.seen > int64(len(t.hits))
 }
 

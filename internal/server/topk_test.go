@@ -3,8 +3,10 @@ package server
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -70,4 +72,37 @@ func sortTopKOracle(all []topKRec, backward bool) {
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
+}
+
+// TestTopKBytesCutMovesOutOfLimit: a cut by bytes that the time rule
+// moved back to the start of its time (t=4: 1341 + 4675 bytes did not
+// fit after 3485) is not final: hits that arrive later and rank first
+// push that time's big hit out of the limit's window, and the first hit
+// of time 4 fits after all. The top-k remembered the moved cut and
+// answered 3 hits where 4 fit (TestTopKBytesOracle, 1 seed in ~100).
+func TestTopKBytesCutMovesOutOfLimit(t *testing.T) {
+	k := &topK{limit: 4, maxBytes: 8962}
+	add := func(tm, ord int64, size int) {
+		h := hit{Time: tm, Ord: ord, Line: bytes.Repeat([]byte{'x'}, size-32)}
+		k.add(&h)
+	}
+	add(4, 0, 1341)
+	add(4, 856, 303)
+	add(0, 703, 1812)
+	add(2, 550, 1673)
+	add(4, 397, 4675)
+	k.compact(false) // as a block's end does
+	add(24, 244, 1046)
+	add(20, 91, 1280)
+	add(26, 947, 853)
+	add(15, 794, 871)
+	add(0, 641, 1655)
+	got, more := k.result()
+	var keys []string
+	for _, h := range got {
+		keys = append(keys, fmt.Sprintf("%d/%d", h.Time, h.Ord))
+	}
+	if want := "0/641 0/703 2/550 4/0"; strings.Join(keys, " ") != want || !more {
+		t.Errorf("answer %v (more %v), want %s (more true)", keys, more, want)
+	}
 }
