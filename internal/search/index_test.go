@@ -14,6 +14,7 @@ import (
 	"haystack/internal/logtest"
 	"haystack/internal/segment"
 	"haystack/internal/store"
+	"haystack/internal/testseed"
 )
 
 // The skip index against brute force: every query runs with and without
@@ -227,6 +228,17 @@ func TestIndexEqualsBruteForce(t *testing.T) {
 			qs := indexQueries(rng, c)
 			if len(qs) < 100 {
 				t.Fatalf("only %d queries", len(qs))
+			}
+			if testseed.Emulated() {
+				// Every third query keeps the byte-order coverage (each
+				// kind: plain, changed, folded, each needle length range,
+				// the LogQL combinations; a third of them counted); the
+				// native run does them all.
+				var some []indexQuery
+				for i := 0; i < len(qs); i += 3 {
+					some = append(some, qs[i])
+				}
+				qs = some
 			}
 			var blocks, pruned, skipping int64
 			for i, iq := range qs {

@@ -239,6 +239,12 @@ func TestParsedIndexOracle(t *testing.T) {
 	seed := testseed.Seed(t, "HAY_PARSEDINDEX_SEED")
 	t.Logf("seed %d (HAY_PARSEDINDEX_SEED)", seed)
 	rng := rand.New(rand.NewPCG(seed, 63))
+	// Under emulation (testseed.Emulated) 40 queries a store keep the
+	// byte-order coverage; the native run does 100. At 40 a store's count
+	// of queries that find entries (~20%) falls below the bound now and
+	// then, so there the bounds hold for the three stores together.
+	queries := testseed.Scale(100, 40)
+	var allPruned, allFound int
 	for _, c := range []struct {
 		name     string
 		versions []int
@@ -250,7 +256,7 @@ func TestParsedIndexOracle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			snap := buildParsedStore(t, c.versions, n)
 			pruned, found := 0, 0
-			for i, src := range parsedQueries(rng, n/20, 100) {
+			for i, src := range parsedQueries(rng, n/20, queries) {
 				p := mustPlan(t, src)
 				order := []Order{Oldest, Newest, Stored}[i%3]
 				q := Query{Plan: p, Labels: snap.Labels, Order: order}
@@ -280,11 +286,22 @@ func TestParsedIndexOracle(t *testing.T) {
 					found++
 				}
 			}
-			t.Logf("%d of 100 queries skipped blocks by the index, %d found entries", pruned, found)
-			if found < 8 || c.name != "v4" && pruned < 35 {
+			t.Logf("%d of %d queries skipped blocks by the index, %d found entries", pruned, queries, found)
+			if c.name != "v4" {
+				allPruned += pruned
+			}
+			allFound += found
+			if testseed.Emulated() {
+				return
+			}
+			if found*100 < 8*queries || c.name != "v4" && pruned*100 < 35*queries {
 				t.Errorf("%d queries found entries, %d skipped blocks: the test would prove little", found, pruned)
 			}
 		})
+	}
+	// The stores together (2 of them not v4) under emulation.
+	if testseed.Emulated() && (allFound*100 < 8*3*queries || allPruned*100 < 35*2*queries) {
+		t.Errorf("%d queries found entries, %d skipped blocks in all: the test would prove little", allFound, allPruned)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"haystack/internal/attrs"
+	"haystack/internal/testseed"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -314,7 +315,12 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 				damageCheck(t, path, -1, fmt.Sprintf("truncated to %d", n))
 			}
 			// Every bit flip, in memory through newReader; one flip in 16
-			// through a real file and Open as well.
+			// through a real file and Open as well. Under emulation
+			// (testseed.Emulated) one bit of each byte, bit off%8: every
+			// byte of every section is still damaged, and every bit
+			// position, in an eighth of the time; the native run flips
+			// every bit.
+			emulated := testseed.Emulated()
 			areaStart, areaEnd := postingsArea(r)
 			if areaEnd-areaStart < 16 {
 				t.Fatalf("postings area %d..%d", areaStart, areaEnd)
@@ -330,6 +336,9 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			buf := bytes.Clone(orig)
 			for off := range buf {
 				for bit := range 8 {
+					if emulated && bit != off%8 {
+						continue
+					}
 					buf[off] ^= 1 << bit
 					what := fmt.Sprintf("bit %d of byte %d flipped", bit, off)
 					inMem := func() (*Reader, error) { return newReader(path, buf) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"haystack/internal/attrs"
+	"haystack/internal/testseed"
 )
 
 // budgetSegment writes n log lines of ~120 bytes, each with metadata
@@ -112,7 +113,16 @@ func checkNoFalseNegatives(t *testing.T, r *Reader, ids []string) {
 // MB of format 4's. Version 6's value filters of whole values (~4% of
 // the file) still rule an absent id out of almost every block.
 func TestValuesIndexBudgetBase62(t *testing.T) {
-	for _, n := range []int{250_000, 2_000_000} {
+	sizes := []int{250_000, 2_000_000}
+	if testseed.Emulated() {
+		// Under emulation (testseed.Emulated) the ingest size alone keeps
+		// the byte-order coverage (the same encoders and decoders, the
+		// budget given up); the compaction size and its bound on the
+		// writer's heap, the same on every 64-bit architecture, are the
+		// native run's.
+		sizes = sizes[:1]
+	}
+	for _, n := range sizes {
 		i4, p4, r4, _ := budgetSegment(t, formatV4, n, false)
 		i5, p5, r5, ids := budgetSegment(t, formatVersion, n, false)
 		t.Logf("%d entries, %d blocks: file v4 %d, v5 %d (%+.2f%%); peak heap v4 +%d MB, v5 +%d MB",
