@@ -588,7 +588,7 @@ func (w *Writer) flushBlock() {
 			start := len(w.vfArea)
 			w.vfArea, w.vhashes = appendValueFilter(w.vfArea, hs, length)
 			w.vfValues = w.vfValues || len(hs) > 0
-			if len(w.vfArea) > math.MaxUint32 {
+			if uint64(len(w.vfArea)) > math.MaxUint32 {
 				w.vfArea = w.vfArea[:start] // the table's offsets are u32: no filter
 			}
 			w.vfTable = binary.LittleEndian.AppendUint32(w.vfTable, uint32(len(w.vfArea)))
