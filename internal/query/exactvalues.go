@@ -15,12 +15,37 @@ const maxExactValues = 16
 // when they are at most maxExactValues literal strings (`a|b`,
 // `(get|put)_ok`, `id-[12]`): the matcher is anchored (it matches whole
 // values), so a value passes only if it equals one of them. ok is false
-// otherwise: a repetition, any-character, an anchor inside the pattern,
+// otherwise: an unbounded repetition, any-character, an anchor inside
+// the pattern (one that begins or ends it changes nothing),
 // case folding ((?i): its Unicode folds are not spelled out here), or a
 // literal or class holding U+FFFD, which a value's invalid byte also
 // matches (the regexp engine reads it as U+FFFD) though the byte is not
 // that rune's encoding.
 func exactValues(re *syntax.Regexp) (vals []string, ok bool) {
+	return exactValuesIn(unanchor(re))
+}
+
+// unanchor drops the anchors that begin and end the whole pattern (`^id$`,
+// `\Aid\z`): the matcher matches whole values, so there they change
+// nothing. Anchors anywhere else stay (and give up).
+func unanchor(re *syntax.Regexp) *syntax.Regexp {
+	if re.Op != syntax.OpConcat {
+		return re
+	}
+	sub := re.Sub
+	for len(sub) > 0 && (sub[0].Op == syntax.OpBeginText || sub[0].Op == syntax.OpBeginLine) {
+		sub = sub[1:]
+	}
+	for len(sub) > 0 && (sub[len(sub)-1].Op == syntax.OpEndText || sub[len(sub)-1].Op == syntax.OpEndLine) {
+		sub = sub[:len(sub)-1]
+	}
+	if len(sub) == len(re.Sub) {
+		return re
+	}
+	return &syntax.Regexp{Op: syntax.OpConcat, Flags: re.Flags, Sub: sub}
+}
+
+func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
 	switch re.Op {
 	case syntax.OpEmptyMatch:
 		return []string{""}, true
@@ -41,13 +66,13 @@ func exactValues(re *syntax.Regexp) (vals []string, ok bool) {
 		}
 		return vals, len(vals) > 0
 	case syntax.OpCapture:
-		return exactValues(re.Sub[0])
+		return exactValuesIn(re.Sub[0])
 	case syntax.OpQuest:
-		vals, ok = exactValues(re.Sub[0])
+		vals, ok = exactValuesIn(re.Sub[0])
 		return dedupValues(append(vals, "")), ok && len(vals) < maxExactValues
 	case syntax.OpAlternate:
 		for _, s := range re.Sub {
-			v, ok := exactValues(s)
+			v, ok := exactValuesIn(s)
 			if !ok {
 				return nil, false
 			}
@@ -60,21 +85,56 @@ func exactValues(re *syntax.Regexp) (vals []string, ok bool) {
 	case syntax.OpConcat:
 		vals = []string{""}
 		for _, s := range re.Sub {
-			v, ok := exactValues(s)
-			if !ok || len(vals)*len(v) > maxExactValues {
+			v, ok := exactValuesIn(s)
+			if !ok {
 				return nil, false
 			}
-			next := make([]string, 0, len(vals)*len(v))
-			for _, a := range vals {
-				for _, b := range v {
-					next = append(next, a+b)
-				}
+			if vals, ok = product(vals, v); !ok {
+				return nil, false
 			}
-			vals = dedupValues(next)
+		}
+		return vals, true
+	case syntax.OpRepeat:
+		// x{n} and x{n,m}: each count's product, while they stay few.
+		if re.Max < 0 || re.Max > maxExactValues {
+			return nil, false
+		}
+		v, ok := exactValuesIn(re.Sub[0])
+		if !ok {
+			return nil, false
+		}
+		rep := []string{""}
+		for n := 0; n < re.Min; n++ {
+			if rep, ok = product(rep, v); !ok {
+				return nil, false
+			}
+		}
+		vals = rep
+		for n := re.Min; n < re.Max; n++ {
+			if rep, ok = product(rep, v); !ok {
+				return nil, false
+			}
+			if vals = dedupValues(append(vals, rep...)); len(vals) > maxExactValues {
+				return nil, false
+			}
 		}
 		return vals, true
 	}
 	return nil, false
+}
+
+// product is every a+b, deduplicated; ok is false past maxExactValues.
+func product(as, bs []string) ([]string, bool) {
+	if len(as)*len(bs) > maxExactValues {
+		return nil, false
+	}
+	out := make([]string, 0, len(as)*len(bs))
+	for _, a := range as {
+		for _, b := range bs {
+			out = append(out, a+b)
+		}
+	}
+	return dedupValues(out), true
 }
 
 func dedupValues(v []string) []string {

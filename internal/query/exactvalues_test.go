@@ -25,7 +25,19 @@ func TestExactValues(t *testing.T) {
 		{"a*", nil},
 		{"a+", nil},
 		{"(?i)abc", nil},
-		{"^abc$", nil},
+		{"^abc$", []string{"abc"}}, // the matcher is anchored: these change nothing
+		{`\Aabc\z`, []string{"abc"}},
+		{"(?m)^abc$", []string{"abc"}},
+		{"^(a|b)c$", []string{"ac", "bc"}},
+		{"a^b", nil},
+		{"^a|b$", nil},
+		{"a$b", nil},
+		{"a{2}", []string{"aa"}},
+		{"(a|b){2}", []string{"aa", "ab", "ba", "bb"}},
+		{"x{1,3}", []string{"x", "xx", "xxx"}},
+		{"x{0,2}y", []string{"xxy", "xy", "y"}},
+		{"x{2,}", nil},
+		{"[ab]{5}", nil}, // 32 values
 		{"[a-z]", nil}, // 26 values: more than maxExactValues
 		{"(a|b|c|d)(e|f|g|h)(i|j)", nil},
 		{"\uFFFD", nil}, // an invalid byte of a value matches it too
@@ -47,7 +59,7 @@ func TestExactValues(t *testing.T) {
 // anchored pattern matches (s, and the values with a byte changed) is
 // listed.
 func FuzzExactValues(f *testing.F) {
-	for _, s := range []string{"a|b", "(get|put)_ok", "id-[12]", "x(y)?", "\uFFFD|a", "(?i)k", "a\\x{212A}"} {
+	for _, s := range []string{"a|b", "(get|put)_ok", "id-[12]", "x(y)?", "\uFFFD|a", "(?i)k", "a\\x{212A}", "^a{2}$", "(?m)^(a|b){1,2}$"} {
 		f.Add(s, "a")
 	}
 	f.Fuzz(func(t *testing.T, pattern, s string) {
