@@ -37,58 +37,30 @@ func buildMetaStore(t testing.TB, versions []int, withMeta bool, n int) *store.S
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 6))
 	streams := []string{`{app="checkout"}`, `{app="api",trace_id="stream-trace"}`, `{app="cart"}`}
-	per := (n + len(versions) - 1) / len(versions)
-	for run, v := range versions {
-		st, err := store.Open(dir, store.Options{HeadBytes: 64 << 10, Segment: segment.Options{BlockSize: 8 << 10, Version: v}})
-		if err != nil {
-			t.Fatal(err)
+	return buildVersioned(t, dir, versions, n, 200, store.Options{HeadBytes: 64 << 10, Segment: segment.Options{BlockSize: 8 << 10}}, func(st *store.Store, i int) store.Entry {
+		trace := metaTraceID(i / 20)
+		var line string
+		switch i % 4 {
+		case 0:
+			line = fmt.Sprintf("level=%s msg=%q trace_id=%s", []string{"info", "error"}[rng.IntN(2)], "request served", metaTraceID(i/20+1))
+		case 1:
+			line = fmt.Sprintf(`{"level":"warn","trace_id":"%s","n":%d}`, trace, i)
+		default:
+			line = fmt.Sprintf("GET /cart/%d 200 %dms", rng.IntN(1000), rng.IntN(500))
 		}
-		var b store.Batch
-		for i := run * per; i < min(n, (run+1)*per); i++ {
-			trace := metaTraceID(i / 20)
-			var line string
-			switch i % 4 {
-			case 0:
-				line = fmt.Sprintf("level=%s msg=%q trace_id=%s", []string{"info", "error"}[rng.IntN(2)], "request served", metaTraceID(i/20+1))
-			case 1:
-				line = fmt.Sprintf(`{"level":"warn","trace_id":"%s","n":%d}`, trace, i)
-			default:
-				line = fmt.Sprintf("GET /cart/%d 200 %dms", rng.IntN(1000), rng.IntN(500))
+		e := store.Entry{Time: int64(i) * 1e6, Stream: st.Stream(streams[i%3]), Line: []byte(line)}
+		if withMeta && i%7 != 3 {
+			kv := []string{"trace_id", trace, "span_id", fmt.Sprintf("%016x", rng.Uint64())}
+			if i%5 == 0 {
+				kv = append(kv, "user", fmt.Sprintf("Alice-%d", i/20))
 			}
-			e := store.Entry{Time: int64(i) * 1e6, Stream: st.Stream(streams[i%3]), Line: []byte(line)}
-			if withMeta && i%7 != 3 {
-				kv := []string{"trace_id", trace, "span_id", fmt.Sprintf("%016x", rng.Uint64())}
-				if i%5 == 0 {
-					kv = append(kv, "user", fmt.Sprintf("Alice-%d", i/20))
-				}
-				if i%11 == 0 {
-					kv = append(kv, "empty", "")
-				}
-				e.Attrs = attrs.MustPairs(kv...)
+			if i%11 == 0 {
+				kv = append(kv, "empty", "")
 			}
-			b.Entries = append(b.Entries, e)
-			if len(b.Entries) == 200 {
-				if err := st.Append(&b); err != nil {
-					t.Fatal(err)
-				}
-				b = store.Batch{}
-			}
+			e.Attrs = attrs.MustPairs(kv...)
 		}
-		if len(b.Entries) > 0 {
-			if err := st.Append(&b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snap.Close() })
-	return snap
+		return e
+	})
 }
 
 // metaQueries returns random LogQL queries with label filters on
@@ -310,4 +282,46 @@ func TestMetaIndexSkipsBlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildVersioned writes entries 0..n-1 into a store at dir in one run per
+// segment format version in versions (0: the current one), each a
+// store.Open with opts at that version: a run's share of the entries, made
+// by entry (in order: a generator's random draws stay the same), appended
+// in batches of batch. It returns a snapshot of the whole store.
+func buildVersioned(t testing.TB, dir string, versions []int, n, batch int, opts store.Options, entry func(st *store.Store, i int) store.Entry) *store.Snapshot {
+	t.Helper()
+	per := (n + len(versions) - 1) / len(versions)
+	for run, v := range versions {
+		o := opts
+		o.Segment.Version = v
+		st, err := store.Open(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		for i := run * per; i < min(n, (run+1)*per); i++ {
+			b.Entries = append(b.Entries, entry(st, i))
+			if len(b.Entries) == batch {
+				if err := st.Append(&b); err != nil {
+					t.Fatal(err)
+				}
+				b = store.Batch{}
+			}
+		}
+		if len(b.Entries) > 0 {
+			if err := st.Append(&b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := store.OpenSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snap.Close() })
+	return snap
 }

@@ -54,85 +54,57 @@ func buildParsedStore(t testing.TB, versions []int, n int) *store.Snapshot {
 	rng := rand.New(rand.NewPCG(92, 93))
 	streams := []string{`{app="checkout"}`, `{app="api",trace_id="stream-trace"}`, `{app="cart",level="debug"}`,
 		`{app="web",trace_id="stream-trace",trace_id_extracted="stream-x"}`}
-	per := (n + len(versions) - 1) / len(versions)
-	for run, v := range versions {
-		st, err := store.Open(dir, store.Options{HeadBytes: 64 << 10, Segment: segment.Options{BlockSize: 8 << 10, Version: v}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b store.Batch
-		for i := run * per; i < min(n, (run+1)*per); i++ {
-			k := i / 20
-			trace := parsedTrace(k)
-			level := []string{"info", "error", "warn"}[rng.IntN(3)]
-			user := strconv.Itoa(7545000 + rng.IntN(300))
-			// Traces 7 and 8 of every 100 are only in JSON lines, every
-			// fourth character \u-escaped; 57 and 58 only in logfmt
-			// lines, every fourth \x-escaped (no 4 bytes of the id are
-			// in any line as they are). They are far apart: a block of
-			// one has no escape of the other.
-			tid := trace
-			switch k % 100 {
-			case 7, 8:
-				if i%3 == 0 {
-					tid = escapeEvery(trace, "\\u%04X")
-				} else {
-					tid = "none"
-				}
-			case 57, 58:
-				if i%3 == 1 {
-					tid = `"` + escapeEvery(trace, "\\x%02x") + `"`
-				} else {
-					tid = "none"
-				}
+	return buildVersioned(t, dir, versions, n, 200, store.Options{HeadBytes: 64 << 10, Segment: segment.Options{BlockSize: 8 << 10}}, func(st *store.Store, i int) store.Entry {
+		k := i / 20
+		trace := parsedTrace(k)
+		level := []string{"info", "error", "warn"}[rng.IntN(3)]
+		user := strconv.Itoa(7545000 + rng.IntN(300))
+		// Traces 7 and 8 of every 100 are only in JSON lines, every
+		// fourth character \u-escaped; 57 and 58 only in logfmt
+		// lines, every fourth \x-escaped (no 4 bytes of the id are
+		// in any line as they are). They are far apart: a block of
+		// one has no escape of the other.
+		tid := trace
+		switch k % 100 {
+		case 7, 8:
+			if i%3 == 0 {
+				tid = escapeEvery(trace, "\\u%04X")
+			} else {
+				tid = "none"
 			}
-			var line string
-			switch i % 3 {
-			case 0:
-				line = fmt.Sprintf(`{"level":%q,"trace_id":"%s","user_id":%s,"req":{"path":"/cart/%d"}}`, level, tid, user, rng.IntN(50))
-			case 1:
-				line = fmt.Sprintf(`level=%s trace_id=%s user_id=%s msg="request served" path=/cart/%d`, level, tid, user, rng.IntN(50))
-			default:
-				line = fmt.Sprintf("GET /cart/%d 200 trace=%s user=%s", rng.IntN(50), tid, user)
-			}
-			e := store.Entry{Time: int64(i) * 1e6, Stream: st.Stream(streams[(i/3)%4]), Line: []byte(line)}
-			if i%7 != 3 {
-				mt := trace
-				if k%100 == 3 || k%100 == 4 {
-					mt = parsedTrace(k + 1000) // in metadata only
-				}
-				kv := []string{"span_id", fmt.Sprintf("%016x", rng.Uint64())}
-				if j := k % 100; j != 7 && j != 8 && j != 57 && j != 58 {
-					kv = append(kv, "trace_id", mt) // escaped traces: only in lines
-				}
-				if i%5 == 0 {
-					kv = append(kv, "user_id", fmt.Sprintf("meta-only-%d", k))
-				}
-				e.Attrs = attrs.MustPairs(kv...)
-			}
-			b.Entries = append(b.Entries, e)
-			if len(b.Entries) == 200 {
-				if err := st.Append(&b); err != nil {
-					t.Fatal(err)
-				}
-				b = store.Batch{}
+		case 57, 58:
+			if i%3 == 1 {
+				tid = `"` + escapeEvery(trace, "\\x%02x") + `"`
+			} else {
+				tid = "none"
 			}
 		}
-		if len(b.Entries) > 0 {
-			if err := st.Append(&b); err != nil {
-				t.Fatal(err)
+		var line string
+		switch i % 3 {
+		case 0:
+			line = fmt.Sprintf(`{"level":%q,"trace_id":"%s","user_id":%s,"req":{"path":"/cart/%d"}}`, level, tid, user, rng.IntN(50))
+		case 1:
+			line = fmt.Sprintf(`level=%s trace_id=%s user_id=%s msg="request served" path=/cart/%d`, level, tid, user, rng.IntN(50))
+		default:
+			line = fmt.Sprintf("GET /cart/%d 200 trace=%s user=%s", rng.IntN(50), tid, user)
+		}
+		e := store.Entry{Time: int64(i) * 1e6, Stream: st.Stream(streams[(i/3)%4]), Line: []byte(line)}
+		if i%7 != 3 {
+			mt := trace
+			if k%100 == 3 || k%100 == 4 {
+				mt = parsedTrace(k + 1000) // in metadata only
 			}
+			kv := []string{"span_id", fmt.Sprintf("%016x", rng.Uint64())}
+			if j := k % 100; j != 7 && j != 8 && j != 57 && j != 58 {
+				kv = append(kv, "trace_id", mt) // escaped traces: only in lines
+			}
+			if i%5 == 0 {
+				kv = append(kv, "user_id", fmt.Sprintf("meta-only-%d", k))
+			}
+			e.Attrs = attrs.MustPairs(kv...)
 		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snap.Close() })
-	return snap
+		return e
+	})
 }
 
 // parsedQueries returns random queries with label filters after

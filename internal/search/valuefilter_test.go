@@ -40,40 +40,12 @@ func buildOTelStore(t testing.TB, versions []int, n, streams, blockSize int) *st
 
 func buildOTelStoreIn(t testing.TB, dir string, versions []int, n, streams, blockSize int) *store.Snapshot {
 	t.Helper()
-	per := (n + len(versions) - 1) / len(versions)
-	for run, v := range versions {
-		st, err := store.Open(dir, store.Options{Segment: segment.Options{BlockSize: blockSize, Version: v}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b store.Batch
-		for i := run * per; i < min(n, (run+1)*per); i++ {
-			b.Entries = append(b.Entries, store.Entry{Time: int64(i) * 1e6,
-				Stream: st.Stream(fmt.Sprintf(`{service_name="svc-%d"}`, i%streams)),
-				Line:   []byte(otelBodies[i%len(otelBodies)]),
-				Attrs:  attrs.MustPairs("trace_id", otelID(1, i, 32), "span_id", otelID(2, i, 16))})
-			if len(b.Entries) == 5000 {
-				if err := st.Append(&b); err != nil {
-					t.Fatal(err)
-				}
-				b = store.Batch{}
-			}
-		}
-		if len(b.Entries) > 0 {
-			if err := st.Append(&b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snap.Close() })
-	return snap
+	return buildVersioned(t, dir, versions, n, 5000, store.Options{Segment: segment.Options{BlockSize: blockSize}}, func(st *store.Store, i int) store.Entry {
+		return store.Entry{Time: int64(i) * 1e6,
+			Stream: st.Stream(fmt.Sprintf(`{service_name="svc-%d"}`, i%streams)),
+			Line:   []byte(otelBodies[i%len(otelBodies)]),
+			Attrs:  attrs.MustPairs("trace_id", otelID(1, i, 32), "span_id", otelID(2, i, 16))}
+	})
 }
 
 // TestValueFilterPrunesHexIDs is R11c-2: 120,000 OTel-like entries in 1
@@ -185,56 +157,28 @@ func buildValueStore(t testing.TB, versions []int, n int) *store.Snapshot {
 	t.Helper()
 	dir := t.TempDir()
 	streams := []string{`{app="a"}`, `{app="b",trace_id="` + otelID(3, 17, 32) + `"}`, `{app="c"}`}
-	per := (n + len(versions) - 1) / len(versions)
-	for run, v := range versions {
-		st, err := store.Open(dir, store.Options{HeadBytes: 32 << 10, Segment: segment.Options{BlockSize: 2 << 10, Version: v}})
-		if err != nil {
-			t.Fatal(err)
+	return buildVersioned(t, dir, versions, n, 100, store.Options{HeadBytes: 32 << 10, Segment: segment.Options{BlockSize: 2 << 10}}, func(st *store.Store, i int) store.Entry {
+		trace, span := valueIDs(i)
+		line := otelBodies[i%len(otelBodies)]
+		switch i % 9 {
+		case 1:
+			line = fmt.Sprintf(`{"msg":"x","trace_id":"%s"}`, otelID(3, i+1, 32))
+		case 2:
+			line = fmt.Sprintf(`msg=y trace_id=%s`, otelID(3, i+2, 32))
 		}
-		var b store.Batch
-		for i := run * per; i < min(n, (run+1)*per); i++ {
-			trace, span := valueIDs(i)
-			line := otelBodies[i%len(otelBodies)]
-			switch i % 9 {
-			case 1:
-				line = fmt.Sprintf(`{"msg":"x","trace_id":"%s"}`, otelID(3, i+1, 32))
-			case 2:
-				line = fmt.Sprintf(`msg=y trace_id=%s`, otelID(3, i+2, 32))
+		e := store.Entry{Time: int64(i) * 1e6, Stream: st.Stream(streams[i%3]), Line: []byte(line)}
+		if i%10 != 9 {
+			kv := []string{"trace_id", trace, "span_id", span}
+			if i%4 == 0 {
+				kv = append(kv, "user", []string{"alice", "Bob", "carol"}[i%3])
 			}
-			e := store.Entry{Time: int64(i) * 1e6, Stream: st.Stream(streams[i%3]), Line: []byte(line)}
-			if i%10 != 9 {
-				kv := []string{"trace_id", trace, "span_id", span}
-				if i%4 == 0 {
-					kv = append(kv, "user", []string{"alice", "Bob", "carol"}[i%3])
-				}
-				if i%6 == 0 {
-					kv = append(kv, "trace_id_extracted", otelID(3, i+3, 32))
-				}
-				e.Attrs = attrs.MustPairs(kv...)
+			if i%6 == 0 {
+				kv = append(kv, "trace_id_extracted", otelID(3, i+3, 32))
 			}
-			b.Entries = append(b.Entries, e)
-			if len(b.Entries) == 100 {
-				if err := st.Append(&b); err != nil {
-					t.Fatal(err)
-				}
-				b = store.Batch{}
-			}
+			e.Attrs = attrs.MustPairs(kv...)
 		}
-		if len(b.Entries) > 0 {
-			if err := st.Append(&b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snap.Close() })
-	return snap
+		return e
+	})
 }
 
 // valueQuery returns a random query with label filters on the values of
