@@ -38,7 +38,7 @@ func TestExactValues(t *testing.T) {
 		{"x{0,2}y", []string{"xxy", "xy", "y"}},
 		{"x{2,}", nil},
 		{"[ab]{5}", nil}, // 32 values
-		{"[a-z]", nil}, // 26 values: more than maxExactValues
+		{"[a-z]", nil},   // 26 values: more than maxExactValues
 		{"(a|b|c|d)(e|f|g|h)(i|j)", nil},
 		{"\uFFFD", nil}, // an invalid byte of a value matches it too
 		{"[\uFFF0-\uFFFF]", nil},
