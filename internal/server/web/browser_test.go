@@ -151,6 +151,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("url state", env.testURLState)
 	t.Run("facet click", env.testFacet)
 	t.Run("load more", env.testLoadMore)
+	t.Run("load more after a byte cut", env.testLoadMoreBytes)
 	t.Run("drag zoom", env.testDragZoom)
 	t.Run("keyboard", env.testKeyboard)
 	t.Run("escape stops", env.testEscape)
@@ -492,6 +493,32 @@ func (env *browserEnv) testFacet(t *testing.T) {
 	act(t, ctx, chromedp.Click(chromedp.CSS(`#facet-list button[data-label="level"][data-value="error"]`)))
 	if v := browsertest.Eval[string](t, ctx, `document.getElementById('q').value`); v != "timeout" {
 		t.Fatalf("after removing both facets the query is %q, want timeout", v)
+	}
+}
+
+// testLoadMoreBytes: a page the server cut for its size (hay serve
+// --max-query-bytes: the trailer's limited_by "bytes" and warning) says
+// so in the status, with the server's warning as its title, and still
+// offers the next page (review 13 R13-3: it said "Stopped at N" alone).
+func (env *browserEnv) testLoadMoreBytes(t *testing.T) {
+	env.api.bytesCut.Store(true)
+	defer env.api.bytesCut.Store(false)
+	ctx := env.tab(t)
+	env.open(t, ctx, "/?q=tick&limit=50")
+	status := browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`)
+	title := browsertest.Eval[string](t, ctx, `document.getElementById('status').title`)
+	if status != "Stopped at 50 (the server's answer size limit) — load more" || title != fakeCutWarning {
+		t.Fatalf("status %q, title %q", status, title)
+	}
+	if browsertest.Eval[bool](t, ctx, `document.getElementById('more').hidden`) {
+		t.Fatal("load more hidden after a byte cut")
+	}
+	env.api.bytesCut.Store(false)
+	act(t, ctx, chromedp.Click(chromedp.ID("more")))
+	status = browsertest.Eval[string](t, ctx, `document.getElementById('status').textContent`)
+	title = browsertest.Eval[string](t, ctx, `document.getElementById('status').title`)
+	if status != "Stopped at 100 — load more" || title != "" {
+		t.Fatalf("after a page the server did not cut: status %q, title %q", status, title)
 	}
 }
 

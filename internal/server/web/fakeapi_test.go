@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -211,6 +212,9 @@ type fakeAPI struct {
 	// tailConns receives each live tail whose query contains "tailctl",
 	// for the test to drive (tailConn).
 	tailConns chan *tailConn
+	// bytesCut makes a limited search's trailer say the server's byte
+	// bound cut it, as hay serve's does (limited_by, warning).
+	bytesCut atomic.Bool
 }
 
 func newFakeAPI(es []entry) *fakeAPI {
@@ -410,8 +414,17 @@ func (f *fakeAPI) serveSearch(w http.ResponseWriter, r *http.Request, v url.Valu
 		time.Sleep(pause)
 		w.Write(b[cut:])
 	}
-	json.NewEncoder(w).Encode(map[string]any{"done": true, "count": len(out), "limited": limited, "elapsed_ms": time.Since(started).Milliseconds()})
+	trailer := map[string]any{"done": true, "count": len(out), "limited": limited, "elapsed_ms": time.Since(started).Milliseconds()}
+	if limited && f.bytesCut.Load() {
+		trailer["limited_by"] = "bytes"
+		trailer["warning"] = fakeCutWarning
+	}
+	json.NewEncoder(w).Encode(trailer)
 }
+
+// fakeCutWarning is the warning of a search the fake API says it cut by
+// bytes.
+const fakeCutWarning = "the answer was cut at 50 entries: they hold about 64MiB, the server's --max-query-bytes"
 
 type hitsAnswer struct {
 	StepMs  int64    `json:"step_ms"`

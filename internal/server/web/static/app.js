@@ -553,6 +553,7 @@
     // and for tests; the title says why it is reconnecting.
     el.status.dataset.tail = !tail ? '' : tail.lost ? 'reconnecting' : 'live';
     if (tail && tail.lost) el.status.title = 'Live tail: ' + tail.why + '; reconnecting';
+    else if (!tail && cur.phase === 'done' && cur.limited && cur.warning) el.status.title = cur.warning;
     else el.status.removeAttribute('title');
     el.status.dataset.state = cur.phase || '';
     if (cur.phase === 'error') { el.stop.hidden = !tail; return; }
@@ -562,7 +563,9 @@
     else if (tail) { setStatus('Live: ' + shown + ' rows' + (tail.lost ? ' (reconnecting…)' : '')); return; }
     else if (cur.phase === 'running') setStatus('Searching… ' + shown);
     else if (cur.phase === 'stopped') setStatus('Stopped at ' + shown + ' (Escape)');
-    else if (cur.phase === 'done' && cur.limited) setStatus('Stopped at ' + shown + ' — load more');
+    // A page the server cut for its size (hay serve --max-query-bytes)
+    // says so; the title has the server's words.
+    else if (cur.phase === 'done' && cur.limited) setStatus('Stopped at ' + shown + (cur.limitedBy === 'bytes' ? ' (the server\'s answer size limit)' : '') + ' — load more');
     else if (cur.phase === 'done') setStatus(shown + (shown === 1 ? ' result' : ' results') + (cur.elapsed !== undefined ? ' · ' + cur.elapsed + ' ms' : ''));
     el.stop.hidden = !(cur.phase === 'running' || tail);
     const more = cur.phase === 'done' && cur.limited && !tail;
@@ -625,6 +628,7 @@
     if (skip > 0) params.skip = String(skip);
     c.phase = 'running';
     c.limited = false;
+    c.limitedBy = c.warning = '';
     updateStatus();
     let lastTs = null;
     try {
@@ -640,6 +644,8 @@
         if (o.done) {
           ended = true;
           c.limited = !!o.limited;
+          c.limitedBy = String(o.limited_by || '');
+          c.warning = String(o.warning || '');
           c.elapsed = o.elapsed_ms;
           return;
         }
