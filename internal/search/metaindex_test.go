@@ -223,14 +223,9 @@ func TestMetaIndexSkipsBlocks(t *testing.T) {
 				`{app="checkout"} | trace_id="` + trace + `" | json`,
 				`{app=~".+"} | span_id!="x" | trace_id=~"(?i)` + strings.ToUpper(trace) + `"`,
 			} {
-				var st Stats
-				q := Query{Plan: mustPlan(t, src), Labels: snap.Labels, Stats: &st}
-				got, gn := runMetaIdx(t, snap.Parts, q)
-				brute := q
-				brute.NoIndex, brute.Stats = true, nil
-				want, wn := runMetaIdx(t, snap.Parts, brute)
-				if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) || wn == 0 {
-					t.Fatalf("%s: %d entries with the index, %d without", src, gn, wn)
+				got, gn, st := sameWithoutIndex(t, snap.Parts, src, Query{Plan: mustPlan(t, src), Labels: snap.Labels})
+				if gn == 0 {
+					t.Fatalf("%s: no entry", src)
 				}
 				kept := st.Blocks - st.PrunedTime - st.PrunedStream - st.PrunedIndex
 				t.Logf("%s: %d blocks, %d decoded, %d ruled out by the index, %d entries", src, st.Blocks, st.Decoded, st.PrunedIndex, gn)
@@ -314,15 +309,7 @@ func buildVersioned(t testing.TB, dir string, versions []int, n, batch int, opts
 // and whether the index skipped blocks.
 func indexAgreesWithBrute(t testing.TB, parts []store.Part, src string, q, cq Query) (listed int64, skipped bool) {
 	t.Helper()
-	brute := q
-	brute.NoIndex = true
-	want, wn := runMetaIdx(t, parts, brute)
-	var st Stats
-	q.Stats = &st
-	got, gn := runMetaIdx(t, parts, q)
-	if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("%s (%v): with the index %d entries, brute force %d\nindex: %.300v\nbrute: %.300v", src, q.Order, gn, wn, got, want)
-	}
+	_, wn, st := sameWithoutIndex(t, parts, src, q)
 	cn, ccount := runMetaIdx(t, parts, cq)
 	if cn != nil {
 		t.Fatalf("%s: a count delivered entries", src)
@@ -333,4 +320,22 @@ func indexAgreesWithBrute(t testing.TB, parts []store.Part, src string, q, cq Qu
 		t.Fatalf("%s: count %d with the index, %d without, %d listed", src, ccount, bcount, wn)
 	}
 	return wn, st.PrunedIndex > 0
+}
+
+// sameWithoutIndex runs q over parts with the skip index and with NoIndex
+// and fails unless both give the same entries (metadata included) in the
+// same order, or the same count for a Count query. It returns the
+// entries, their number and the indexed run's Stats.
+func sameWithoutIndex(t testing.TB, parts []store.Part, src string, q Query) ([]metaIdxOut, int64, Stats) {
+	t.Helper()
+	var st Stats
+	q.Stats = &st
+	got, gn := runMetaIdx(t, parts, q)
+	brute := q
+	brute.NoIndex, brute.Stats = true, nil
+	want, wn := runMetaIdx(t, parts, brute)
+	if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s (%v): with the index %d entries, without %d\nindex: %.300v\nbrute: %.300v", src, q.Order, gn, wn, got, want)
+	}
+	return got, wn, st
 }

@@ -69,14 +69,9 @@ func TestValueFilterPrunesHexIDs(t *testing.T) {
 		{`{service_name=~"svc-1.*"} | trace_id="` + absent + `" or span_id="` + otelID(2, 60_010, 16) + `"`, 1},
 	}
 	for _, c := range queries {
-		var stats Stats
-		q := Query{Plan: mustPlan(t, c.src), Labels: snap.Labels, Stats: &stats}
-		got, gn := runMetaIdx(t, snap.Parts, q)
-		brute := q
-		brute.NoIndex, brute.Stats = true, nil
-		want, wn := runMetaIdx(t, snap.Parts, brute)
-		if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) || gn != c.want {
-			t.Fatalf("%s: %d entries with the index, %d without, want %d", c.src, gn, wn, c.want)
+		_, gn, stats := sameWithoutIndex(t, snap.Parts, c.src, Query{Plan: mustPlan(t, c.src), Labels: snap.Labels})
+		if gn != c.want {
+			t.Fatalf("%s: %d entries, want %d", c.src, gn, c.want)
 		}
 		t.Logf("%s: blocks %d, decoded %d, pruned by the index %d", c.src, stats.Blocks, stats.Decoded, stats.PrunedIndex)
 		if stats.Blocks < 8 {
@@ -120,15 +115,7 @@ func TestValueFilterOracle(t *testing.T) {
 				if i%5 == 0 {
 					q.Count = true
 				}
-				var stats Stats
-				q.Stats = &stats
-				got, gn := runMetaIdx(t, snap.Parts, q)
-				brute := q
-				brute.NoIndex, brute.Stats = true, nil
-				want, wn := runMetaIdx(t, snap.Parts, brute)
-				if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("%s: %d entries with the index, %d with NoIndex\n got %v\nwant %v", src, gn, wn, got, want)
-				}
+				_, wn, stats := sameWithoutIndex(t, snap.Parts, src, q)
 				if stats.PrunedIndex > 0 {
 					pruned++
 				}
@@ -273,14 +260,7 @@ func TestValueFilterDamaged(t *testing.T) {
 			`{service_name=~".+"} | span_id=~"` + otelID(2, i, 16) + `|x"`,
 			`{service_name=~".+"} | trace_id="` + otelID(1, n+i, 32) + `"`,
 		} {
-			q := Query{Plan: mustPlan(t, src), Labels: snap.Labels}
-			got, gn := runMetaIdx(t, snap.Parts, q)
-			brute := q
-			brute.NoIndex = true
-			want, wn := runMetaIdx(t, snap.Parts, brute)
-			if gn != wn || fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("%s: %d entries with the damaged index, %d with NoIndex", src, gn, wn)
-			}
+			sameWithoutIndex(t, snap.Parts, "damaged index: "+src, Query{Plan: mustPlan(t, src), Labels: snap.Labels})
 		}
 	}
 	dmg := snap.IndexDamage()
