@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"haystack/internal/testfs"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -32,24 +33,7 @@ import (
 // unmounts it at the end of the test.
 func diskfullMount(t *testing.T, size int64) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the disk-full tests mount a small tmpfs with mount(2)")
-	}
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		// Root without CAP_SYS_ADMIN (some containers): the platform
-		// lacks the feature these tests need.
-		t.Skipf("cannot mount a tmpfs (needs CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
+	return testfs.MountTmpfs(t, fmt.Sprintf("size=%d", size))
 }
 
 // diskfullRemount changes the tmpfs at dir: its size ("size=N") or

@@ -22,6 +22,7 @@ var rank = map[string]int{
 	"haystack/internal/version":                      0,
 	"haystack/internal/testseed":                     0,
 	"haystack/internal/testexec":                     0,
+	"haystack/internal/testfs":                       0,
 	"haystack/internal/testdiff":                     0,
 	"haystack/internal/attrs":                        0,
 	"haystack/internal/dirfs":                        0,

@@ -4,37 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"haystack/internal/testfs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
-
-// mountTmpfs mounts a tmpfs with opts on a new directory and unmounts it
-// at the end of the test.
-func mountTmpfs(t *testing.T, opts string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a small tmpfs with mount(2)")
-	}
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // useInodes creates empty files in dir until the filesystem has only
 // keep free inodes left.
@@ -79,7 +56,7 @@ func wantNamed(t *testing.T, what string, err error, path string) {
 func TestSegmentCreateErrorNamesDir(t *testing.T) {
 	for _, op := range []string{"flush", "compact"} {
 		t.Run(op, func(t *testing.T) {
-			mnt := mountTmpfs(t, "size=8m,nr_inodes=64")
+			mnt := testfs.MountTmpfs(t, "size=8m,nr_inodes=64")
 			dir := filepath.Join(mnt, "store")
 			st, err := Open(dir, Options{FsyncInterval: -1})
 			if err != nil {
