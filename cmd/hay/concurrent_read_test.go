@@ -155,8 +155,7 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 
 	srv.cmd.Process.Signal(syscall.SIGTERM)
-	werr := srv.cmd.Wait()
-	<-srv.logDone
+	werr := srv.wait()
 	crashCheckLogs(t, "concurrent readers", srv.logs())
 	if werr != nil {
 		t.Errorf("hay serve after SIGTERM: %v", werr)

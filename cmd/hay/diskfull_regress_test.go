@@ -147,8 +147,7 @@ func TestENOSPCServeDataDirRemoved(t *testing.T) {
 	}
 	ready.Body.Close()
 	srv.cmd.Process.Signal(syscall.SIGTERM)
-	srv.cmd.Wait()
-	<-srv.logDone
+	srv.wait()
 	if len(acked) == 0 {
 		return // refused: the contract holds
 	}

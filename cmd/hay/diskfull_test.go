@@ -389,8 +389,7 @@ func TestDiskFullServe(t *testing.T) {
 		}
 		if round == 0 {
 			srv.cmd.Process.Signal(syscall.SIGTERM)
-			err := srv.cmd.Wait()
-			<-srv.logDone
+			err := srv.wait()
 			if err == nil {
 				t.Errorf("hay serve exited 0 after its store failed; log:\n%s", srv.logs())
 			}
@@ -413,10 +412,9 @@ func TestDiskFullServe(t *testing.T) {
 		t.Logf("round %d: disk full at push %d", round, failedAt)
 	}
 	srv.cmd.Process.Signal(syscall.SIGTERM)
-	if err := srv.cmd.Wait(); err != nil {
+	if err := srv.wait(); err != nil {
 		t.Fatalf("hay serve after the restart: %v\n%s", err, srv.logs())
 	}
-	<-srv.logDone
 
 	stored := storedLines(t, filepath.Join(data, "fake"))
 	seen := map[string]int{}

@@ -202,10 +202,9 @@ func TestFollowServeGracefulRestart(t *testing.T) {
 	next("follow 1")
 
 	s1.cmd.Process.Signal(syscall.SIGTERM)
-	if err := s1.cmd.Wait(); err != nil {
+	if err := s1.wait(); err != nil {
 		t.Fatalf("hay serve after SIGTERM: %v\n%s", err, s1.logs())
 	}
-	<-s1.logDone
 	c.waitErr(t, "the server is shutting down (a restart?); reconnecting")
 	// Nothing listens: the follow goes on trying.
 	c.waitErr(t, "still reconnecting: dial tcp")
@@ -242,10 +241,9 @@ func TestFollowServeGracefulRestart(t *testing.T) {
 		}
 	}
 	s2.cmd.Process.Signal(syscall.SIGTERM)
-	if err := s2.cmd.Wait(); err != nil {
+	if err := s2.wait(); err != nil {
 		t.Errorf("second hay serve after SIGTERM: %v\n%s", err, s2.logs())
 	}
-	<-s2.logDone
 }
 
 // fakeEntry is an entry of a scripted server's search.

@@ -73,8 +73,7 @@ func TestServeStopTailNewTenant(t *testing.T) {
 		srv.cmd.Process.Signal(syscall.SIGTERM)
 		r := <-res
 		gotAt := time.Since(sigAt)
-		werr := srv.cmd.Wait()
-		<-srv.logDone
+		werr := srv.wait()
 		took := time.Since(sigAt)
 		t.Logf("existing=%v: status %d event %q err %v after %v; exit %v after %v", existing, r.status, r.event, r.err, gotAt.Round(time.Millisecond), werr, took.Round(time.Millisecond))
 		if werr != nil || took > 5*time.Second || r.event != `data: {"error":"server shutting down","reason":"shutting_down"}` {
@@ -118,8 +117,7 @@ func TestServeStopDelayedWSTail(t *testing.T) {
 		}
 		sigAt := time.Now()
 		srv.cmd.Process.Signal(syscall.SIGTERM)
-		werr := srv.cmd.Wait()
-		<-srv.logDone
+		werr := srv.wait()
 		<-tl.done
 		t.Logf("round %d: exit %v after %v; tail got %d of %d acknowledged entries, ended: %s", round, werr, time.Since(sigAt).Round(time.Millisecond), len(tl.lines), len(lines), tl.end)
 		if werr != nil || !tl.ok || len(tl.lines) != len(lines) {

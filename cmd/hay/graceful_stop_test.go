@@ -450,18 +450,16 @@ func TestServeGracefulStop(t *testing.T) {
 		sigAt := time.Now()
 		srv.cmd.Process.Signal(sig)
 		exited := make(chan error, 1)
-		go func() { exited <- srv.cmd.Wait() }()
+		go func() { exited <- srv.wait() }()
 		when := fmt.Sprintf("cycle %d (%s at a %s)", cycle, sigName, moment)
 		select {
 		case err := <-exited:
-			<-srv.logDone
 			if err != nil {
 				t.Errorf("%s: hay serve exited with %v", when, err)
 			}
 		case <-time.After(15 * time.Second):
 			srv.cmd.Process.Kill()
 			<-exited
-			<-srv.logDone
 			t.Errorf("%s: hay serve still running 15 s after %s", when, sigName)
 		}
 		stopTook := time.Since(sigAt)

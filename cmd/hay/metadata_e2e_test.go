@@ -68,10 +68,9 @@ func TestStructuredMetadataEndToEnd(t *testing.T) {
 	metaCheck(t, "after kill -9 (WAL replay)", srv.url, sent[:half], r)
 	stop := func() {
 		srv.cmd.Process.Signal(syscall.SIGTERM)
-		if err := srv.cmd.Wait(); err != nil {
+		if err := srv.wait(); err != nil {
 			t.Fatalf("hay serve after SIGTERM: %v\n%s", err, srv.logs())
 		}
-		<-srv.logDone
 	}
 	stop() // flushes the replayed half to a segment
 	srv = startCrashServe(t, dir, "--compact-interval", "0")

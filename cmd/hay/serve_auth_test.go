@@ -22,8 +22,7 @@ func stopServe(t *testing.T, s *crashServer) string {
 		resp.Body.Close()
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	<-s.logDone
-	s.cmd.Wait()
+	s.wait()
 	return s.logs()
 }
 

@@ -97,8 +97,16 @@ func (s *crashServer) logs() string {
 // kill sends SIGKILL and waits for the process and its log.
 func (s *crashServer) kill() {
 	s.cmd.Process.Signal(syscall.SIGKILL)
-	s.cmd.Wait()
+	s.wait()
+}
+
+// wait waits for the process to exit and returns cmd.Wait's error,
+// after reading its log to the end: cmd.Wait closes the stderr pipe once
+// the process has exited, so calling it first can drop the last lines
+// ("hay serve: stopped") before the reader gets them.
+func (s *crashServer) wait() error {
 	<-s.logDone
+	return s.cmd.Wait()
 }
 
 // crashBatch is one push: its entries are all stored or none are.
@@ -463,8 +471,7 @@ func crashStopClean(t *testing.T, when string, srv *crashServer, tdir string) {
 	}
 	time.Sleep(50 * time.Millisecond) // let a compaction start
 	srv.cmd.Process.Signal(syscall.SIGTERM)
-	err := srv.cmd.Wait()
-	<-srv.logDone
+	err := srv.wait()
 	crashCheckLogs(t, when, srv.logs())
 	if err != nil {
 		t.Fatalf("%s: hay serve after SIGTERM: %v\nserver log:\n%s", when, err, srv.logs())
