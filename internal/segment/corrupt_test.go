@@ -185,6 +185,15 @@ func indexDamageCheck(t *testing.T, path, what string, open func() (*Reader, err
 			}
 		}
 	}
+	// Escape grams (version 7): the characters the lines' escapes spell
+	// (TestEveryTruncationAndBitFlip's \u003c\x35) and one they do not.
+	for i := range r.NumBlocks() {
+		for _, c := range []byte{'<', '5', 'A'} {
+			if !r.MayHoldEscape(i, c) && good.MayHoldEscape(i, c) {
+				t.Fatalf("%s: MayHoldEscape(%d, %q) false on the damaged index, true on the good one", what, i, c)
+			}
+		}
+	}
 	ce := asCorrupt(t, r.IndexDamage(), what+": IndexDamage")
 	if ce.File != path || ce.Block != -1 || !strings.Contains(ce.Reason, "checksum mismatch") {
 		t.Fatalf("%s: IndexDamage %q names file %q block %d", what, ce, ce.File, ce.Block)
@@ -270,10 +279,14 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			dir := t.TempDir()
 			// smallEntries with metadata values long enough for grams,
 			// so that version 5's values' index has postings to damage.
+			// Some lines with escapes, for version 7's escape grams.
 			es := smallEntries()
 			for i := range es {
 				if len(es[i].Attrs) > 0 {
 					es[i].Attrs = attrs.MustPairs("tid", fmt.Sprintf("trace-%d", i*31))
+				}
+				if i%4 == 1 {
+					es[i].Line = append(es[i].Line, ` \u003c\x35`...)
 				}
 			}
 			src, _ := writeSegment(t, dir, "good", es, o)
@@ -541,8 +554,8 @@ func forgeV(version uint32, blocks []forged) []byte {
 		one := skip
 		skip = binary.AppendUvarint(nil, uint64(len(one)))
 		skip = append(skip, one...)
-		if version >= formatVersion {
-			// Version 6 frames it too, and adds value filters: here
+		if version >= formatV6 {
+			// Version 6 (and 7) frames it too, and adds value filters: here
 			// none (every record empty: "maybe" for every value).
 			skip = binary.AppendUvarint(skip, uint64(len(one)))
 			skip = append(skip, one...)

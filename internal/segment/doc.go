@@ -30,7 +30,7 @@
 // attrs.Validate, so a reader never hands out metadata the attrs package
 // would misread.
 //
-// # File format, version 6
+// # File format, version 7
 //
 // All fixed-width integers are little-endian. "uvarint" and "varint" are
 // encoding/binary's unsigned and zig-zag signed varints.
@@ -38,7 +38,7 @@
 //	+---------------------------------------------------------------+ 0
 //	| header (16 bytes)                                             |
 //	|   0  [8]  magic "HAYSTSEG"                                    |
-//	|   8  u32  format version (6; 1 to 5 are still read)           |
+//	|   8  u32  format version (7; 1 to 6 are still read)           |
 //	|  12  u32  flags (0; a reader rejects unknown flags)           |
 //	+---------------------------------------------------------------+ 16
 //	| block 0 | block 1 | ... | block n-1   (contiguous, no gaps)   |
@@ -55,9 +55,9 @@
 //	|  24  u64  skipOffset   (= indexOffset + indexLength)          |
 //	|  32  u64  skipLength   (skipOffset + skipLength = size-72)    |
 //	|  40  u32  skipCRC      CRC-32C of the skip index bytes        |
-//	|                        (versions 3 to 6: of its heads only;   |
+//	|                        (versions 3 to 7: of its heads only;   |
 //	|                        all three are 0 in version 1)          |
-//	|  44  u32  format version (6, equals the header's)             |
+//	|  44  u32  format version (7, equals the header's)             |
 //	|  48  u64  file size in bytes                                  |
 //	|  56  u32  flags (0)                                           |
 //	|  60  u32  footerCRC    CRC-32C of footer bytes 0..59          |
@@ -143,7 +143,7 @@
 //	                    attrs.MaxBytes, which the reader checks
 //	                    (attrs.Validate)
 //
-// Skip index, versions 3 to 6: exact postings (must be consumed exactly):
+// Skip index, versions 3 to 7: exact postings (must be consumed exactly):
 //
 //	uvarint  B              blockCount, equals the block index's
 //	uvarint  U              unindexed blocks, <= B
@@ -241,8 +241,8 @@
 // are handled per index as above, and IndexDamage and Verify report
 // either.
 //
-// Skip index, version 6: the two indexes of version 5 and value filters
-// (must be consumed exactly):
+// Skip index, versions 6 and 7: the two indexes of version 5 and value
+// filters (must be consumed exactly):
 //
 //	uvarint  L    length in bytes of the lines' index
 //	[L]           the lines' index (version 3's layout)
@@ -297,6 +297,22 @@
 // block answers "maybe"), and IndexDamage reports it ("metadata values:
 // value filter of block N: checksum mismatch") naming the file; Verify
 // checks every record.
+//
+// Skip index, version 7: version 6's layout, and the lines' index also
+// holds escape grams. For each ASCII character c (c < 0x80) that an
+// escape in some entry of a block spells, the lines' index lists the
+// block under the gram 'E' 'S' 'C' c (0x455343 << 8 | c). An escape is a
+// backslash followed by 'u' or 'U' and 4 or 8 hex digits, 'x' or 'X' and
+// 2, or 3 octal digits (letters and hex digits in either case), whose
+// value is c; the writer reads one at every backslash of an entry,
+// whatever precedes it, so an escaped backslash before "u0035" counts as
+// an escape of '5' (more blocks listed than the parsers would decode
+// '5' in, never fewer). Escapes never span two entries. Lowered text has
+// no upper-case ASCII letter, so no 4-gram of an entry is an escape
+// gram; a needle (MayContain) never asks for one. MayHoldEscape(block,
+// c) is false exactly when the block is indexed and none of its entries
+// holds an escape of c (the gram is absent, or its posting lacks the
+// block).
 //
 // Skip index, version 2: bloom filters (must be consumed exactly):
 //
@@ -359,10 +375,27 @@
 // (name, value) pairs would have to be asked for each; a value under
 // another name only costs a false positive.
 //
-// A reader accepts versions 1 to 6; version 1 requires the skip fields to
+// Version 7 changed only the meaning of the lines' index: it also holds
+// escape grams (Reader.EscapeIndexed, MayHoldEscape), so that a label
+// filter after json or logfmt whose value the line may spell with
+// escapes (`| json | trace_id="5f89..."`: '5' may be written \u0035)
+// asks whether a block holds an escape of the value's characters rather
+// than whether it holds every 4-gram of such an escape. Why: JSON written
+// by Go's encoding/json or log/slog escapes '<', '>' and '&' as \u003c,
+// \u003e and \u0026, so \u00 and u003 are in every block where a
+// tenth of the lines hold one, and hex ids put 0030 ... 0039 and 0061 ...
+// 0066 in nearly every block of 1 MiB: the 4-grams of \u0035 were in
+// almost every block, and such a filter decoded every block
+// (docs/BENCHMARKS.md, "Label filters after a parser use the skip
+// index"). A block holds at most 128 escape grams; a segment's postings
+// grow by a few bytes for each character some escape spells.
+//
+// A reader accepts versions 1 to 7; version 1 requires the skip fields to
 // be zero, and its blocks answer "maybe" to every needle. A reader of an
-// older build refuses a version-6 file as corrupt ("unsupported format
-// version 6"). The Writer writes version 6, or version 5 or 4 when
-// Options.Version asks (for a build before version 6 or 5 to read; tests
-// also write versions 2 and 3, to keep their readers tested).
+// older build refuses a version-7 file as corrupt ("unsupported format
+// version 7"). The Writer writes version 7, or version 6, 5 or 4 when
+// Options.Version asks (for a build before version 7, 6 or 5 to read;
+// tests also write versions 2 and 3, to keep their readers tested). A
+// block of versions 3 to 6 answers "maybe" to MayHoldEscape: a search
+// asks its lines' index for the escapes' own 4-grams instead.
 package segment

@@ -73,6 +73,9 @@ func FuzzOpenAndRead(f *testing.F) {
 				r.MayContainValue(i, lit, false)
 				r.MayHaveValue(i, lit)
 			}
+			for _, c := range []byte{'5', 'A', 0, 0x7f, 0x80} {
+				r.MayHoldEscape(i, c)
+			}
 		}
 		if entries != info.Entries || raw != info.RawBytes {
 			t.Fatalf("info %+v, blocks add up to %d entries, %d bytes", info, entries, raw)
@@ -214,6 +217,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add(bytes.Repeat([]byte("log line level=info\n"), 50), uint8(2), uint16(64))
 	f.Add(bytes.Repeat([]byte("x"), 3000), uint8(5), uint16(1))
 	f.Add([]byte("0;a;bb;0\n3x\n\x03\x00;\xff\n9"), uint8(3), uint16(8))
+	f.Add([]byte(`{"m":"\u003cb\u003e \u0035"}`+"\n"+`k="\x35\065\U00000035\\u0036" \u00`+"\n35 \\"), uint8(1), uint16(30))
 	dir := f.TempDir()
 	n := 0
 	f.Fuzz(func(t *testing.T, data []byte, opt uint8, bs uint16) {
@@ -261,6 +265,9 @@ func FuzzRoundTrip(f *testing.F) {
 			t.Fatalf("reader info %+v, writer %+v", r.Info(), info)
 		}
 		checkMayContain(t, r, want) // the skip index: no false negatives
+		if !slices.ContainsFunc(r.grams.unindexed, func(w uint64) bool { return w != 0 }) {
+			checkEscapes(t, r, want, true) // and exact escape grams
+		}
 	})
 }
 

@@ -73,7 +73,9 @@ func goldenAttrEntries() []Entry {
 // files. The version-4 to version-6 files hold goldenAttrEntries, with
 // metadata; they differ only in the skip index, to which version 5 adds
 // an index of the metadata values and version 6 per-block filters of
-// whole values.
+// whole values. The version-7 files hold goldenEscapeEntries, whose
+// lines have escapes, of which version 7 adds escape grams to the
+// lines' index.
 var goldens = []struct {
 	file          string
 	opts          Options
@@ -95,13 +97,38 @@ var goldens = []struct {
 	{"golden-v5.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV5, true},
 	{"golden-v5-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV5, false},
 	{"golden-v5-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV5, false},
-	{"golden-v6.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
-	{"golden-v6-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
-	{"golden-v6-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
+	{"golden-v6.seg", Options{Codec: CodecNone, BlockSize: 512}, formatV6, true},
+	{"golden-v6-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatV6, false},
+	{"golden-v6-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatV6, false},
+	{"golden-v7.seg", Options{Codec: CodecNone, BlockSize: 512}, formatVersion, true},
+	{"golden-v7-lz4.seg", Options{Codec: CodecLZ4, BlockSize: 512}, formatVersion, false},
+	{"golden-v7-zstd.seg", Options{Codec: CodecZstd, BlockSize: 512}, formatVersion, false},
+}
+
+// goldenEscapeEntries is the fixed input of the version-7 golden files:
+// goldenAttrEntries with every fifth line one with escapes (JSON from Go
+// with \u003c, logfmt's and Go's quoted escapes, upper-case hex digits,
+// an escaped backslash). Never change it either.
+func goldenEscapeEntries() []Entry {
+	es := goldenAttrEntries()
+	lines := []string{
+		`{"level":"info","msg":"\u003cb\u003e ok \u0026 done","trace_id":"5f89b9dc03bdc1981f886353c7c0df13"}`,
+		`level=warn msg="\x35f\070\u0039\U00000041" user=\u004A`,
+		`{"path":"C:\\u0035","k":"\u003C\u00e9\ud83d\ude00"}`,
+	}
+	for i := range es {
+		if i%5 == 2 {
+			es[i].Line = []byte(lines[i/5%len(lines)])
+		}
+	}
+	return es
 }
 
 // goldenFor returns the golden entries of a file of format version.
 func goldenFor(version uint32) []Entry {
+	if version >= formatVersion {
+		return goldenEscapeEntries()
+	}
 	if version >= formatV4 {
 		return goldenAttrEntries()
 	}
@@ -159,10 +186,13 @@ func TestGolden(t *testing.T) {
 			if got, want := r.MetaIndexed(), g.version >= formatV5; got != want {
 				t.Errorf("MetaIndexed() = %v in version %d", got, g.version)
 			}
-			if got, want := r.ValueFiltered(), g.version >= formatVersion; got != want {
+			if got, want := r.ValueFiltered(), g.version >= formatV6; got != want {
 				t.Errorf("ValueFiltered() = %v in version %d", got, g.version)
 			}
-			checkValueFilters(t, r, entries, g.version >= formatVersion)
+			checkValueFilters(t, r, entries, g.version >= formatV6)
+			if g.version >= formatV3 {
+				checkEscapes(t, r, entries, g.version >= formatVersion)
+			}
 		})
 	}
 }

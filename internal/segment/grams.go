@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -214,6 +215,7 @@ type gramBuilder struct {
 	spare     []gramEntry      // a table from an earlier segment, to reuse
 	sortBuf   []gramEntry      // encode's radix scratch
 	dropped   bool             // dropIndex was called: every block unindexed
+	escapes   bool             // version 7's lines: add each block's escape grams
 }
 
 // gramSpare keeps the memory of the last finished gramBuilder (~20 MiB
@@ -261,7 +263,7 @@ func (s *gramBuilder) add(data []byte, lens []uint32, limit int) {
 		gramSpare.b = nil
 		gramSpare.Unlock()
 		if p != nil {
-			*s = gramBuilder{cache: p.cache, seen: p.seen, pend: p.pend, pendEnd: p.pendEnd, part: p.part, spare: p.spare, sortBuf: p.sortBuf, blocks: s.blocks}
+			*s = gramBuilder{cache: p.cache, seen: p.seen, pend: p.pend, pendEnd: p.pendEnd, part: p.part, spare: p.spare, sortBuf: p.sortBuf, blocks: s.blocks, escapes: s.escapes}
 		} else {
 			s.cache = new([1 << gramCacheBits]uint16)
 		}
@@ -295,6 +297,9 @@ func (s *gramBuilder) add(data []byte, lens []uint32, limit int) {
 			break
 		}
 	}
+	if s.escapes && len(cand) <= limit {
+		cand = appendEscapeGrams(cand, data, lens)
+	}
 	if len(cand) > limit || s.entries >= maxGramEntries {
 		s.pend = cand[:start]
 		s.unindexed = append(s.unindexed, block)
@@ -305,6 +310,108 @@ func (s *gramBuilder) add(data []byte, lens []uint32, limit int) {
 	if len(cand) >= gramBatch || len(s.pendEnd) == 1<<partBits {
 		s.flush()
 	}
+}
+
+// EscapeGram is the gram that stands, in the lines' index of format
+// version 7, for "an entry of the block holds an escape that spells the
+// ASCII character c" (escapedASCII): 'E', 'S', 'C' and c, big-endian.
+// The index lowers ASCII, so no entry's own gram holds an upper-case
+// letter: an escape gram is never one of the text's.
+func EscapeGram(c byte) uint32 { return 'E'<<24 | 'S'<<16 | 'C'<<8 | uint32(c) }
+
+// appendEscapeGrams appends to cand the hash of the escape gram of each
+// ASCII character that an escape in one of the entries (data cut by
+// lens) spells, once each.
+func appendEscapeGrams(cand []uint32, data []byte, lens []uint32) []uint32 {
+	var set [2]uint64
+	// Backslashes are rare in most logs: entries before the next one
+	// cost a comparison each.
+	next := bytes.IndexByte(data, '\\')
+	if next < 0 {
+		return cand
+	}
+	off := 0
+	for _, l := range lens {
+		end := off + int(l)
+		if next < end {
+			set = escapedASCII(set, data[off:end])
+			i := bytes.IndexByte(data[end:], '\\')
+			if i < 0 {
+				break
+			}
+			next = end + i
+		}
+		off = end
+	}
+	for c := range 128 {
+		if set[c/64]&(1<<(c%64)) != 0 {
+			cand = append(cand, EscapeGram(byte(c))*gramMul)
+		}
+	}
+	return cand
+}
+
+// escapedASCII adds to set (bit c for character c) the ASCII characters
+// that escapes in line spell: a backslash, then 'u' or 'U' and 4 or 8
+// hex digits, 'x' or 'X' and 2, or 3 octal digits, whose value is below
+// 0x80. Letters and hex digits are read in either case, and a backslash
+// counts whatever precedes it (`\\u0035`, an escaped backslash before
+// "u0035", counts as an escape of '5'): the set may hold more than the
+// parsers decode (JSON's \uHHHH; logfmt's strconv.Unquote \uHHHH,
+// \UHHHHHHHH, \xHH and \ooo), never less.
+func escapedASCII(set [2]uint64, line []byte) [2]uint64 {
+	for {
+		i := bytes.IndexByte(line, '\\')
+		if i < 0 {
+			return set
+		}
+		line = line[i+1:]
+		if len(line) == 0 {
+			return set
+		}
+		switch line[0] {
+		case 'u', 'U':
+			if v, ok := hexValue(line[1:], 4); ok && v < 0x80 {
+				set[v/64] |= 1 << (v % 64)
+			}
+			if v, ok := hexValue(line[1:], 8); ok && v < 0x80 {
+				set[v/64] |= 1 << (v % 64)
+			}
+		case 'x', 'X':
+			if v, ok := hexValue(line[1:], 2); ok && v < 0x80 {
+				set[v/64] |= 1 << (v % 64)
+			}
+		case '0', '1':
+			if len(line) >= 3 && isOctal(line[1]) && isOctal(line[2]) {
+				v := uint32(line[0]-'0')<<6 | uint32(line[1]-'0')<<3 | uint32(line[2]-'0')
+				set[v/64] |= 1 << (v % 64)
+			}
+		}
+	}
+}
+
+func isOctal(c byte) bool { return '0' <= c && c <= '7' }
+
+// hexValue reads n hex digits (either case) at the start of b.
+func hexValue(b []byte, n int) (uint32, bool) {
+	if len(b) < n {
+		return 0, false
+	}
+	var v uint32
+	for _, c := range b[:n] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint32(c)
+	}
+	return v, true
 }
 
 // dropIndex gives the index up (the values' budget): every block added
@@ -1201,6 +1308,13 @@ func (x *gramIndex) mayContain(i int, lit []byte) bool {
 	for _, c := range lit {
 		key = append(key, lowerTable[c])
 	}
+	return x.mayContainKey(i, key)
+}
+
+// mayContainKey is mayContain for a key of grams as the index holds
+// them: lowered, or an escape gram (EscapeGram), whose upper-case bytes
+// keep it apart from every lowered key in the cache.
+func (x *gramIndex) mayContainKey(i int, key []byte) bool {
 	x.mu.Lock()
 	bm, ok := x.cache[string(key)]
 	x.mu.Unlock()

@@ -552,7 +552,8 @@ func TestGramIndexSeeds(t *testing.T) {
 
 // BenchmarkGramBuild measures the writer's index of 32 blocks of 1 MiB
 // of the Loghub samples (add per block, then encode), per raw byte: the
-// ingest cost of the skip index. Compare with BenchmarkSkipBuild (v2).
+// ingest cost of the skip index, without (v6) and with (v7) escape
+// grams. Compare with BenchmarkSkipBuild (v2).
 func BenchmarkGramBuild(b *testing.B) {
 	es, _ := loghubEntries(b)
 	var datas [][]byte
@@ -571,16 +572,24 @@ func BenchmarkGramBuild(b *testing.B) {
 	}
 	datas, lenss = append(datas, data), append(lenss, lens)
 	total += len(data)
-	b.SetBytes(int64(total))
-	var out []byte
-	for b.Loop() {
-		var s gramBuilder
-		for i := range datas {
-			s.add(datas[i], lenss[i], gramCandLimit(len(datas[i])))
-		}
-		out, _ = s.encode()
+	// v6 without escape grams, v7 with (the lines' index of each).
+	for _, v := range []struct {
+		name    string
+		escapes bool
+	}{{"v6", false}, {"v7", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(total))
+			var out []byte
+			for b.Loop() {
+				s := gramBuilder{escapes: v.escapes}
+				for i := range datas {
+					s.add(datas[i], lenss[i], gramCandLimit(len(datas[i])))
+				}
+				out, _ = s.encode()
+			}
+			b.ReportMetric(float64(len(out))/float64(total)*100, "index-%raw")
+		})
 	}
-	b.ReportMetric(float64(len(out))/float64(total)*100, "index-%raw")
 }
 
 // BenchmarkGramLookup measures the first MayContain of a 20-byte literal

@@ -242,14 +242,14 @@ func TestMetaIndexSkipsTraceBlocks(t *testing.T) {
 }
 
 // TestOptionsVersion: Options.Version writes version 4 (an index of
-// lines only) or 5 (no value filters) on request and refuses versions it
-// cannot write.
+// lines only), 5 (no value filters) or 6 (no escape grams) on request
+// and refuses versions it cannot write.
 func TestOptionsVersion(t *testing.T) {
 	es := otelEntries(t, 200, true)
 	for _, c := range []struct {
 		version int
 		want    uint32
-	}{{0, formatVersion}, {4, formatV4}, {5, formatV5}, {6, formatVersion}} {
+	}{{0, formatVersion}, {4, formatV4}, {5, formatV5}, {6, formatV6}, {7, formatVersion}} {
 		path := filepath.Join(t.TempDir(), "s")
 		w, err := Create(path, Options{Version: c.version})
 		if err != nil {
@@ -265,12 +265,14 @@ func TestOptionsVersion(t *testing.T) {
 		}
 		got, r := readAll(t, path)
 		equalEntries(t, got, es)
-		if r.version != c.want || r.MetaIndexed() != (c.want >= formatV5) || r.ValueFiltered() != (c.want >= formatVersion) {
-			t.Errorf("Version %d: wrote version %d, MetaIndexed %v, ValueFiltered %v", c.version, r.version, r.MetaIndexed(), r.ValueFiltered())
+		if r.version != c.want || r.MetaIndexed() != (c.want >= formatV5) || r.ValueFiltered() != (c.want >= formatV6) ||
+			r.EscapeIndexed() != (c.want >= formatVersion) {
+			t.Errorf("Version %d: wrote version %d, MetaIndexed %v, ValueFiltered %v, EscapeIndexed %v",
+				c.version, r.version, r.MetaIndexed(), r.ValueFiltered(), r.EscapeIndexed())
 		}
 		r.Close()
 	}
-	for _, v := range []int{1, 2, 3, 7, -1} {
+	for _, v := range []int{1, 2, 3, 8, -1} {
 		if w, err := Create(filepath.Join(t.TempDir(), "s"), Options{Version: v}); err == nil {
 			w.Abort()
 			t.Errorf("Version %d: no error", v)

@@ -48,9 +48,9 @@ type Reader struct {
 	info     Info
 	blocks   []BlockMeta
 	skip     [][]byte      // version 2: per block, its bloom filter (into data)
-	grams    *gramIndex    // versions 3 to 6: the postings index of the lines
-	vgrams   *gramIndex    // versions 5 and 6: the postings index of the metadata values
-	vfilters *valueFilters // version 6: per block, a filter of whole metadata values
+	grams    *gramIndex    // versions 3 to 7: the postings index of the lines (from 7 with escape grams)
+	vgrams   *gramIndex    // versions 5 to 7: the postings index of the metadata values
+	vfilters *valueFilters // versions 6 and 7: per block, a filter of whole metadata values
 	version  uint32        // format version, which decides the block layout
 	mapped   bool          // data is a mapping to unmap on Close (tests read from memory)
 	closed   atomic.Bool
@@ -270,7 +270,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 			}
 			prefix = len(skip) - len(d.b)
 			lines, vals = d.b[:n:n], d.b[n:]
-			if version >= formatVersion {
+			if version >= formatV6 {
 				d := decoder{b: vals}
 				n := d.uvarint()
 				if d.err != nil || n > uint64(len(d.b)) {
@@ -295,7 +295,7 @@ func newReader(path string, data []byte) (*Reader, error) {
 			crc = crc32.Update(crc, castagnoli, vals[:len(vals)-len(vg.area)])
 		}
 		var vf *valueFilters
-		if version >= formatVersion {
+		if version >= formatV6 {
 			var head int
 			if vf, head, err = parseValueFilters(filters, len(r.blocks)); err != nil {
 				return nil, bad("skip index: metadata value filters: %v", err)
@@ -327,7 +327,7 @@ func minBlockLen(version uint32) int {
 func (r *Reader) Path() string { return r.path }
 
 // MetaIndexed reports whether the skip index also covers the entries'
-// structured metadata values (format versions 5 and 6), so that
+// structured metadata values (format versions 5 to 7), so that
 // MayContainValue false means that no value holds the literal. Older
 // segments index lines only: a caller must not skip one of their blocks
 // for a value its metadata may hold (MayContainValue says "maybe").

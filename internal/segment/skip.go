@@ -175,6 +175,30 @@ func (r *Reader) MayContain(i int, lit []byte, fold bool) bool {
 	return mayContain(f, lit)
 }
 
+// EscapeIndexed reports whether the lines' index holds escape grams
+// (format version 7): then MayHoldEscape false means that no entry of
+// the block holds an escape spelling the character. Older segments
+// answer "maybe" there; a caller asks them for the escapes' own grams
+// (MayContain of `\u0035`, `\x35`, ...) instead.
+func (r *Reader) EscapeIndexed() bool { return r.version >= formatVersion && r.grams != nil }
+
+// MayHoldEscape reports whether block i may hold an entry with an escape
+// that spells the ASCII character c (c < 0x80): a backslash, then u or U
+// and 4 or 8 hex digits, x or X and 2, or 3 octal digits, of value c
+// (escapedASCII). False is certain and exact: the block is indexed and
+// none of its entries holds such an escape. True is a maybe, and always
+// the answer before format 7 (EscapeIndexed false), for c >= 0x80, and
+// after Close. Safe for concurrent use as MayContain.
+func (r *Reader) MayHoldEscape(i int, c byte) bool {
+	_ = r.blocks[i] // the range check
+	if !r.EscapeIndexed() || c >= 0x80 || r.closed.Load() {
+		return true
+	}
+	var g [4]byte
+	binary.BigEndian.PutUint32(g[:], EscapeGram(c))
+	return r.grams.mayContainKey(i, g[:])
+}
+
 // MayContainValue reports whether block i may hold an entry with a
 // structured metadata value containing lit (ASCII case-insensitively
 // when fold; the index is lowered, so it answers both). False is

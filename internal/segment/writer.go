@@ -126,11 +126,11 @@ type Options struct {
 	// compressor with search depth 2^(8+Level).
 	Level int
 
-	// Version is the format version to write: 0 for the current one (6),
-	// or 5 (no value filters) or 4 (whose skip index leaves the metadata
-	// values out), which builds before version 6 or 5 can still read
-	// (and which tests of readers use as older segments). Other values
-	// are refused.
+	// Version is the format version to write: 0 for the current one (7),
+	// or 6 (no escape grams), 5 (no value filters) or 4 (whose skip index
+	// leaves the metadata values out), which builds before version 7, 6
+	// or 5 can still read (and which tests of readers use as older
+	// segments). Other values are refused.
 	Version int
 }
 
@@ -148,7 +148,8 @@ type Info struct {
 const (
 	headerSize    = 16
 	footerSize    = 72
-	formatVersion = 6 // what the Writer writes: value filters too
+	formatVersion = 7 // what the Writer writes: escape grams in the lines' index
+	formatV6      = 6 // value filters of metadata values; still read and written
 	formatV5      = 5 // a skip index of metadata values' grams too; still read and written
 	formatV4      = 4 // blocks with an attrs section, index of lines only; still read
 	formatV3      = 3 // exact postings skip index, no attrs section; still read
@@ -170,10 +171,10 @@ type Writer struct {
 	off        int64 // bytes written so far
 	info       Info
 	index      []byte      // encoded block index entries
-	version    uint32      // formatVersion, formatV5 or formatV4; formatV2 or formatV3 in tests
+	version    uint32      // formatVersion, formatV6, formatV5 or formatV4; formatV2 or formatV3 in tests
 	skip       skipBuilder // version 2
-	grams      gramBuilder // versions 3 to 6: the lines' grams
-	vgrams     gramBuilder // versions 5 and 6: the metadata values' grams
+	grams      gramBuilder // versions 3 to 7: the lines' grams (and from 7 their escapes')
+	vgrams     gramBuilder // versions 5 to 7: the metadata values' grams
 	vfTable    []byte      // version 6: the value filters' table (u32 end, u32 CRC a block)
 	vfArea     []byte      // version 6: the value filters
 	vfValues   bool        // version 6: some block has a metadata value
@@ -217,7 +218,7 @@ func CreateIn(dir *dirfs.Dir, name string, opts Options) (*Writer, error) {
 	switch opts.Version {
 	case 0, formatVersion:
 		return createIn(dir, name, opts, formatVersion)
-	case formatV5, formatV4:
+	case formatV6, formatV5, formatV4:
 		return createIn(dir, name, opts, uint32(opts.Version))
 	}
 	return nil, fmt.Errorf("segment: cannot write format version %d (only %d to %d)", opts.Version, formatV4, formatVersion)
@@ -254,6 +255,7 @@ func createIn(dir *dirfs.Dir, name string, opts Options, version uint32) (*Write
 		comp:      comp,
 		version:   version,
 	}
+	w.grams.escapes = version >= formatVersion
 	var h [headerSize]byte
 	copy(h[:], magic)
 	binary.LittleEndian.PutUint32(h[8:], version)
@@ -568,7 +570,7 @@ func (w *Writer) flushBlock() {
 		// lines alone. Every block is added, with or without values.
 		vals, vlens, hs := w.valBuf[:0], w.vlens[:0], w.vhashes[:0]
 		each := func(_, value []byte) bool {
-			if w.version >= formatVersion {
+			if w.version >= formatV6 {
 				hs = append(hs, valueHash(value))
 			}
 			if len(value) >= SkipGram {
@@ -583,7 +585,7 @@ func (w *Writer) flushBlock() {
 			off += int(l)
 		}
 		w.valBuf, w.vlens = vals, vlens
-		if w.version >= formatVersion {
+		if w.version >= formatV6 {
 			// Version 6: the block's filter of whole values.
 			start := len(w.vfArea)
 			w.vfArea, w.vhashes = appendValueFilter(w.vfArea, hs, length)
@@ -687,14 +689,14 @@ func (w *Writer) Commit() (Info, error) {
 		skipCRC = crc32.Checksum(skip, castagnoli)
 		skipCRC = crc32.Update(skipCRC, castagnoli, lines[:covered])
 		skip = append(skip, lines...)
-		if w.version >= formatVersion {
+		if w.version >= formatV6 {
 			n := len(skip)
 			skip = binary.AppendUvarint(skip, uint64(len(vals)))
 			skipCRC = crc32.Update(skipCRC, castagnoli, skip[n:])
 		}
 		skipCRC = crc32.Update(skipCRC, castagnoli, vals[:vcovered])
 		skip = append(skip, vals...)
-		if w.version >= formatVersion && w.vfValues {
+		if w.version >= formatV6 && w.vfValues {
 			// Without any metadata value the section stays empty (it
 			// then says that no block holds a value).
 			n := len(skip)

@@ -90,6 +90,23 @@ func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
 	return ok
 }
 
+// EscapeIndexed reports whether the segment's lines' index holds escape
+// grams (segment.Reader.EscapeIndexed: format 7).
+func (p *SegmentPart) EscapeIndexed() bool {
+	ok := p.r.EscapeIndexed()
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
+}
+
+// MayHoldEscape asks the segment's lines' index whether block i may hold
+// an entry with an escape spelling the ASCII character c
+// (segment.Reader.MayHoldEscape; "maybe" before format 7).
+func (p *SegmentPart) MayHoldEscape(i int, c byte) bool {
+	ok := p.r.MayHoldEscape(i, c)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return ok
+}
+
 // MetaIndexed reports whether the segment's skip index also covers its
 // metadata values (segment.Reader.MetaIndexed: format 5).
 func (p *SegmentPart) MetaIndexed() bool {
