@@ -15,7 +15,7 @@ type metaNode struct {
 	x    *Expr      // a leaf's requirement on the value (never OpAll)
 	// text is a leaf's requirement on the stored line, for a value a
 	// parser extracted (labelNeeds); nil for none (no parser precedes).
-	text *Expr
+	text *Need
 	// exact lists, for a leaf whose matcher passes only on a few whole
 	// values (name="v", name=~"a|b"), those values: a metadata value it
 	// reads must equal one (segment format 6's value filters answer).

@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -38,13 +39,23 @@ import (
 // escape spells that are never themselves in the stored text of the value
 // ("separators": control characters, '"', '\\', '/' for JSON, U+FFFD):
 // either every piece is in the line as written, or the line holds an
-// escape that spells one of L's other characters, which the index can
-// look up whole (it is ASCII-lowered, as the escapes' hex digits may
-// not be): for JSON \uHHHH of the rune (of its high surrogate past
-// U+FFFF); for logfmt \uHHHH, \UHHHHHHHH, and \xHH or \ooo of each of
-// its bytes. A block whose lines hold neither the pieces nor any of
-// those escapes has no entry whose parser could produce the value. L
-// not valid UTF-8 gives no requirement (every block may match).
+// escape that spells one of L's other characters. A block whose lines
+// hold neither the pieces nor any of those escapes has no entry whose
+// parser could produce the value. L not valid UTF-8 gives no
+// requirement (every block may match).
+//
+// The escapes of an ASCII character (of both cases when L folds) form an
+// escape leaf (Need.Escaped), which a segment of format 7 answers with
+// its escape grams: whether some entry of the block holds any escape of
+// the character, exact (segment.Reader.MayHoldEscape). Older segments,
+// and non-ASCII characters, look each escape up whole in the index's
+// 4-grams (it is ASCII-lowered, as the escapes' hex digits may not be):
+// for JSON \uHHHH of the rune (of its high surrogate past U+FFFF); for
+// logfmt \uHHHH, \UHHHHHHHH, and \xHH or \ooo of each of its bytes.
+// Whole, but not exact: Go's encoding/json writes '<' as \u003c, which
+// puts \u00 and u003 in most blocks, and hex ids put 0030 ... 0039 and
+// 0061 ... 0066 in nearly every block, so before format 7 the escape
+// alternative of a hex trace id kept almost every block of such logs.
 //
 // The analysis stops at any stage that could make a value out of
 // something else (label_format, a template), at a parser after a stage
@@ -116,39 +127,81 @@ func (n *metaNode) setText(src parsedSources) {
 }
 
 // parsedText maps x, what a label value contains, to what a line
-// contains from which a parser in src extracted such a value.
-func parsedText(x *Expr, src parsedSources) *Expr {
+// contains from which a parser in src extracted such a value: a tree of
+// line leaves (Need, Values false), some of them escape leaves
+// (Need.Escaped).
+func parsedText(x *Expr, src parsedSources) *Need {
 	switch x.Op {
 	case OpLit:
 		var xs []*Expr
+		var esc escapeSet
 		if src&fromRaw != 0 {
 			xs = append(xs, litExpr(x.Lit.Text, x.Lit.Fold))
 		}
 		if src&fromJSON != 0 {
-			xs = append(xs, escapedText(x.Lit, false))
+			xs = append(xs, escapedText(x.Lit, false, &esc))
 		}
 		if src&fromLogfmt != 0 {
-			xs = append(xs, escapedText(x.Lit, true))
+			xs = append(xs, escapedText(x.Lit, true, &esc))
 		}
-		return or(xs...) // none: exprNone
+		return needOf(OpOr, []*Need{needLeaf(or(xs...), false), esc.need()}) // none: needNone
 	case OpAnd, OpOr:
-		xs := make([]*Expr, len(x.Sub))
+		xs := make([]*Need, len(x.Sub))
 		for i, s := range x.Sub {
 			xs[i] = parsedText(s, src)
 		}
-		if x.Op == OpAnd {
-			return and(xs...)
-		}
-		return or(xs...)
+		return needOf(x.Op, xs)
+	case OpAll:
+		return needAll
 	}
-	return x // OpAll, OpNone
+	return needNone
+}
+
+// escapeSet collects the escapes whose presence in a line lets a value
+// contain a literal (escapedText): ASCII characters, for an escape leaf,
+// and every escape of them, whole and lowered, for a segment without
+// escape grams.
+type escapeSet struct {
+	chars [utf8.RuneSelf]bool
+	grams map[string]bool
+}
+
+// need is the escape leaf of s: the line holds an escape of one of its
+// characters (needNone for none).
+func (s *escapeSet) need() *Need {
+	var chars []byte
+	for c, ok := range s.chars {
+		if ok {
+			chars = append(chars, byte(c))
+		}
+	}
+	if len(chars) == 0 {
+		return needNone
+	}
+	return &Need{Op: OpLit, X: gramsExpr(s.grams), Escaped: string(chars)}
+}
+
+// gramsExpr is an OR of the grams, in a deterministic order.
+func gramsExpr(grams map[string]bool) *Expr {
+	keys := make([]string, 0, len(grams))
+	for g := range grams {
+		keys = append(keys, g)
+	}
+	slices.Sort(keys)
+	xs := make([]*Expr, len(keys))
+	for i, g := range keys {
+		xs[i] = litExpr(g, false)
+	}
+	return or(xs...)
 }
 
 // escapedText is what a line holds whose JSON (logfmt false) or logfmt
 // value contains l (see the comment at the top of this file): the pieces
 // of l between separators, or a gram that starts an escape of one of its
-// other characters.
-func escapedText(l Lit, logfmt bool) *Expr {
+// other characters. The escapes of ASCII characters go to esc, which
+// parsedText makes an escape leaf of; the result holds the pieces and
+// the escapes of the others.
+func escapedText(l Lit, logfmt bool, esc *escapeSet) *Expr {
 	s := l.Text
 	if !utf8.ValidString(s) {
 		return exprAll
@@ -164,21 +217,26 @@ func escapedText(l Lit, logfmt bool) *Expr {
 			start = i + utf8.RuneLen(r)
 			continue
 		}
-		escapeGrams(grams, r, l.Fold, logfmt)
+		rs := []rune{r}
+		if l.Fold && r < utf8.RuneSelf && isASCIILetter(byte(r)) {
+			rs = append(rs, r^0x20)
+		}
+		for _, r := range rs {
+			if r < utf8.RuneSelf {
+				esc.chars[r] = true
+				if esc.grams == nil {
+					esc.grams = map[string]bool{}
+				}
+				escapeGrams(esc.grams, r, logfmt)
+			} else {
+				escapeGrams(grams, r, logfmt)
+			}
+		}
 	}
 	if start < len(s) {
 		pieces = append(pieces, litExpr(s[start:], l.Fold))
 	}
-	xs := []*Expr{and(pieces...)} // no piece: exprAll
-	keys := make([]string, 0, len(grams))
-	for g := range grams {
-		keys = append(keys, g)
-	}
-	slices.Sort(keys) // a deterministic tree
-	for _, g := range keys {
-		xs = append(xs, litExpr(g, false))
-	}
-	return or(xs...)
+	return or(and(pieces...), gramsExpr(grams)) // no piece: exprAll
 }
 
 // escapeSeparator reports whether r in a value may stand for text that
@@ -188,32 +246,30 @@ func escapeSeparator(r rune, logfmt bool) bool {
 	return r < 0x20 || r == '"' || r == '\\' || r == utf8.RuneError || (!logfmt && r == '/')
 }
 
-// escapeGrams adds, lowered, each escape that spells r (and the other
-// ASCII case of a letter when fold): the whole escape, so that the index
-// checks all its grams (`\u0035`, not just `\u00`, which a Go service's
-// HTML-safe `\u003c` would put in many blocks).
-func escapeGrams(grams map[string]bool, r rune, fold, logfmt bool) {
-	rs := []rune{r}
-	if fold && r < utf8.RuneSelf && isASCIILetter(byte(r)) {
-		rs = append(rs, r^0x20)
+// escapeGrams adds, lowered, each escape that spells r: the whole
+// escape, so that the index checks all its grams (`\u0035`, not just
+// `\u00`, which a Go service's HTML-safe `\u003c` would put in many
+// blocks). Even whole, a segment's 4-grams cannot tell `\u0035` from
+// `\u003c` and hex ids (`0035` is in most blocks of such ids): from
+// format 7 an ASCII character's escapes are asked of the segment's
+// escape grams instead (Need.Escaped); these grams remain for older
+// segments and other characters.
+func escapeGrams(grams map[string]bool, r rune, logfmt bool) {
+	switch {
+	case r <= 0xFFFF:
+		grams[fmt.Sprintf(`\u%04x`, r)] = true
+	case !logfmt:
+		// A surrogate pair; its high half is enough.
+		grams[fmt.Sprintf(`\u%04x`, 0xD800+(r-0x10000)>>10)] = true
 	}
-	for _, r := range rs {
-		switch {
-		case r <= 0xFFFF:
-			grams[fmt.Sprintf(`\u%04x`, r)] = true
-		case !logfmt:
-			// A surrogate pair; its high half is enough.
-			grams[fmt.Sprintf(`\u%04x`, 0xD800+(r-0x10000)>>10)] = true
-		}
-		if !logfmt {
-			continue
-		}
-		grams[fmt.Sprintf(`\u%08x`, r)] = true // \UHHHHHHHH, lowered
-		var buf [utf8.UTFMax]byte
-		for _, b := range buf[:utf8.EncodeRune(buf[:], r)] {
-			grams[fmt.Sprintf(`\x%02x`, b)] = true
-			grams[fmt.Sprintf(`\%03o`, b)] = true
-		}
+	if !logfmt {
+		return
+	}
+	grams[fmt.Sprintf(`\u%08x`, r)] = true // \UHHHHHHHH, lowered
+	var buf [utf8.UTFMax]byte
+	for _, b := range buf[:utf8.EncodeRune(buf[:], r)] {
+		grams[fmt.Sprintf(`\x%02x`, b)] = true
+		grams[fmt.Sprintf(`\%03o`, b)] = true
 	}
 }
 
@@ -229,12 +285,21 @@ func isASCIILetter(c byte) bool {
 // for byte (under any name), which per-block filters of whole values
 // answer (segment format 6); X may then be OpAll (String leaves Exact
 // out). OpAll needs nothing; OpNone cannot match.
+//
+// A line leaf with Escaped (an escape leaf) lists ASCII characters, in
+// ascending order: the block's lines must hold an escape that spells one
+// of them (a parser's value may hold the character where the line holds
+// the escape). From segment format 7 a block's escape grams answer that
+// exactly; X is the same requirement as whole escapes' 4-grams
+// (`\u0035`, `\x35`, ...), for older segments, whose blocks it keeps
+// wherever hex ids and a Go service's `\u003c` supply those grams.
 type Need struct {
-	Op     ExprOp
-	X      *Expr
-	Values bool
-	Exact  []string
-	Sub    []*Need
+	Op      ExprOp
+	X       *Expr
+	Values  bool
+	Exact   []string
+	Escaped string
+	Sub     []*Need
 }
 
 var (
@@ -251,6 +316,9 @@ func (n *Need) String() string {
 	case OpLit:
 		if n.Values {
 			return "values" + n.X.String()
+		}
+		if n.Escaped != "" {
+			return "escaped" + strconv.Quote(n.Escaped)
 		}
 		return "line" + n.X.String()
 	}
@@ -326,13 +394,13 @@ func (n *metaNode) need(stream []Label) *Need {
 		}
 		text := n.text
 		if text == nil {
-			text = exprNone
+			text = needNone
 		}
 		values := needLeaf(n.x, true)
 		if n.exact != nil {
 			values = &Need{Op: OpLit, X: n.x, Values: true, Exact: n.exact}
 		}
-		return needOf(OpOr, []*Need{values, needLeaf(text, false)})
+		return needOf(OpOr, []*Need{values, text})
 	case OpAnd, OpOr:
 		xs := make([]*Need, len(n.sub))
 		for i, s := range n.sub {

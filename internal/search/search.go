@@ -137,8 +137,12 @@
 // (`| json | trace_id="5f89..."`) the value may also be in the line,
 // maybe escaped: query.Plan.LabelIndex asks both indexes (MayMatchNeed;
 // docs/BENCHMARKS.md, "Label filters after a parser use the skip
-// index"). A filter that needs an exact value (`name="v"`, `=~"a|b"`:
-// query.Need.Exact) also asks format 6's per-block filters of whole
+// index"); a format-7 segment answers whether a block holds an escape
+// of one of the value's ASCII characters from its escape grams
+// (EscapeSkipper), older ones from the escapes' own 4-grams, which Go's
+// `\u003c` and hex ids put in most blocks. A filter that needs an
+// exact value (`name="v"`, `=~"a|b"`: query.Need.Exact) also asks
+// format 6's per-block filters of whole
 // values (ValueFilter), which rule a block out where the values' grams
 // cannot: hex ids of ~14,000 short entries a block hold almost every hex
 // 4-gram (review R11c-2; docs/BENCHMARKS.md, "Skip index over metadata").
@@ -720,6 +724,17 @@ type ValueFilter interface {
 	MayHaveValue(block int, v []byte) bool
 }
 
+// EscapeSkipper is implemented by a part whose lines' index may also
+// record, per block, the ASCII characters its entries' escapes spell
+// (segment format 7): when EscapeIndexed is true, MayHoldEscape false
+// means that no entry of block i holds an escape (`\u0035`, `\x35`,
+// ...) of c. MayMatchNeed answers a query.Need escape leaf with it;
+// other parts answer the leaf's whole escapes' grams (Need.X).
+type EscapeSkipper interface {
+	EscapeIndexed() bool
+	MayHoldEscape(block int, c byte) bool
+}
+
 // ExactSkipper is what MayMatchNeed asks of its values Skipper for a
 // leaf's Exact values: MayHaveValue false means no metadata value of the
 // block equals v. A values Skipper without it answers "maybe".
@@ -794,8 +809,10 @@ func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32
 // MayMatchNeed evaluates a requirement on both skip indexes (from
 // query.Plan.LabelIndex) for block: lines answers its leaves on lines,
 // values those on metadata values (and their Exact values, when it is an
-// ExactSkipper); a nil one answers "maybe". False means no entry of the
-// block can match.
+// ExactSkipper; lines answers escape leaves, query.Need.Escaped, with its
+// escape grams when it is an EscapeSkipper that has them, else with the
+// leaf's whole escapes); a nil one answers "maybe". False means no entry
+// of the block can match.
 func MayMatchNeed(n *query.Need, lines, values Skipper, block int) bool {
 	switch n.Op {
 	case query.OpNone:
@@ -809,6 +826,17 @@ func MayMatchNeed(n *query.Need, lines, values Skipper, block int) bool {
 			return true
 		}
 		if es, ok := sk.(ExactSkipper); ok && n.Values && n.Exact != nil && !mayHaveAny(es, n.Exact, block) {
+			return false
+		}
+		if es, ok := sk.(EscapeSkipper); ok && !n.Values && n.Escaped != "" && es.EscapeIndexed() {
+			// An escape leaf on a segment with escape grams: exact,
+			// where the whole escapes' grams (X) are in most blocks of
+			// hex ids and a Go service's `\u003c`.
+			for _, c := range []byte(n.Escaped) {
+				if es.MayHoldEscape(block, c) {
+					return true
+				}
+			}
 			return false
 		}
 		return MayMatch(n.X, sk, block)
