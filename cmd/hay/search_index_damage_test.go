@@ -30,13 +30,13 @@ func TestSearchDamagedSkipIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The skip index (format versions 3 and 4, see internal/segment/doc.go;
-	// in versions 5 and 6 the lines' index, after its length):
+	// in versions 5 to 7 the lines' index, after its length):
 	// uvarint blocks, uvarint unindexed (0 here), uvarint grams, then the
 	// group table of 12-byte entries (first gram, offset, CRC), then the
 	// postings area.
 	ft := data[len(data)-72:]
 	v := binary.LittleEndian.Uint32(ft[44:])
-	if v < 3 || v > 6 {
+	if v < 3 || v > 7 {
 		t.Fatalf("segment version %d", v)
 	}
 	skip := data[binary.LittleEndian.Uint64(ft[24:]) : len(data)-72]
