@@ -10,12 +10,30 @@ import (
 	"testing"
 )
 
-// TestSearchDamagedSkipIndex damages every group of postings in a
-// segment's skip index (Open checks only the index's head, so the segment
-// still opens): hay search must still print exactly what grep prints,
-// exit as grep does, and warn once that the segment's index is damaged;
-// hay verify must fail naming the file.
+// TestSearchDamagedSkipIndex damages a segment's skip index, either
+// every group of postings (Open checks only the index's head, so the
+// segment opens with the index and its lookups of those groups answer
+// "maybe") or one byte of the head, the group table (the segment then
+// opens without a skip index: review 14 F3, it was refused whole): hay
+// search must still print exactly what grep prints, exit as grep does,
+// and warn once that the segment's index is damaged; hay verify must
+// fail naming the file.
 func TestSearchDamagedSkipIndex(t *testing.T) {
+	t.Run("postings", func(t *testing.T) {
+		testSearchDamagedSkipIndex(t, "checksum mismatch", func(table, area []byte) {
+			for k := range len(table) / 12 {
+				area[binary.LittleEndian.Uint32(table[12*k+4:])] ^= 0x20
+			}
+		})
+	})
+	t.Run("head", func(t *testing.T) {
+		testSearchDamagedSkipIndex(t, "skip index: group offset outside the postings area", func(table, area []byte) {
+			table[len(table)/2] ^= 0x04 // a group's offset or CRC
+		})
+	})
+}
+
+func testSearchDamagedSkipIndex(t *testing.T, verifyReason string, damage func(table, area []byte)) {
 	dir := filepath.Join(t.TempDir(), "data")
 	src := stripCR(t, "../../testdata/loghub/HDFS_2k.log")
 	if _, code := hayInProcess(t, "ingest", "--data", dir, src); code != 0 {
@@ -61,10 +79,7 @@ func TestSearchDamagedSkipIndex(t *testing.T) {
 		t.Fatal("unindexed blocks")
 	}
 	groups := int(uv()+31) / 32
-	table, area := skip[pos:pos+12*groups], skip[pos+12*groups:]
-	for k := range groups {
-		area[binary.LittleEndian.Uint32(table[12*k+4:])] ^= 0x20
-	}
+	damage(skip[pos:pos+12*groups], skip[pos+12*groups:])
 	if err := os.WriteFile(segs[0], data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +109,7 @@ func TestSearchDamagedSkipIndex(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), filepath.Base(segs[0])) ||
-		!strings.Contains(stderr.String(), "checksum mismatch") {
+		!strings.Contains(stderr.String(), verifyReason) {
 		t.Fatalf("verify: %v\n%s", err, stderr.String())
 	}
 }

@@ -207,6 +207,66 @@ func indexDamageCheck(t *testing.T, path, what string, open func() (*Reader, err
 	}
 }
 
+// skipSection is where a segment's skip index lies (empty in version 1):
+// damage there, outside the lazily checked areas, is found by Open, which
+// then opens the segment without a skip index (headDamageCheck).
+func skipSection(r *Reader) (start, end int64) {
+	if r.version < formatV2 {
+		return 0, 0
+	}
+	ft := r.data[len(r.data)-footerSize:]
+	return int64(binary.LittleEndian.Uint64(ft[24:])), int64(len(r.data) - footerSize)
+}
+
+// headDamageCheck opens a file whose skip index Open finds damaged (its
+// head, or a version-2 filter): Open must succeed, without a skip index
+// (every lookup "maybe"), every block must read as in good, and
+// IndexDamage (at once, before any lookup) and Verify must name the
+// file.
+func headDamageCheck(t *testing.T, path, what string, open func() (*Reader, error), good *Reader) {
+	t.Helper()
+	r, err := open()
+	if err != nil {
+		t.Fatalf("%s: Open failed on skip index damage: %v", what, err)
+	}
+	defer r.Close()
+	ce := asCorrupt(t, r.IndexDamage(), what+": IndexDamage")
+	if ce.File != path || ce.Block != -1 || !strings.Contains(ce.Error(), "skip index") {
+		t.Fatalf("%s: IndexDamage %q names file %q block %d", what, ce, ce.File, ce.Block)
+	}
+	if r.NumBlocks() != good.NumBlocks() || r.Info().Entries != good.Info().Entries {
+		t.Fatalf("%s: %d blocks, %d entries; want %d, %d", what, r.NumBlocks(), r.Info().Entries, good.NumBlocks(), good.Info().Entries)
+	}
+	b, gb := GetBlock(), GetBlock()
+	defer PutBlock(b)
+	defer PutBlock(gb)
+	absent := []byte("\x00\x01no such text\x02")
+	for i := range r.NumBlocks() {
+		if err := r.ReadBlock(i, b); err != nil {
+			t.Fatalf("%s: block %d: %v", what, i, err)
+		}
+		if err := good.ReadBlock(i, gb); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Data, gb.Data) || !slices.Equal(b.Offsets, gb.Offsets) {
+			t.Fatalf("%s: block %d reads differently from the undamaged file", what, i)
+		}
+		if !r.MayContain(i, absent, false) || !r.MayContainValue(i, absent, false) || !r.MayHaveValue(i, absent) {
+			t.Fatalf("%s: block %d: a lookup trusted the damaged skip index", what, i)
+		}
+	}
+	if r.MetaIndexed() {
+		t.Fatalf("%s: MetaIndexed with a damaged skip index", what)
+	}
+	verr := r.Verify()
+	if verr == nil {
+		t.Fatalf("%s: Verify succeeded", what)
+	}
+	if ce := asCorrupt(t, verr, what); ce.Block != -1 || ce.File != path || !strings.Contains(verr.Error(), path) {
+		t.Fatalf("%s: Verify: %v", what, verr)
+	}
+}
+
 // damageCheck opens the damaged file at path and requires an error naming
 // the file, and block wantBlock (-1: Open must fail).
 func damageCheck(t *testing.T, path string, wantBlock int, what string) {
@@ -346,6 +406,7 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 			if filtEnd-filtStart < 4 {
 				t.Fatalf("value filters %d..%d", filtStart, filtEnd)
 			}
+			skipStart, skipEnd := skipSection(r)
 			buf := bytes.Clone(orig)
 			for off := range buf {
 				for bit := range 8 {
@@ -357,16 +418,24 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 					inMem := func() (*Reader, error) { return newReader(path, buf) }
 					inArea := int64(off) >= areaStart && int64(off) < areaEnd || int64(off) >= valStart && int64(off) < valEnd ||
 						int64(off) >= filtStart && int64(off) < filtEnd
-					if inArea {
+					inHead := !inArea && int64(off) >= skipStart && int64(off) < skipEnd
+					switch {
+					case inArea:
 						indexDamageCheck(t, path, what, inMem, r, lits)
-					} else {
+					case inHead:
+						headDamageCheck(t, path, what, inMem, r)
+					default:
 						damageCheckWith(t, path, blockOf(r, int64(off)), what, inMem)
 					}
 					if (off*8+bit)%16 == 0 {
 						write(buf)
-						if inArea {
-							indexDamageCheck(t, path, what, func() (*Reader, error) { return Open(path) }, r, lits)
-						} else {
+						open := func() (*Reader, error) { return Open(path) }
+						switch {
+						case inArea:
+							indexDamageCheck(t, path, what, open, r, lits)
+						case inHead:
+							headDamageCheck(t, path, what, open, r)
+						default:
 							damageCheck(t, path, blockOf(r, int64(off)), what)
 						}
 					}

@@ -209,9 +209,11 @@
 // CRC covers its bytes of the postings area, from its offset to the
 // next group's (the last: to the section's end). Together they cover
 // every byte of the section. Open checks the framing, the group table
-// and skipCRC, so damage there fails Open with a *CorruptError naming
-// the file; it never reads the postings (~700 KiB per segment of logs,
-// of which a search decodes a few groups). A lookup checks a group's
+// and skipCRC; damage there does not fail Open (the blocks do not depend
+// on their index): the segment opens without a skip index, every lookup
+// answers "maybe", and IndexDamage and Verify report a *CorruptError
+// naming the file. Open never reads the postings (~700 KiB per segment
+// of logs, of which a search decodes a few groups). A lookup checks a group's
 // CRC the first time it decodes the group (once per Reader), and then
 // decodes it checking the rules above. A group that fails either check
 // (damage, or a forgery with valid checksums) is never trusted:
@@ -330,8 +332,9 @@
 // MayContain(block, needle) is false only when some 4-gram of the lowered
 // needle has its bit clear: no false negatives, but false positives
 // (~46% per gram on generated logs). Damage to a version-2 skip index
-// fails Open with a *CorruptError naming the file (and the block, in the
-// reason, when its record's CRC fails).
+// opens the segment without one, and IndexDamage and Verify report a
+// *CorruptError naming the file (and the block, in the reason, when its
+// record's CRC fails).
 //
 // # Versions
 //

@@ -51,14 +51,21 @@ type Reader struct {
 	grams    *gramIndex    // versions 3 to 7: the postings index of the lines (from 7 with escape grams)
 	vgrams   *gramIndex    // versions 5 to 7: the postings index of the metadata values
 	vfilters *valueFilters // versions 6 and 7: per block, a filter of whole metadata values
-	version  uint32        // format version, which decides the block layout
-	mapped   bool          // data is a mapping to unmap on Close (tests read from memory)
-	closed   atomic.Bool
+	// skipDamage is the *CorruptError of a skip index that Open found
+	// damaged (its checked head, or a version-2 filter): the Reader then
+	// has no skip index, every block answers "maybe", and the blocks,
+	// which the index does not describe, are read as usual.
+	skipDamage error
+	version    uint32 // format version, which decides the block layout
+	mapped     bool   // data is a mapping to unmap on Close (tests read from memory)
+	closed     atomic.Bool
 }
 
 // Open maps the segment at path and validates its header, footer and block
 // index. Damage is reported as a *CorruptError; blocks are checked by
-// ReadBlock and Verify.
+// ReadBlock and Verify. A damaged skip index is not an error here: the
+// segment opens without one (every block may match, so searches stay
+// exact and only scan more), and IndexDamage and Verify report it.
 func Open(path string) (*Reader, error) {
 	return OpenIn(byPath, path)
 }
@@ -238,19 +245,38 @@ func newReader(path string, data []byte) (*Reader, error) {
 	if uint64(off) != idxOff {
 		return nil, bad("blocks end at %d, index starts at %d", off, idxOff)
 	}
+	if skip != nil {
+		r.info.SkipBytes = int64(len(skip))
+		if err := r.parseSkipSection(skip, ft); err != nil {
+			// The blocks do not depend on their index: open without it.
+			r.skip, r.grams, r.vgrams, r.vfilters = nil, nil, nil, nil
+			r.skipDamage = err
+		}
+	}
+	r.info.Blocks = len(r.blocks)
+	r.info.FileBytes = size
+	return r, nil
+}
+
+// parseSkipSection checks a segment's skip index (the bytes between the
+// block index and the footer, ft) as far as Open checks it, and sets the
+// Reader's indexes from it. Its error is a *CorruptError naming the file.
+func (r *Reader) parseSkipSection(skip, ft []byte) error {
+	bad := func(format string, args ...any) error {
+		return &CorruptError{File: r.path, Block: -1, Reason: fmt.Sprintf(format, args...)}
+	}
 	switch {
-	case version == formatV2:
+	case r.version == formatV2:
 		// Each block's record has its own CRC, checked first so that the
 		// error names the damaged block's filter; the footer's CRC of the
 		// whole section then covers the count and the framing.
 		if err := r.parseSkip(skip); err != nil {
-			return nil, err
+			return err
 		}
 		if crc32.Checksum(skip, castagnoli) != binary.LittleEndian.Uint32(ft[40:]) {
-			return nil, bad("skip index checksum mismatch")
+			return bad("skip index checksum mismatch")
 		}
-		r.info.SkipBytes = int64(len(skip))
-	case version >= 3:
+	case r.version >= 3:
 		// The footer's CRC covers the section's head (counts and group
 		// table), checked here before the table is trusted; parseGrams
 		// bounds-checks what it reads first. Each group of postings has
@@ -259,22 +285,22 @@ func newReader(path string, data []byte) (*Reader, error) {
 		// reads the postings (~700 KiB per segment of logs).
 		lines, vals, prefix := skip, []byte(nil), 0
 		var vprefix, filters []byte // version 6: the values' index length, the filters
-		if version >= formatV5 {
+		if r.version >= formatV5 {
 			// Version 5: the lines' index framed by its length, then
 			// the values' index; version 6 frames that too, and the
 			// value filters follow.
 			d := decoder{b: skip}
 			n := d.uvarint()
 			if d.err != nil || n > uint64(len(d.b)) {
-				return nil, bad("skip index: lines' index length out of range")
+				return bad("skip index: lines' index length out of range")
 			}
 			prefix = len(skip) - len(d.b)
 			lines, vals = d.b[:n:n], d.b[n:]
-			if version >= formatV6 {
+			if r.version >= formatV6 {
 				d := decoder{b: vals}
 				n := d.uvarint()
 				if d.err != nil || n > uint64(len(d.b)) {
-					return nil, bad("skip index: metadata values' index length out of range")
+					return bad("skip index: metadata values' index length out of range")
 				}
 				vprefix = vals[:len(vals)-len(d.b)]
 				vals, filters = d.b[:n:n], d.b[n:]
@@ -282,35 +308,32 @@ func newReader(path string, data []byte) (*Reader, error) {
 		}
 		g, err := parseGrams(lines, len(r.blocks))
 		if err != nil {
-			return nil, bad("skip index: %v", err)
+			return bad("skip index: %v", err)
 		}
 		crc := crc32.Checksum(skip[:prefix], castagnoli)
 		crc = crc32.Update(crc, castagnoli, lines[:len(lines)-len(g.area)])
 		var vg *gramIndex
-		if version >= formatV5 {
+		if r.version >= formatV5 {
 			crc = crc32.Update(crc, castagnoli, vprefix)
 			if vg, err = parseGrams(vals, len(r.blocks)); err != nil {
-				return nil, bad("skip index of metadata values: %v", err)
+				return bad("skip index of metadata values: %v", err)
 			}
 			crc = crc32.Update(crc, castagnoli, vals[:len(vals)-len(vg.area)])
 		}
 		var vf *valueFilters
-		if version >= formatV6 {
+		if r.version >= formatV6 {
 			var head int
 			if vf, head, err = parseValueFilters(filters, len(r.blocks)); err != nil {
-				return nil, bad("skip index: metadata value filters: %v", err)
+				return bad("skip index: metadata value filters: %v", err)
 			}
 			crc = crc32.Update(crc, castagnoli, filters[:head])
 		}
 		if crc != binary.LittleEndian.Uint32(ft[40:]) {
-			return nil, bad("skip index checksum mismatch")
+			return bad("skip index checksum mismatch")
 		}
 		r.grams, r.vgrams, r.vfilters = g, vg, vf
-		r.info.SkipBytes = int64(len(skip))
 	}
-	r.info.Blocks = len(r.blocks)
-	r.info.FileBytes = size
-	return r, nil
+	return nil
 }
 
 // minBlockLen is the shortest possible block of a format version: two
@@ -422,11 +445,15 @@ func (r *Reader) release(off, n int) {
 // *CorruptError per damaged block, or nil. In a version-3 segment it
 // first checks and decodes the whole skip index (Open checks only its
 // head; lookups check the groups they read), and a damaged or malformed
-// one is a *CorruptError with Block -1.
+// one is a *CorruptError with Block -1, as is the damage Open found in
+// a skip index's head (IndexDamage).
 func (r *Reader) Verify() error {
 	b := GetBlock()
 	defer PutBlock(b)
 	var errs []error
+	if r.skipDamage != nil {
+		errs = append(errs, r.skipDamage)
+	}
 	if r.grams != nil && !r.closed.Load() {
 		// Open checked the skip index's head; the postings are
 		// checksummed and decoded lazily, per group, so check them all.
@@ -452,16 +479,20 @@ func (r *Reader) Verify() error {
 	return errors.Join(errs...)
 }
 
-// IndexDamage returns a *CorruptError (Block -1) for the first damaged
-// or malformed group of the version-3 skip index that a lookup has met,
-// or nil. Open checks only the index's head; a group's checksum is
-// checked when a lookup first decodes it, and a bad group makes
-// MayContain answer "maybe" for every block (results stay exact, the
-// search just scans more). The same holds for the metadata values' index
-// (version 5) and a block's value filter (version 6), whose damage
+// IndexDamage returns a *CorruptError (Block -1) for a skip index that
+// Open found damaged (its head, which Open checks: the segment then has
+// no skip index at all), else for the first damaged or malformed group
+// of the version-3 skip index that a lookup has met, or nil. A group's
+// checksum is checked when a lookup first decodes it, and a bad group
+// makes MayContain answer "maybe" for every block (results stay exact,
+// the search just scans more). The same holds for the metadata values'
+// index (version 5) and a block's value filter (version 6), whose damage
 // makes MayHaveValue answer "maybe" for that block. Verify checks every
 // group and filter.
 func (r *Reader) IndexDamage() error {
+	if r.skipDamage != nil {
+		return r.skipDamage
+	}
 	if r.grams == nil {
 		return nil
 	}
