@@ -419,25 +419,20 @@ func TestEveryTruncationAndBitFlip(t *testing.T) {
 					inArea := int64(off) >= areaStart && int64(off) < areaEnd || int64(off) >= valStart && int64(off) < valEnd ||
 						int64(off) >= filtStart && int64(off) < filtEnd
 					inHead := !inArea && int64(off) >= skipStart && int64(off) < skipEnd
-					switch {
-					case inArea:
-						indexDamageCheck(t, path, what, inMem, r, lits)
-					case inHead:
-						headDamageCheck(t, path, what, inMem, r)
-					default:
-						damageCheckWith(t, path, blockOf(r, int64(off)), what, inMem)
-					}
-					if (off*8+bit)%16 == 0 {
-						write(buf)
-						open := func() (*Reader, error) { return Open(path) }
+					check := func(open func() (*Reader, error)) {
 						switch {
 						case inArea:
 							indexDamageCheck(t, path, what, open, r, lits)
 						case inHead:
 							headDamageCheck(t, path, what, open, r)
 						default:
-							damageCheck(t, path, blockOf(r, int64(off)), what)
+							damageCheckWith(t, path, blockOf(r, int64(off)), what, open)
 						}
+					}
+					check(inMem)
+					if (off*8+bit)%16 == 0 {
+						write(buf)
+						check(func() (*Reader, error) { return Open(path) })
 					}
 					buf[off] ^= 1 << bit
 				}
