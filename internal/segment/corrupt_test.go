@@ -251,12 +251,12 @@ func headDamageCheck(t *testing.T, path, what string, open func() (*Reader, erro
 		if !bytes.Equal(b.Data, gb.Data) || !slices.Equal(b.Offsets, gb.Offsets) {
 			t.Fatalf("%s: block %d reads differently from the undamaged file", what, i)
 		}
-		if !r.MayContain(i, absent, false) || !r.MayContainValue(i, absent, false) || !r.MayHaveValue(i, absent) {
+		if !r.MayContain(i, absent, false) || !r.MayContainValue(i, absent, false) || !r.MayHaveValue(i, absent) || !r.MayHoldEscape(i, '5') {
 			t.Fatalf("%s: block %d: a lookup trusted the damaged skip index", what, i)
 		}
 	}
-	if r.MetaIndexed() {
-		t.Fatalf("%s: MetaIndexed with a damaged skip index", what)
+	if r.MetaIndexed() || r.EscapeIndexed() {
+		t.Fatalf("%s: MetaIndexed or EscapeIndexed with a damaged skip index", what)
 	}
 	verr := r.Verify()
 	if verr == nil {
