@@ -637,6 +637,10 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	var ord int64         // the position of the next block's first entry in the store
 	for pi, p := range parts {
 		sk, _ := p.(Skipper)
+		var reqBlocks []uint64 // nil: ask MayMatch per block
+		if bs, ok := sk.(BlockSkipper); ok && useSkip {
+			reqBlocks = mayMatchBlocks(req, bs, p.NumBlocks())
+		}
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			ord += int64(m.Entries)
@@ -655,7 +659,12 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				e.stats.PrunedStream++
 				continue
 			}
-			may := sk == nil || !useSkip || MayMatch(req, sk, bi)
+			may := sk == nil || !useSkip
+			if !may && reqBlocks != nil {
+				may = reqBlocks[bi/64]&(1<<(bi%64)) != 0
+			} else if !may {
+				may = MayMatch(req, sk, bi)
+			}
 			if may && useLabels && sk != nil {
 				may = e.mayMatchLabels(p, sk, bi, m.Streams, labelReq)
 			}
@@ -935,6 +944,67 @@ func MayMatch(x *query.Expr, sk Skipper, block int) bool {
 		return false
 	}
 	return true
+}
+
+// BlockSkipper is a Skipper that also answers for all its blocks at
+// once (segment.Reader.MayContainBlocks): a bitmap with bit i%64 of word
+// i/64 set when block i may contain lit, or nil when every block may.
+// The bitmap is read-only.
+type BlockSkipper interface {
+	Skipper
+	MayContainBlocks(lit []byte, fold bool) []uint64
+}
+
+// mayMatchBlocks is MayMatch for every block of a part of n blocks at
+// once: a bitmap of the blocks for which MayMatch(x, sk, block) is true,
+// or nil when it is true for all (it may also return a bitmap with every
+// bit set). Each literal is looked up once, where MayMatch per block
+// looks each up once per block (review 15 H100-1: with more literals
+// than the segment's cache of literal bitmaps holds, every lookup was a
+// new one).
+func mayMatchBlocks(x *query.Expr, sk BlockSkipper, n int) []uint64 {
+	switch x.Op {
+	case query.OpNone:
+		return make([]uint64, (n+63)/64)
+	case query.OpLit:
+		if x.Lit.Text == "" {
+			return nil
+		}
+		bm := sk.MayContainBlocks([]byte(x.Lit.Text), x.Lit.Fold)
+		if bm == nil {
+			return nil
+		}
+		return slices.Clone(bm)
+	case query.OpAnd:
+		var acc []uint64
+		for _, s := range x.Sub {
+			b := mayMatchBlocks(s, sk, n)
+			if b == nil {
+				continue
+			}
+			if acc == nil {
+				acc = b
+				continue
+			}
+			for w := range acc {
+				acc[w] &= b[w]
+			}
+		}
+		return acc
+	case query.OpOr:
+		acc := make([]uint64, (n+63)/64)
+		for _, s := range x.Sub {
+			b := mayMatchBlocks(s, sk, n)
+			if b == nil {
+				return nil
+			}
+			for w := range acc {
+				acc[w] |= b[w]
+			}
+		}
+		return acc
+	}
+	return nil
 }
 
 // driverSet is one way to drive a block scan.

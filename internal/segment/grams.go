@@ -956,7 +956,9 @@ func (e *groupError) Error() string {
 }
 
 // maxCachedLiterals bounds the per-Reader cache of literal bitmaps; the
-// cache is emptied when full (queries use a handful of literals).
+// cache is emptied when full. Per-block lookups (MayContain) of more
+// literals than this would rebuild every literal's bitmap for every
+// block, so a search asks for all blocks at once (MayContainBlocks).
 const maxCachedLiterals = 1024
 
 var errGrams = errors.New("malformed postings")
@@ -1315,6 +1317,13 @@ func (x *gramIndex) mayContain(i int, lit []byte) bool {
 // them: lowered, or an escape gram (EscapeGram), whose upper-case bytes
 // keep it apart from every lowered key in the cache.
 func (x *gramIndex) mayContainKey(i int, key []byte) bool {
+	bm := x.cachedBlocks(key)
+	return bm == nil || bm[i/64]&(1<<(i%64)) != 0
+}
+
+// cachedBlocks is blocksOf(key) through the per-Reader cache of literal
+// bitmaps (shared: the caller must not modify the result).
+func (x *gramIndex) cachedBlocks(key []byte) []uint64 {
 	x.mu.Lock()
 	bm, ok := x.cache[string(key)]
 	x.mu.Unlock()
@@ -1327,7 +1336,7 @@ func (x *gramIndex) mayContainKey(i int, key []byte) bool {
 		x.cache[string(key)] = bm
 		x.mu.Unlock()
 	}
-	return bm == nil || bm[i/64]&(1<<(i%64)) != 0
+	return bm
 }
 
 // check verifies every group's CRC and decodes it, returning the first

@@ -182,6 +182,39 @@ func (r *Reader) MayContain(i int, lit []byte, fold bool) bool {
 // (MayContain of `\u0035`, `\x35`, ...) instead.
 func (r *Reader) EscapeIndexed() bool { return r.version >= formatVersion && r.grams != nil }
 
+// MayContainBlocks is MayContain asked of every block at once: a bitmap
+// with bit i%64 of word i/64 set when block i may hold lit, or nil when
+// every block may (lit shorter than SkipGram bytes, no skip index, a
+// damaged group, after Close). The bitmap may be shared with the
+// Reader's cache: the caller must not modify it. One call costs one
+// lookup of lit, however many blocks: a search with more literals than
+// the cache holds would otherwise look each one up again for every
+// block (review 15 H100-1: 1,100 ids in ~2,000 blocks, 73 s against
+// 0.16 s without the index).
+func (r *Reader) MayContainBlocks(lit []byte, fold bool) []uint64 {
+	_ = fold // the index holds lowered n-grams: exact and folded alike
+	if len(lit) < SkipGram || r.closed.Load() {
+		return nil
+	}
+	if r.grams != nil {
+		key := make([]byte, len(lit))
+		for i, c := range lit {
+			key[i] = lowerTable[c]
+		}
+		return r.grams.cachedBlocks(key)
+	}
+	if r.skip == nil {
+		return nil
+	}
+	bm := make([]uint64, (len(r.blocks)+63)/64)
+	for i, f := range r.skip {
+		if f == nil || mayContain(f, lit) {
+			bm[i/64] |= 1 << (i % 64)
+		}
+	}
+	return bm
+}
+
 // MayHoldEscape reports whether block i may hold an entry with an escape
 // that spells the ASCII character c (c < 0x80): a backslash, then u or U
 // and 4 or 8 hex digits, x or X and 2, or 3 octal digits, of value c

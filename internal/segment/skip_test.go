@@ -241,3 +241,54 @@ func TestSkipDamageNamesBlock(t *testing.T) {
 		dr.Close()
 	}
 }
+
+// TestMayContainBlocks checks MayContainBlocks, the whole-segment answer,
+// against MayContain block by block on the golden segments of every
+// format (none, blooms, postings, with metadata, value filters and escape
+// grams), for every 4- and 7-byte substring of their lines and a few
+// absent, short, upper-case and empty literals; after Close, nil.
+func TestMayContainBlocks(t *testing.T) {
+	files, err := filepath.Glob("testdata/golden-v*.seg")
+	if err != nil || len(files) < 7 {
+		t.Fatalf("golden files %v: %v", files, err)
+	}
+	for _, f := range files {
+		r, err := Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lits := [][]byte{nil, []byte("ab"), []byte("abc"), []byte("zzzz absent"), []byte("\x00\x01\x02\x03")}
+		b := GetBlock()
+		for i := range r.NumBlocks() {
+			if err := r.ReadBlock(i, b); err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j+SkipGram <= len(b.Data); j += 3 {
+				lits = append(lits, bytes.Clone(b.Data[j:j+SkipGram]), bytes.ToUpper(b.Data[j:min(j+7, len(b.Data))]))
+			}
+		}
+		PutBlock(b)
+		pruned := 0
+		for _, lit := range lits {
+			for _, fold := range []bool{false, true} {
+				bm := r.MayContainBlocks(lit, fold)
+				for i := range r.NumBlocks() {
+					got := bm == nil || bm[i/64]&(1<<(i%64)) != 0
+					if want := r.MayContain(i, lit, fold); got != want {
+						t.Fatalf("%s: %q (fold %v) block %d: MayContainBlocks %v, MayContain %v", f, lit, fold, i, got, want)
+					}
+					if !got {
+						pruned++
+					}
+				}
+			}
+		}
+		if pruned == 0 && !strings.Contains(f, "-v1") {
+			t.Errorf("%s: no literal ruled out a block: the comparison tests nothing", f)
+		}
+		r.Close()
+		if bm := r.MayContainBlocks([]byte("zzzz absent"), false); bm != nil {
+			t.Errorf("%s: after Close MayContainBlocks %v, want nil (every block may)", f, bm)
+		}
+	}
+}

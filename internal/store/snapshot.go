@@ -90,6 +90,15 @@ func (p *SegmentPart) MayContain(i int, lit []byte, fold bool) bool {
 	return ok
 }
 
+// MayContainBlocks is MayContain for every block at once
+// (segment.Reader.MayContainBlocks): nil means every block may; the
+// bitmap must not be modified.
+func (p *SegmentPart) MayContainBlocks(lit []byte, fold bool) []uint64 {
+	bm := p.r.MayContainBlocks(lit, fold)
+	runtime.KeepAlive(p)
+	return bm
+}
+
 // EscapeIndexed reports whether the segment's lines' index holds escape
 // grams (segment.Reader.EscapeIndexed: format 7).
 func (p *SegmentPart) EscapeIndexed() bool {
