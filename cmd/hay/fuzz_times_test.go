@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,7 +19,8 @@ func fitsInt64(x *big.Int) bool { return x.Cmp(bigMinI64) >= 0 && x.Cmp(bigMaxI6
 
 // checkTimeArg checks parseTimeArg(s) against its doc: "" is no bound
 // (0), a Go duration d is now-d, else RFC 3339 (with or without a
-// fraction) is that instant, else an error. An instant int64 nanoseconds
+// fraction) is that instant (a fraction past nanoseconds: the next whole
+// one), else an error. An instant int64 nanoseconds
 // cannot hold is an error or the nearest one, never another time.
 func checkTimeArg(t *testing.T, s string, now time.Time) {
 	t.Helper()
@@ -43,6 +45,10 @@ func checkTimeArg(t *testing.T, s string, now time.Time) {
 	} else if tm, ok := oracleTimeOfDay(s); ok {
 		want = new(big.Int).Mul(big.NewInt(tm.Unix()), bigNano)
 		want.Add(want, big.NewInt(int64(tm.Nanosecond())))
+		if m := fractionForm.FindStringSubmatch(s); m != nil && len(m[1]) > 9 && strings.Trim(m[1][9:], "0") != "" {
+			// Past the nanosecond: the bound is the next whole one.
+			want.Add(want, big.NewInt(1))
+		}
 	} else {
 		if err == nil {
 			t.Fatalf("parseTimeArg(%q) = %d; want an error", s, got)
@@ -65,6 +71,9 @@ func checkTimeArg(t *testing.T, s string, now time.Time) {
 		}
 	}
 }
+
+// fractionForm finds a time's fraction of a second.
+var fractionForm = regexp.MustCompile(`:[0-9]{2}\.([0-9]+)`)
 
 // daysForm is "<N>d" or "<N>w", N a whole number.
 var daysForm = regexp.MustCompile(`^([0-9]+)([dw])$`)

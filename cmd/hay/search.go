@@ -167,7 +167,7 @@ func searchCommand(args []string) error {
 	before := fs.Int("B", 0, "print `N` entries of the same stream before each match")
 	ctxN := fs.Int("C", 0, "print `N` entries of context before and after (-A/-B override it)")
 	limit := fs.Int64("limit", 0, "stop after `N` matching entries (0: no limit)")
-	fs.Int64Var(limit, "m", 0, "`N`: --limit, as grep -m (over all streams together, not per stream)")
+	fs.Int64Var(limit, "m", 0, "`N`: --limit, as grep -m, over all streams together (with -H -c, as grep -c -m per file: each stream's count stops at N)")
 	order := fs.String("order", "stored", "`order`: stored (each stream in ingestion order, as grep, streams merged by time), oldest (by time, ties by stream then ingestion order) or newest (the exact reverse of oldest); they differ only where a stream's times go backwards. With -A/-B/-C each stream keeps its ingestion order, newest backwards")
 	since := fs.String("since", "", "only entries at or after `T`: a time (2026-11-30T10:00:00Z; without a zone, UTC: 2026-11-30 10:00, 2026-11-30), or a duration before now (90m, 36h, 2d, 1w)")
 	until := fs.String("until", "", "only entries before `T` (as --since)")
@@ -757,6 +757,13 @@ func parseTimeArg(s string, now time.Time) (int64, error) {
 		return ingest.UnixNano(now.UTC().AddDate(0, 0, -int(n*unit))), nil
 	}
 	if t, err := parseTimeOfDay(s); err == nil {
+		if subNanosecond(s) {
+			// The layout dropped digits past the ninth: the bound lies
+			// after t, and entries are at whole nanoseconds, so the
+			// next one is where it falls (since <= t, t < until),
+			// rather than on the wrong side of an entry at t.
+			t = t.Add(time.Nanosecond)
+		}
 		return ingest.UnixNano(t), nil
 	}
 	return 0, fmt.Errorf("%q is not a time: want a duration before now (90m, 36h, 2d, 1w) or a time (2026-11-30T10:00:00Z, 2026-11-30 10:00 and 2026-11-30 in UTC)", s)
@@ -787,6 +794,20 @@ func wholeDays(s string) (n, unit int64, ok bool) {
 		return math.MaxInt64, unit, true // all digits, too many: far back
 	}
 	return n, unit, true
+}
+
+// subNanosecond reports whether time text s has a fraction of a second
+// with a non-zero digit past the ninth, which time.Parse drops.
+func subNanosecond(s string) bool {
+	dot := strings.IndexByte(s, '.')
+	if dot < 0 {
+		return false
+	}
+	digits := s[dot+1:]
+	if end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); end >= 0 {
+		digits = digits[:end]
+	}
+	return len(digits) > 9 && strings.Trim(digits[9:], "0") != ""
 }
 
 // timeLayouts are the times --since and --until read besides durations:
