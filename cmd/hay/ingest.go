@@ -73,7 +73,7 @@ func runIngest(args []string) error {
 		fs.PrintDefaults()
 	}
 	data := fs.String("data", defaultDataDir(), "data `dir`ectory ($HAY_DATA when set)")
-	streamFlag := fs.String("stream", "", "stream `labels` k=v,k2=v2 (a source=<file name> label is added unless given)")
+	streamFlag := fs.String("stream", "", "stream `labels` k=v,k2=v2 (a source=<file name> label is added unless given; two different files with one name are refused, each needs its own source=NAME)")
 	formatFlag := fs.String("format", "auto", "where each line's time is read (the line is stored as is): auto (a JSON line's time/ts/timestamp/@timestamp key, else a leading timestamp), plain (a leading timestamp only) or jsonl (the JSON key only)")
 	fsyncInterval := fs.Duration("fsync-interval", store.DefaultFsyncInterval, "fsync the write-ahead log at least this often (0: only at the end)")
 	headBytes := int64(store.DefaultHeadBytes)
@@ -107,6 +107,12 @@ func runIngest(args []string) error {
 	if err := checkInputs(files); err != nil {
 		return err
 	}
+	namedBySource := labels.Get("source") == "" // each file's stream is source=<its base name>
+	if namedBySource {
+		if err := checkSameNames(files); err != nil {
+			return err
+		}
+	}
 	release, err := checkNotServed("ingest", *data)
 	if err != nil {
 		return err
@@ -115,6 +121,12 @@ func runIngest(args []string) error {
 	st, err := store.Open(*data, opt)
 	if err != nil {
 		return err
+	}
+	if namedBySource {
+		if err := checkStoredNames(st, files); err != nil {
+			st.Close()
+			return err
+		}
 	}
 	before := st.Stats()
 	pr := newIngestProgress(os.Stderr)
@@ -214,6 +226,119 @@ func checkInputs(files []string) error {
 			if strings.HasPrefix(string(head[:n]), c.magic) {
 				base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 				errs = append(errs, fmt.Errorf("%s is %s-compressed, and hay ingest stores text: %s %s | hay ingest --stream source=%s", path, c.name, c.cat, path, base))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w (nothing was stored)", errors.Join(errs...))
+	}
+	return nil
+}
+
+// fileIdentity is a file's device and inode (symlinks followed), or
+// false where the system has none.
+func fileIdentity(fi os.FileInfo) ([2]uint64, bool) {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{uint64(sys.Dev), uint64(sys.Ino)}, true
+}
+
+// checkSameNames refuses, before anything is stored, two different files
+// with the same base name when the stream is named by it (no source label
+// in --stream): a/0.log and b/0.log (every Kubernetes container's log is
+// 0.log; nginx/access.log and apache2/access.log) would be one stream
+// source="0.log", their lines interleaved, so that -A/-B showed one
+// file's lines as the other's context and -l named one source (review 15
+// H100-2). The same file reached by two paths (a symlink, a hard link)
+// is not two files.
+func checkSameNames(files []string) error {
+	type seen struct {
+		path string
+		id   [2]uint64
+	}
+	first := map[string]seen{}
+	var errs []error
+	for _, path := range files {
+		if path == "-" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		id, ok := fileIdentity(fi)
+		if !ok {
+			continue
+		}
+		base := filepath.Base(path)
+		prev, dup := first[base]
+		if !dup {
+			first[base] = seen{path, id}
+			continue
+		}
+		if prev.id != id {
+			errs = append(errs, fmt.Errorf("%s and %s would be one stream, source=%q, their lines interleaved: store each under its own name, hay ingest --stream source=NAME FILE", prev.path, path, base))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w (nothing was stored)", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkStoredNames is checkSameNames against the files an earlier run
+// stored: a file new to the store whose base name is that of another
+// file the store holds (one that still exists, at another path, with
+// another identity) would join that file's stream. A file the store
+// holds already (resumed, moved, renamed) is not checked: its stream is
+// what it was.
+func checkStoredNames(st *store.Store, files []string) error {
+	stored := map[string][]string{} // base name -> recorded paths
+	for _, k := range st.SourceKeys() {
+		if filepath.IsAbs(k) {
+			stored[filepath.Base(k)] = append(stored[filepath.Base(k)], k)
+		}
+	}
+	var errs []error
+	for _, path := range files {
+		if path == "-" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() || len(stored[filepath.Base(path)]) == 0 {
+			continue
+		}
+		id, ok := fileIdentity(fi)
+		if !ok {
+			continue
+		}
+		record, lookup, err := sourceKeys(path, fi)
+		if err != nil {
+			continue
+		}
+		known := false
+		for _, k := range lookup {
+			if _, ok := st.Source(k); ok {
+				known = true
+			}
+		}
+		if known {
+			continue
+		}
+		for _, other := range stored[filepath.Base(path)] {
+			if other == record[len(record)-1] {
+				continue
+			}
+			ofi, err := os.Stat(other)
+			if err != nil {
+				continue // gone: nothing to tell apart any more
+			}
+			if oid, ok := fileIdentity(ofi); ok && oid != id {
+				errs = append(errs, fmt.Errorf("%s would join the stream source=%q of %s, which this store holds: store it under its own name, hay ingest --stream source=NAME %s (or --stream source=%s to add it to that stream)",
+					path, filepath.Base(path), other, path, filepath.Base(path)))
+				break
 			}
 		}
 	}

@@ -504,6 +504,16 @@ func (s *Store) Source(key string) (Source, bool) {
 	return src, ok
 }
 
+// SourceKeys returns the keys of every recorded input, sorted.
+func (s *Store) SourceKeys() []string {
+	keys := make([]string, 0, len(s.sources))
+	for k := range s.sources {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // Append writes b (entries and source progress) to the WAL as one record
 // and adds its entries to the head; the batch is durable after the next
 // sync. An error from a background flush is returned by the next Append
