@@ -554,6 +554,10 @@ func (s *Server) openLocked(name, dir string, existed bool) (*tenantStore, error
 		CompactMergeBytes: s.cfg.CompactMergeBytes,
 		FlushIdle:         max(s.cfg.HeadFlushIdle, 0),
 		FlushAge:          max(s.cfg.HeadFlushAge, 0),
+		OnIndexDamage: func(seg string, err error) {
+			s.log.Warn("skip index damaged: searches scan the segment's blocks in full (results stay exact); run hay verify",
+				"tenant", name, "segment", seg, "err", err)
+		},
 		OnFlush: func(why string, err error) {
 			if err != nil {
 				s.log.Error("flushing the head failed", "tenant", name, "why", why, "err", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,13 @@ type WriterOptions struct {
 	FlushIdle, FlushAge, FlushCheck time.Duration
 	// OnFlush, if set, is told of each such flush (why: "idle" or "age").
 	OnFlush func(why string, err error)
+	// OnIndexDamage, if set, is told once per segment (its path inside
+	// the data directory) that the segment's skip index is damaged:
+	// searches scan its blocks in full, so results stay exact, but an
+	// operator should run hay verify. A damaged head is told when a View
+	// first opens the segment; a damaged group, which a search's lookup
+	// finds, at the background compaction's next run.
+	OnIndexDamage func(segment string, err error)
 }
 
 // ErrWriterClosed is returned by Append after Close.
@@ -92,7 +100,8 @@ type Writer struct {
 	s      *Store
 	segs   map[string]*SegmentPart
 	failed error
-	ix     *streamIndex // the views' stream index, built by readers (View.Index)
+	told   map[string]bool // segments whose index damage OnIndexDamage was told
+	ix     *streamIndex    // the views' stream index, built by readers (View.Index)
 
 	syncFn func() error // the WAL fsync; tests replace it
 }
@@ -121,6 +130,7 @@ func OpenWriter(dir string, opt WriterOptions) (*Writer, error) {
 		done: make(chan struct{}),
 		s:    s,
 		segs: map[string]*SegmentPart{},
+		told: map[string]bool{},
 		ix:   newStreamIndex(),
 
 		compactSkip: map[string]bool{},
@@ -440,23 +450,61 @@ func (v *View) Labels(id uint32) string {
 // View returns the current view. Entries of a group being committed may
 // be visible a moment before the group's fsync completes.
 func (w *Writer) View() (*View, error) {
+	v, opened, err := w.view()
+	if opened {
+		w.tellIndexDamage()
+	}
+	return v, err
+}
+
+// tellIndexDamage tells OnIndexDamage of the open segments whose skip
+// index is damaged and that it was not told of yet, in name order.
+func (w *Writer) tellIndexDamage() {
+	if w.opt.OnIndexDamage == nil {
+		return
+	}
+	type damage struct {
+		name string
+		err  error
+	}
+	var news []damage
+	w.mu.Lock()
+	for key, p := range w.segs {
+		if w.told[key] {
+			continue
+		}
+		if err := p.r.IndexDamage(); err != nil {
+			w.told[key] = true
+			news = append(news, damage{p.name, err})
+		}
+	}
+	w.mu.Unlock()
+	slices.SortFunc(news, func(a, b damage) int { return strings.Compare(a.name, b.name) })
+	for _, d := range news {
+		w.opt.OnIndexDamage(d.name, d.err)
+	}
+}
+
+// view is View under w.mu; opened reports whether it opened a segment.
+func (w *Writer) view() (v *View, opened bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.s
 	if w.segs == nil {
-		return nil, ErrWriterClosed
+		return nil, false, ErrWriterClosed
 	}
-	v := &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)], ix: w.ix}
+	v = &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)], ix: w.ix}
 	for _, sm := range s.man.Segments {
 		p, ok := w.segs[sm.Name]
 		if !ok {
 			name := filepath.Join(segDir, sm.Name)
 			r, err := segment.OpenIn(s.root, name) // the segment this store wrote
 			if err != nil {
-				return nil, err // names the file in full
+				return nil, opened, err // names the file in full
 			}
 			p = &SegmentPart{name: name, r: r}
 			w.segs[sm.Name] = p
+			opened = true
 		}
 		v.Parts = append(v.Parts, p)
 	}
@@ -479,7 +527,7 @@ func (w *Writer) View() (*View, error) {
 		}
 		v.Parts = append(v.Parts, &HeadPart{blocks: blocks})
 	}
-	return v, nil
+	return v, opened, nil
 }
 
 // WriterStats reports the committed segments and the head.

@@ -666,6 +666,7 @@ func (w *Writer) compactSwap(runs [][]SegmentMeta, out []SegmentMeta) (swapped b
 		for _, sm := range run {
 			if p, ok := w.segs[sm.Name]; ok {
 				delete(w.segs, sm.Name)
+				delete(w.told, sm.Name)
 				// Views may still read it: close its mapping only when
 				// none holds the part any more (SegmentPart keeps itself
 				// alive while it reads).
@@ -705,6 +706,9 @@ func (w *Writer) compactLoop(interval time.Duration) {
 		if w.Err() != nil {
 			return // the Writer failed: nothing more will be written
 		}
+		// Searches find a damaged group of a skip index lazily: say so
+		// here, once per segment.
+		w.tellIndexDamage()
 		select {
 		case <-w.quit:
 			return
