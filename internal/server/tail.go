@@ -508,7 +508,20 @@ func (s *Server) lokiTail(w http.ResponseWriter, r *http.Request) {
 	seed := maphash.MakeSeed()
 	replayed := map[uint64]int{}
 	es := make([]tailEntry, 0, len(hits))
-	for i := len(hits) - 1; i >= 0; i-- {
+	// hits are newest first, the entries of one time in push order (as
+	// query_range answers either way): replay oldest first, keeping push
+	// order among equal times, as Loki does (review 15c F2: a stack
+	// trace stamped with one time replayed upside down).
+	slices.Reverse(hits)
+	for i := 0; i < len(hits); {
+		j := i + 1
+		for j < len(hits) && hits[j].Time == hits[i].Time {
+			j++
+		}
+		slices.Reverse(hits[i:j])
+		i = j
+	}
+	for i := range hits {
 		e := newTailEntry(&hits[i])
 		es = append(es, e)
 		replayed[e.key(seed)]++
