@@ -786,12 +786,17 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 // answered, and the version. Durations are in Prometheus' form;
 // 0s is no limit.
 func (s *Server) lokiDrilldownLimits(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
+	// service_name is derived at push from these labels (push.go,
+	// discoverServiceName) unless --discover-service-name=false;
+	// detected_level is never derived (see doc.go).
+	discover := serviceNameSources
+	if s.cfg.NoServiceNameDiscovery {
+		discover = []string{}
+	}
 	writeJSON(w, map[string]any{
 		"limits": map[string]any{
-			// hay derives neither detected_level nor service_name at
-			// ingestion (see doc.go).
 			"discover_log_levels":         false,
-			"discover_service_name":       []string{},
+			"discover_service_name":       discover,
 			"log_level_fields":            []string{},
 			"max_entries_limit_per_query": s.cfg.MaxQueryLimit,
 			"max_line_size_truncate":      s.cfg.TruncateLines,
@@ -799,7 +804,7 @@ func (s *Server) lokiDrilldownLimits(w http.ResponseWriter, r *http.Request, ts 
 			"max_query_length":            "0s",
 			"max_query_lookback":          "0s",
 			"max_query_range":             "0s",
-			"max_query_series":            0,
+			"max_query_series":            s.cfg.MaxQuerySeries,
 			"metric_aggregation_enabled":  false,
 			"pattern_persistence_enabled": false,
 			"query_timeout":               promDuration(s.cfg.QueryTimeout),

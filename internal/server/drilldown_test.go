@@ -784,10 +784,21 @@ func TestDrilldownLimits(t *testing.T) {
 	for k, want := range map[string]any{
 		"query_timeout": "1m30s", "max_entries_limit_per_query": 5000.0, "volume_enabled": true,
 		"volume_max_series": 5000.0, "retention_period": "0s", "discover_log_levels": false,
+		"max_query_series": 500.0,
 	} {
 		if got.Limits[k] != want {
 			t.Errorf("limits.%s = %v, want %v", k, got.Limits[k], want)
 		}
+	}
+	// The labels service_name is derived from at push, as the server
+	// does it (review 15c F4: it said [] while the server derived it).
+	if d := fmt.Sprint(got.Limits["discover_service_name"]); d != fmt.Sprint(serviceNameSources) || !strings.Contains(d, "app") {
+		t.Errorf("limits.discover_service_name = %s, want %v", d, serviceNameSources)
+	}
+	off := newEnv(t, func(c *Config) { c.NoServiceNameDiscovery = true })
+	_, body = off.get("/loki/api/v1/drilldown-limits")
+	if !strings.Contains(body, `"discover_service_name":[]`) {
+		t.Errorf("drilldown-limits without service name discovery: %s", body)
 	}
 }
 
