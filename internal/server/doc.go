@@ -30,8 +30,8 @@
 //	GET  /loki/api/v1/labels, /label/<n>/values, /series, /index/stats (a plain selector's stats from the block index, exact)
 //	GET  /loki/api/v1/index/volume, /index/volume_range   bytes per series (or per label: aggregateBy=labels) in [start, end], exact; Logs Drilldown's service list (drilldown.go)
 //	GET  /loki/api/v1/detected_labels         stream labels with their exact cardinality in [start, end]
-//	GET  /loki/api/v1/detected_fields, /detected_field/<n>/values   json/logfmt fields of the newest line_limit (1000) matching entries
-//	GET  /loki/api/v1/patterns                line patterns (tokens with digits as <_>) with counts per step; /drilldown-limits: Drilldown's limits
+//	GET  /loki/api/v1/detected_fields, /detected_field/<n>/values   json/logfmt fields of the newest line_limit (1000) matching entries in [start, end)
+//	GET  /loki/api/v1/patterns                line patterns (tokens with digits as <_>) with counts per step in [start, end); /drilldown-limits: Drilldown's limits
 //	GET  /loki/api/v1/tail                    WebSocket live tail: replays the newest limit (100) entries from start (an hour ago) on, then live; delay_for ≤ 5 s sorts late entries in; pings every second, as Loki, so idle proxies keep it
 //	GET  /loki/api/v1/status/buildinfo        this binary's version, VCS revision and Go version (no auth)
 //	GET  /prometheus/api/v1/rules             no rules (hay has no ruler; Grafana's alerting pages ask)

@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"runtime"
 	"slices"
@@ -700,7 +701,8 @@ func lineTemplate(line []byte) string {
 }
 
 // lokiPatterns serves /loki/api/v1/patterns: the patterns (lineTemplate)
-// of the entries a stream selector admits in [start, end], each with its
+// of the entries a stream selector admits in [start, end) (end exclusive,
+// as Loki's pattern samples and query_range), each with its
 // count per step ([t, t+step) from start, as volume_range), the most
 // frequent first (at most maxPatternsAnswered). Counts are exact: every
 // entry in the range is read (Loki's pattern ingester keeps them as
@@ -735,7 +737,7 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 			return
 		}
 		// Patterns come from the lines and times alone.
-		sel := &selection{plan: plan, start: start, end: end, skipAttrs: true}
+		sel := &selection{plan: plan, start: start, end: exclusiveEnd(end), skipAttrs: true}
 		// The patterns tracked hold at most --max-query-bytes, as a log
 		// query's answer: a pattern is as long as its line, up to
 		// --max-line (16 MiB at most), and maxPatternsTracked of them
@@ -860,6 +862,15 @@ func largestFirst(m map[string]map[int64]int64, limit int) ([]string, map[string
 	return keys[:min(len(keys), limit)], totals
 }
 
+// exclusiveEnd is the last nanosecond before a range's end, for the
+// endpoints that read [start, end) as query_range does.
+func exclusiveEnd(end int64) int64 {
+	if end == math.MinInt64 {
+		return end
+	}
+	return end - 1
+}
+
 // selectorRange reads the query parameter (a stream selector alone) and
 // start and end, for volume and patterns.
 func (s *Server) selectorRange(r *http.Request) (*query.Plan, int64, int64, error) {
@@ -878,7 +889,9 @@ func (s *Server) detectedSample(w http.ResponseWriter, r *http.Request, ts *tena
 	q, start, end, lineLimit, limit, err := s.fieldParams(r)
 	if err == nil {
 		var fields map[string]*detectedField
-		if fields, err = detectFields(r.Context(), ts, q, start, end, lineLimit, s.answerLimit(0, true).bytes); err == nil {
+		// A log query's range: end exclusive, as Loki's detected_fields
+		// (review 15c F3: a field only the entry at end had was listed).
+		if fields, err = detectFields(r.Context(), ts, q, start, exclusiveEnd(end), lineLimit, s.answerLimit(0, true).bytes); err == nil {
 			return fields, limit, true
 		}
 	}
