@@ -24,7 +24,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"net/http"
 	"runtime"
 	"slices"
@@ -737,7 +736,7 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 			return
 		}
 		// Patterns come from the lines and times alone.
-		sel := &selection{plan: plan, start: start, end: exclusiveEnd(end), skipAttrs: true}
+		sel := &selection{plan: plan, start: start, end: exclusiveEnd(start, end), skipAttrs: true}
 		// The patterns tracked hold at most --max-query-bytes, as a log
 		// query's answer: a pattern is as long as its line, up to
 		// --max-line (16 MiB at most), and maxPatternsTracked of them
@@ -863,12 +862,13 @@ func largestFirst(m map[string]map[int64]int64, limit int) ([]string, map[string
 }
 
 // exclusiveEnd is the last nanosecond before a range's end, for the
-// endpoints that read [start, end) as query_range does.
-func exclusiveEnd(end int64) int64 {
-	if end == math.MinInt64 {
-		return end
+// endpoints that read [start, end) as query_range does; a range of one
+// instant (end == start) keeps it.
+func exclusiveEnd(start, end int64) int64 {
+	if end > start {
+		return end - 1
 	}
-	return end - 1
+	return end
 }
 
 // selectorRange reads the query parameter (a stream selector alone) and
@@ -891,7 +891,7 @@ func (s *Server) detectedSample(w http.ResponseWriter, r *http.Request, ts *tena
 		var fields map[string]*detectedField
 		// A log query's range: end exclusive, as Loki's detected_fields
 		// (review 15c F3: a field only the entry at end had was listed).
-		if fields, err = detectFields(r.Context(), ts, q, start, exclusiveEnd(end), lineLimit, s.answerLimit(0, true).bytes); err == nil {
+		if fields, err = detectFields(r.Context(), ts, q, start, exclusiveEnd(start, end), lineLimit, s.answerLimit(0, true).bytes); err == nil {
 			return fields, limit, true
 		}
 	}

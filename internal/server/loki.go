@@ -945,10 +945,10 @@ func parseStart(p url.Values, end int64, def time.Duration) (int64, error) {
 }
 
 // streamsIn returns the view and, ascending, the ids of the streams that
-// have blocks overlapping [start, end] and that the selector q (if any)
-// admits. The block index answers it without decoding blocks, so it may
-// include a stream whose entries in its blocks lie just outside the
-// range. The stream index answers the selector (see streamSet).
+// have entries in [start, end] and that the selector q (if any) admits.
+// The block index answers for blocks inside the range; blocks that reach
+// past it are decoded (streamSet.present, exact). The stream index
+// answers the selector (see streamSet).
 func streamsIn(ts *tenantStore, q string, start, end int64) (*store.View, []uint32, error) {
 	if ts == nil {
 		return nil, nil, nil
@@ -968,7 +968,7 @@ func streamsIn(ts *tenantStore, q string, start, end int64) (*store.View, []uint
 	if err != nil {
 		return nil, nil, err
 	}
-	return v, selectStreams(v, plan).presentIDs(v, start, end, 0), nil
+	return v, selectStreams(v, plan).presentIDs(v, start, end, 0, true), nil
 }
 
 // requestStreams is streamsIn for a request's query and time range; on

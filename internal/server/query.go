@@ -422,7 +422,7 @@ const anyOrder search.Order = -1
 // selectedStreams counts, up to limit, the streams the selection admits
 // that have blocks in its time range (from the block index alone).
 func selectedStreams(v *store.View, sel *selection, limit int) int {
-	return len(selectStreams(v, sel.plan).presentIDs(v, sel.start, sel.end, limit))
+	return len(selectStreams(v, sel.plan).presentIDs(v, sel.start, sel.end, limit, false))
 }
 
 // searchQuery is sel as a search.Query over v.
