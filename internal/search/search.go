@@ -637,10 +637,15 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 	var ord int64         // the position of the next block's first entry in the store
 	for pi, p := range parts {
 		sk, _ := p.(Skipper)
-		var reqBlocks []uint64 // nil: ask MayMatch per block
-		if bs, ok := sk.(BlockSkipper); ok && useSkip {
-			reqBlocks = mayMatchBlocks(req, bs, p.NumBlocks())
-		}
+		// The whole part's answer (mayMatchBlocks), computed when a first
+		// block passes the time range and the streams (a part out of
+		// range costs no lookup: review 15d F6), and then kept even when
+		// nil, which means every block may (review 15d F1: taking nil for
+		// "not computed" asked per block again).
+		bs, masked := sk.(BlockSkipper)
+		masked = masked && useSkip
+		var reqBlocks []uint64
+		computed := false
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			ord += int64(m.Entries)
@@ -660,9 +665,14 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				continue
 			}
 			may := sk == nil || !useSkip
-			if !may && reqBlocks != nil {
-				may = reqBlocks[bi/64]&(1<<(bi%64)) != 0
-			} else if !may {
+			switch {
+			case may:
+			case masked:
+				if !computed {
+					reqBlocks, computed = mayMatchBlocks(req, bs, p.NumBlocks()), true
+				}
+				may = reqBlocks == nil || reqBlocks[bi/64]&(1<<(bi%64)) != 0
+			default:
 				may = MayMatch(req, sk, bi)
 			}
 			if may && useLabels && sk != nil {
