@@ -123,7 +123,7 @@ func runIngest(args []string) error {
 		return err
 	}
 	if namedBySource {
-		if err := checkStoredNames(st, files); err != nil {
+		if err := checkStoredNames(st, files, labels); err != nil {
 			st.Close()
 			return err
 		}
@@ -289,12 +289,14 @@ func checkSameNames(files []string) error {
 }
 
 // checkStoredNames is checkSameNames against the files an earlier run
-// stored: a file new to the store whose base name is that of another
-// file the store holds (one that still exists, at another path, with
-// another identity) would join that file's stream. A file the store
-// holds already (resumed, moved, renamed) is not checked: its stream is
-// what it was.
-func checkStoredNames(st *store.Store, files []string) error {
+// stored: a file new to the store whose stream (labels and source=<its
+// base name>) the store has, and whose base name is that of another file
+// the store holds (one that still exists, at another path, with another
+// identity), would join that file's stream. A file the store holds
+// already (resumed, moved, renamed) is not checked: its stream is what it
+// was; nor is one whose stream is new (the other file was stored under
+// another source label: review 15d F3).
+func checkStoredNames(st *store.Store, files []string, labels ingest.Labels) error {
 	stored := map[string][]string{} // base name -> recorded paths
 	for _, k := range st.SourceKeys() {
 		if filepath.IsAbs(k) {
@@ -307,7 +309,8 @@ func checkStoredNames(st *store.Store, files []string) error {
 			continue
 		}
 		fi, err := os.Stat(path)
-		if err != nil || !fi.Mode().IsRegular() || len(stored[filepath.Base(path)]) == 0 {
+		if err != nil || !fi.Mode().IsRegular() || len(stored[filepath.Base(path)]) == 0 ||
+			!st.HasStream(labels.With("source", filepath.Base(path)).String()) {
 			continue
 		}
 		id, ok := fileIdentity(fi)

@@ -93,4 +93,18 @@ func TestIngestSameBaseName(t *testing.T) {
 	if count() != "5" {
 		t.Fatalf("%s entries, want 5 (a's 3 and b's 2)", count())
 	}
+
+	// A file stored under its own name does not hold the base name's
+	// stream: another file of that base name is no collision (review 15d
+	// F3: it was refused after following the refusal's own advice).
+	data = filepath.Join(dir, "d2")
+	if code, stderr := ingest("--stream", "source=b-0.log", b); code != 0 {
+		t.Fatalf("ingest --stream source=b-0.log b/0.log into a new store: exit %d\n%s", code, stderr)
+	}
+	if code, stderr := ingest(filepath.Join(moved, "0.log")); code != 0 {
+		t.Fatalf("ingest c/0.log after b/0.log was stored as b-0.log: exit %d\n%s", code, stderr)
+	}
+	if count() != "5" {
+		t.Fatalf("%s entries in the second store, want 5", count())
+	}
 }

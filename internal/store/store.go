@@ -504,6 +504,13 @@ func (s *Store) Source(key string) (Source, bool) {
 	return src, ok
 }
 
+// HasStream reports whether the store defines a stream of these labels
+// (canonical text, as Stream takes them), without defining one.
+func (s *Store) HasStream(labels string) bool {
+	_, ok := s.streams[labels]
+	return ok
+}
+
 // SourceKeys returns the keys of every recorded input, sorted.
 func (s *Store) SourceKeys() []string {
 	keys := make([]string, 0, len(s.sources))
