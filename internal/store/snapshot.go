@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"haystack/internal/segment"
@@ -176,11 +177,18 @@ func OpenSnapshotRange(dir string, lo, hi int64) (*Snapshot, error) {
 	// store under several attempts in a row: retry for a while, not a
 	// fixed number of times (review 15 H100-3: five attempts within
 	// ~10 ms failed 4 of 495 searches during an ingest at 1 MiB heads).
+	// A writer that moves files replaces MANIFEST too, so only while
+	// MANIFEST keeps changing is a missing file worth waiting for: when
+	// it stays the same over a few quick attempts, the file is missing
+	// for good, which is damage, said after a quarter of a second (review
+	// 15d F5: a search of a store with a lost segment waited the whole
+	// 2 s; before a9192cb, ~10 ms).
 	start := time.Now()
+	prev, since := manifestIdentity(dir), start
 	for a := 0; ; a++ {
 		// On the last attempt a segment still missing is damage, as
 		// any other segment that cannot be opened.
-		last := time.Since(start) >= snapshotRetryFor
+		last := time.Since(start) >= snapshotRetryFor || a >= 4 && time.Since(since) >= snapshotStableFor
 		s, err := openSnapshot(dir, lo, hi, last)
 		if err == nil {
 			return s, nil
@@ -190,12 +198,35 @@ func OpenSnapshotRange(dir string, lo, hi int64) (*Snapshot, error) {
 		}
 		// Give a writer replacing files a moment to list its new ones.
 		time.Sleep(min(time.Duration(a+1)*time.Millisecond, 20*time.Millisecond))
+		if id := manifestIdentity(dir); id != prev {
+			prev, since = id, time.Now()
+		}
 	}
 }
 
 // snapshotRetryFor is how long OpenSnapshotRange retries a snapshot that
-// a writer's flush or compaction moved while it was read.
-const snapshotRetryFor = 2 * time.Second
+// a writer's flush or compaction moved while it was read, and
+// snapshotStableFor how long MANIFEST must stay the same (over at least
+// five attempts) before a missing file is damage: a busy writer replaces
+// it far more often.
+const (
+	snapshotRetryFor  = 2 * time.Second
+	snapshotStableFor = 250 * time.Millisecond
+)
+
+// manifestIdentity tells one MANIFEST file from another: a writer
+// replaces it by a rename (a new inode) with a new modification time.
+func manifestIdentity(dir string) string {
+	fi, err := os.Stat(filepath.Join(dir, manifestName))
+	if err != nil {
+		return err.Error()
+	}
+	id := fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id += fmt.Sprint(" ", st.Ino)
+	}
+	return id
+}
 
 func openSnapshot(dir string, lo, hi int64, missingIsDamage bool) (*Snapshot, error) {
 	m, err := readManifest(dir)
