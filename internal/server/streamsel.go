@@ -55,7 +55,8 @@ const bulk = 1024
 // an entry in the range count (review 15c F1: /series and /labels listed
 // a stream whose only entry was 50 minutes before the range, in a quiet
 // tenant's block spanning hours). Busy streams are found in the inner
-// blocks, so few blocks are decoded: those of streams with few entries.
+// blocks, so few blocks are decoded: those of streams with few entries,
+// at most maxEdgeBlocks.
 func (s *streamSet) present(v *store.View, start, end int64, exact bool, fn func(id uint32) bool) {
 	inRange := func(m *segment.BlockMeta) bool {
 		return m.Entries > 0 && m.MaxTime >= start && m.MinTime <= end
@@ -145,15 +146,26 @@ func (s *streamSet) present(v *store.View, start, end int64, exact bool, fn func
 	})
 }
 
+// maxEdgeBlocks bounds the blocks one exact present decodes: entries
+// pushed out of time order make every block reach past any range, and a
+// /labels request would then read the whole range (review 15d F2). Past
+// it, a block counts all its streams, as the block index says.
+const maxEdgeBlocks = 256
+
 // edgeStreams decodes blocks that reach past a range, reusing one buffer.
 type edgeStreams struct {
-	b *segment.Block
+	b       *segment.Block
+	decoded int
 }
 
 // in returns, ascending, the streams of block bi of p (m) with an entry
-// in [start, end]; m.Streams when the block cannot be read (a query
-// names a damaged block; this only lists).
+// in [start, end]; m.Streams past maxEdgeBlocks, or when the block cannot
+// be read (a query names a damaged block; this only lists).
 func (e *edgeStreams) in(p store.Part, bi int, m *segment.BlockMeta, start, end int64) []uint32 {
+	if e.decoded >= maxEdgeBlocks {
+		return m.Streams
+	}
+	e.decoded++
 	if e.b == nil {
 		e.b = segment.GetBlock()
 	}
