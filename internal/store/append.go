@@ -60,7 +60,7 @@ type WriterOptions struct {
 	// searches scan its blocks in full, so results stay exact, but an
 	// operator should run hay verify. A damaged head is told when a View
 	// first opens the segment; a damaged group, which a search's lookup
-	// finds, at the background compaction's next run.
+	// finds, by the next View (or the background compaction's next run).
 	OnIndexDamage func(segment string, err error)
 }
 
@@ -450,10 +450,12 @@ func (v *View) Labels(id uint32) string {
 // View returns the current view. Entries of a group being committed may
 // be visible a moment before the group's fsync completes.
 func (w *Writer) View() (*View, error) {
-	v, opened, err := w.view()
-	if opened {
-		w.tellIndexDamage()
-	}
+	v, err := w.view()
+	// Every view: a damaged head is found when a view opens a segment,
+	// a damaged group by an earlier view's search (review 15d: told only
+	// by the background compaction, it went untold with
+	// --compact-interval 0 or when the tenant closed first).
+	w.tellIndexDamage()
 	return v, err
 }
 
@@ -485,26 +487,25 @@ func (w *Writer) tellIndexDamage() {
 	}
 }
 
-// view is View under w.mu; opened reports whether it opened a segment.
-func (w *Writer) view() (v *View, opened bool, err error) {
+// view is View under w.mu.
+func (w *Writer) view() (*View, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.s
 	if w.segs == nil {
-		return nil, false, ErrWriterClosed
+		return nil, ErrWriterClosed
 	}
-	v = &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)], ix: w.ix}
+	v := &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)], ix: w.ix}
 	for _, sm := range s.man.Segments {
 		p, ok := w.segs[sm.Name]
 		if !ok {
 			name := filepath.Join(segDir, sm.Name)
 			r, err := segment.OpenIn(s.root, name) // the segment this store wrote
 			if err != nil {
-				return nil, opened, err // names the file in full
+				return nil, err // names the file in full
 			}
 			p = &SegmentPart{name: name, r: r}
 			w.segs[sm.Name] = p
-			opened = true
 		}
 		v.Parts = append(v.Parts, p)
 	}
@@ -527,7 +528,7 @@ func (w *Writer) view() (v *View, opened bool, err error) {
 		}
 		v.Parts = append(v.Parts, &HeadPart{blocks: blocks})
 	}
-	return v, opened, nil
+	return v, nil
 }
 
 // WriterStats reports the committed segments and the head.
