@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +59,7 @@ type WriterOptions struct {
 	// searches scan its blocks in full, so results stay exact, but an
 	// operator should run hay verify. A damaged head is told when a View
 	// first opens the segment; a damaged group, which a search's lookup
-	// finds, by the next View (or the background compaction's next run).
+	// finds, by the next View.
 	OnIndexDamage func(segment string, err error)
 }
 
@@ -450,62 +449,50 @@ func (v *View) Labels(id uint32) string {
 // View returns the current view. Entries of a group being committed may
 // be visible a moment before the group's fsync completes.
 func (w *Writer) View() (*View, error) {
-	v, err := w.view()
-	// Every view: a damaged head is found when a view opens a segment,
-	// a damaged group by an earlier view's search (review 15d: told only
-	// by the background compaction, it went untold with
-	// --compact-interval 0 or when the tenant closed first).
-	w.tellIndexDamage()
+	v, damaged, err := w.view()
+	for _, d := range damaged {
+		w.opt.OnIndexDamage(d.name, d.err)
+	}
 	return v, err
 }
 
-// tellIndexDamage tells OnIndexDamage of the open segments whose skip
-// index is damaged and that it was not told of yet, in name order.
-func (w *Writer) tellIndexDamage() {
-	if w.opt.OnIndexDamage == nil {
-		return
-	}
-	type damage struct {
-		name string
-		err  error
-	}
-	var news []damage
-	w.mu.Lock()
-	for key, p := range w.segs {
-		if w.told[key] {
-			continue
-		}
-		if err := p.r.IndexDamage(); err != nil {
-			w.told[key] = true
-			news = append(news, damage{p.name, err})
-		}
-	}
-	w.mu.Unlock()
-	slices.SortFunc(news, func(a, b damage) int { return strings.Compare(a.name, b.name) })
-	for _, d := range news {
-		w.opt.OnIndexDamage(d.name, d.err)
-	}
+// indexDamage is a segment's damaged skip index, for OnIndexDamage.
+type indexDamage struct {
+	name string
+	err  error
 }
 
-// view is View under w.mu.
-func (w *Writer) view() (*View, error) {
+// view is View under w.mu. It also returns the segments whose skip index
+// it finds damaged and OnIndexDamage was not told of: every view looks,
+// as it goes over the segments anyway, so a damaged head is found when
+// a view opens the segment and a damaged group an earlier view's search
+// met is found by the next one (review 15d: told only by the background
+// compaction, it went untold with --compact-interval 0).
+func (w *Writer) view() (*View, []indexDamage, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.s
 	if w.segs == nil {
-		return nil, ErrWriterClosed
+		return nil, nil, ErrWriterClosed
 	}
 	v := &View{Streams: s.streamDef[:len(s.streamDef):len(s.streamDef)], ix: w.ix}
+	var damaged []indexDamage
 	for _, sm := range s.man.Segments {
 		p, ok := w.segs[sm.Name]
 		if !ok {
 			name := filepath.Join(segDir, sm.Name)
 			r, err := segment.OpenIn(s.root, name) // the segment this store wrote
 			if err != nil {
-				return nil, err // names the file in full
+				return nil, damaged, err // names the file in full
 			}
 			p = &SegmentPart{name: name, r: r}
 			w.segs[sm.Name] = p
+		}
+		if w.opt.OnIndexDamage != nil && !w.told[sm.Name] {
+			if err := p.r.IndexDamage(); err != nil {
+				w.told[sm.Name] = true
+				damaged = append(damaged, indexDamage{p.name, err})
+			}
 		}
 		v.Parts = append(v.Parts, p)
 	}
@@ -528,7 +515,7 @@ func (w *Writer) view() (*View, error) {
 		}
 		v.Parts = append(v.Parts, &HeadPart{blocks: blocks})
 	}
-	return v, nil
+	return v, damaged, nil
 }
 
 // WriterStats reports the committed segments and the head.

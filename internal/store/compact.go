@@ -706,9 +706,6 @@ func (w *Writer) compactLoop(interval time.Duration) {
 		if w.Err() != nil {
 			return // the Writer failed: nothing more will be written
 		}
-		// Searches find a damaged group of a skip index lazily: say so
-		// here, once per segment.
-		w.tellIndexDamage()
 		select {
 		case <-w.quit:
 			return

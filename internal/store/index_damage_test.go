@@ -19,26 +19,9 @@ import (
 // undamaged segment.
 func TestWriterTellsIndexDamage(t *testing.T) {
 	dir := t.TempDir()
-	st, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := st.Stream(`{app="d"}`)
-	for seg := range 3 {
-		var b Batch
-		for i := range 200 {
-			b.Entries = append(b.Entries, Entry{Time: int64(seg*1000 + i), Stream: sid, Line: fmt.Appendf(nil, "segment %d line %d of the damage test", seg, i)})
-		}
-		if err := st.Append(&b); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	flushedSegments(t, dir, 3, 200, func(seg, i int) []byte {
+		return fmt.Appendf(nil, "segment %d line %d of the damage test", seg, i)
+	})
 	segs, _ := filepath.Glob(filepath.Join(dir, segDir, "*.seg"))
 	if len(segs) != 3 {
 		t.Fatalf("segments %v, want 3", segs)

@@ -8,6 +8,33 @@ import (
 	"time"
 )
 
+// flushedSegments writes a store at dir of one stream {app="r"} in segs
+// segments of n entries each (entry i of segment k: time k*n+i, line
+// line(k, i)), flushed and closed.
+func flushedSegments(t *testing.T, dir string, segs, n int, line func(seg, i int) []byte) {
+	t.Helper()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := st.Stream(`{app="r"}`)
+	for k := range segs {
+		var b Batch
+		for i := range n {
+			b.Entries = append(b.Entries, Entry{Time: int64(k*n + i), Stream: sid, Line: line(k, i)})
+		}
+		if err := st.Append(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSnapshotRetriesWhileFilesMove: a segment the manifest lists is gone
 // for a moment while MANIFEST keeps being replaced, as while a busy
 // writer flushes and compacts, longer than five quick attempts (~10 ms)
@@ -16,21 +43,7 @@ import (
 // exited 2, "store changed during the snapshot").
 func TestSnapshotRetriesWhileFilesMove(t *testing.T) {
 	dir := t.TempDir()
-	st, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := st.Stream(`{app="r"}`)
-	var b Batch
-	for i := range 100 {
-		b.Entries = append(b.Entries, Entry{Time: int64(i), Stream: sid, Line: []byte("retry me")})
-	}
-	if err := st.Append(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	flushedSegments(t, dir, 1, 100, func(int, int) []byte { return []byte("retry me") })
 	segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
 	if len(segs) != 1 {
 		t.Fatalf("segments %v, want one", segs)
@@ -85,26 +98,7 @@ func TestSnapshotRetriesWhileFilesMove(t *testing.T) {
 // 15d F5: every search of such a store waited 2 s).
 func TestSnapshotMissingSegmentFailsFast(t *testing.T) {
 	dir := t.TempDir()
-	st, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := st.Stream(`{app="r"}`)
-	for range 2 {
-		var b Batch
-		for i := range 50 {
-			b.Entries = append(b.Entries, Entry{Time: int64(i), Stream: sid, Line: []byte("lost or kept")})
-		}
-		if err := st.Append(&b); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	flushedSegments(t, dir, 2, 50, func(int, int) []byte { return []byte("lost or kept") })
 	segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
 	if len(segs) != 2 {
 		t.Fatalf("segments %v, want two", segs)
