@@ -321,14 +321,8 @@ func checkStoredNames(st *store.Store, files []string, labels ingest.Labels) err
 		if err != nil {
 			continue
 		}
-		known := false
-		for _, k := range lookup {
-			if _, ok := st.Source(k); ok {
-				known = true
-			}
-		}
-		if known {
-			continue
+		if slices.ContainsFunc(lookup, func(k string) bool { _, ok := st.Source(k); return ok }) {
+			continue // stored before: its stream is what it was
 		}
 		for _, other := range stored[filepath.Base(path)] {
 			if other == record[len(record)-1] {
@@ -572,8 +566,8 @@ func sourceKeys(path string, fi os.FileInfo) (record, lookup []string, err error
 	if err != nil {
 		resolved = abs // gone since it was opened: the path as given
 	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		record = append(record, fmt.Sprintf("inode:%d:%d", uint64(sys.Dev), uint64(sys.Ino)))
+	if id, ok := fileIdentity(fi); ok {
+		record = append(record, fmt.Sprintf("inode:%d:%d", id[0], id[1]))
 	}
 	record = append(record, resolved)
 	lookup = record

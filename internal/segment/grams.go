@@ -1302,6 +1302,15 @@ func (x *gramIndex) blocksOf(lowered []byte) []uint64 {
 // mayContain answers Reader.MayContain for a literal of at least SkipGram
 // bytes, through the per-Reader cache of literal bitmaps.
 func (x *gramIndex) mayContain(i int, lit []byte) bool {
+	bm := x.literalBlocks(lit)
+	return bm == nil || bm[i/64]&(1<<(i%64)) != 0
+}
+
+// literalBlocks is the bitmap of the blocks that may hold lit (at least
+// SkipGram bytes), lowered as the index is, through the per-Reader
+// cache (shared: the caller must not modify it); nil when every block
+// may.
+func (x *gramIndex) literalBlocks(lit []byte) []uint64 {
 	var buf [64]byte
 	key := buf[:0]
 	if len(lit) > len(buf) {
@@ -1310,7 +1319,7 @@ func (x *gramIndex) mayContain(i int, lit []byte) bool {
 	for _, c := range lit {
 		key = append(key, lowerTable[c])
 	}
-	return x.mayContainKey(i, key)
+	return x.cachedBlocks(key)
 }
 
 // mayContainKey is mayContain for a key of grams as the index holds

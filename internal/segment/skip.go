@@ -197,11 +197,7 @@ func (r *Reader) MayContainBlocks(lit []byte, fold bool) []uint64 {
 		return nil
 	}
 	if r.grams != nil {
-		key := make([]byte, len(lit))
-		for i, c := range lit {
-			key[i] = lowerTable[c]
-		}
-		return r.grams.cachedBlocks(key)
+		return r.grams.literalBlocks(lit)
 	}
 	if r.skip == nil {
 		return nil
