@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -417,30 +416,6 @@ func (r *Reader) readBlock(i int, dst *Block, withAttrs bool) error {
 	return nil
 }
 
-// release tells the kernel this process is done with the mapped pages of
-// one block's stored bytes. A full scan touches every page of every
-// segment, and touched pages of a mapping stay in the process's resident
-// set until it exits, so without this a scan's RSS grows with the data
-// (1.2 GB at 20M lines) although those pages are only reclaimable page
-// cache. MADV_DONTNEED on a read-only file mapping drops just the page
-// table entries: the pages stay cached, and a later read (a block read
-// again, or one sharing an edge page, since the range is rounded out to
-// whole pages) faults them back in with the same bytes.
-//
-// Only a mapping may be released this way: on ordinary memory (a Reader
-// over a byte slice, as in tests) MADV_DONTNEED would zero the pages.
-func (r *Reader) release(off, n int) {
-	if !r.mapped {
-		return
-	}
-	page := os.Getpagesize()
-	start := off &^ (page - 1)
-	end := min(len(r.data), (off+n+page-1)&^(page-1))
-	if start < end {
-		_ = unix.Madvise(r.data[start:end], unix.MADV_DONTNEED)
-	}
-}
-
 // Verify decodes every block and returns the errors.Join of a
 // *CorruptError per damaged block, or nil. In a version-3 segment it
 // first checks and decodes the whole skip index (Open checks only its
@@ -522,6 +497,7 @@ func (r *Reader) Close() error {
 		r.data = nil
 		return nil
 	}
+	r.forgetReleases()
 	if err := unix.Munmap(r.data); err != nil {
 		return fmt.Errorf("segment: munmap %s: %w", r.path, err)
 	}
