@@ -1504,7 +1504,10 @@ func NeedsAttrs(p *query.Plan) bool {
 }
 
 // scratch is a worker's reusable memory.
-type scratch struct{ a, b, c, x, ks, slot, next []int32 }
+type scratch struct {
+	a, b, c, x, ks, slot, next []int32
+	hits                       []int32 // a count's hits in one block (do)
+}
 
 func (e *exec) do(t *task, sc *scratch) {
 	p := e.parts[t.part]
@@ -1530,7 +1533,15 @@ func (e *exec) do(t *task, sc *scratch) {
 	if stream >= 0 && len(m.Streams) == 1 {
 		stream = -1 // the whole block is that stream
 	}
-	t.res.hits = e.match(b, timeOK, allSel, stream, sc, t.res.hits[:0], nil)
+	if e.q.Count {
+		// Only the count and the histogram are kept: the hits go to the
+		// worker's scratch, not to a new slice per block (a frequent
+		// needle's appends were most of a count's heap page faults).
+		sc.hits = e.match(b, timeOK, allSel, stream, sc, sc.hits[:0], nil)
+		t.res.hits = sc.hits
+	} else {
+		t.res.hits = e.match(b, timeOK, allSel, stream, sc, t.res.hits[:0], nil)
+	}
 	t.res.count = int64(len(t.res.hits))
 	if h := e.hist; h != nil {
 		t.res.buckets = make([]int64, h.N)
