@@ -228,6 +228,20 @@ func (r *Reader) MayHoldEscape(i int, c byte) bool {
 	return r.grams.mayContainKey(i, g[:])
 }
 
+// MayHoldEscapeBlocks is MayHoldEscape asked of every block at once: a
+// bitmap with bit i%64 of word i/64 set when block i may hold an escape
+// of c, or nil when every block may (before format 7, c >= 0x80, a
+// damaged group, after Close). Like MayContainBlocks, one call costs one
+// lookup and the bitmap must not be modified.
+func (r *Reader) MayHoldEscapeBlocks(c byte) []uint64 {
+	if !r.EscapeIndexed() || c >= 0x80 || r.closed.Load() {
+		return nil
+	}
+	var g [4]byte
+	binary.BigEndian.PutUint32(g[:], EscapeGram(c))
+	return r.grams.cachedBlocks(g[:])
+}
+
 // MayContainValue reports whether block i may hold an entry with a
 // structured metadata value containing lit (ASCII case-insensitively
 // when fold; the index is lowered, so it answers both). False is
@@ -243,6 +257,22 @@ func (r *Reader) MayContainValue(i int, lit []byte, fold bool) bool {
 		return true
 	}
 	return r.vgrams.mayContain(i, lit)
+}
+
+// MayContainValueBlocks is MayContainValue asked of every block at
+// once: a bitmap with bit i%64 of word i/64 set when block i may hold a
+// metadata value containing lit, or nil when every block may (before
+// version 5, lit shorter than SkipGram bytes, a damaged group, after
+// Close). Like MayContainBlocks, one call costs one lookup of lit and
+// the bitmap must not be modified: a search for label values asks its
+// literals this way rather than block by block, which past the Reader's
+// 1,024 cached literals rebuilt every literal's bitmap for every block.
+func (r *Reader) MayContainValueBlocks(lit []byte, fold bool) []uint64 {
+	_ = fold
+	if len(lit) < SkipGram || r.vgrams == nil || r.closed.Load() {
+		return nil
+	}
+	return r.vgrams.literalBlocks(lit)
 }
 
 // parseSkip splits a version-2 skip index into the blocks' filters,

@@ -283,3 +283,22 @@ func (r *Reader) MayHaveValue(i int, v []byte) bool {
 	}
 	return r.vfilters.mayHave(i, valueHash(v))
 }
+
+// MayHaveValueBlocks is MayHaveValue asked of every block at once: a
+// bitmap (a new one, the caller's) with bit i%64 of word i/64 set when
+// block i may hold a metadata value equal to v, or nil when every block
+// may (before version 6, after Close). v is hashed once, not once a
+// block.
+func (r *Reader) MayHaveValueBlocks(v []byte) []uint64 {
+	if r.vfilters == nil || r.closed.Load() {
+		return nil
+	}
+	h := valueHash(v)
+	bm := make([]uint64, (len(r.blocks)+63)/64)
+	for i := range r.blocks {
+		if r.vfilters.mayHave(i, h) {
+			bm[i/64] |= 1 << (i % 64)
+		}
+	}
+	return bm
+}

@@ -151,6 +151,32 @@ func (p *SegmentPart) MayHaveValue(i int, v []byte) bool {
 	return ok
 }
 
+// MayHoldEscapeBlocks is MayHoldEscape for every block at once
+// (segment.Reader.MayHoldEscapeBlocks): nil means every block may; the
+// bitmap must not be modified.
+func (p *SegmentPart) MayHoldEscapeBlocks(c byte) []uint64 {
+	bm := p.r.MayHoldEscapeBlocks(c)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return bm
+}
+
+// MayContainValueBlocks is MayContainValue for every block at once
+// (segment.Reader.MayContainValueBlocks): nil means every block may; the
+// bitmap must not be modified.
+func (p *SegmentPart) MayContainValueBlocks(lit []byte, fold bool) []uint64 {
+	bm := p.r.MayContainValueBlocks(lit, fold)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return bm
+}
+
+// MayHaveValueBlocks is MayHaveValue for every block at once
+// (segment.Reader.MayHaveValueBlocks): nil means every block may.
+func (p *SegmentPart) MayHaveValueBlocks(v []byte) []uint64 {
+	bm := p.r.MayHaveValueBlocks(v)
+	runtime.KeepAlive(p) // as in ReadBlock
+	return bm
+}
+
 // ErrNoStore reports a data directory that does not exist.
 var ErrNoStore = errors.New("no store")
 
