@@ -137,12 +137,13 @@
 // (`| json | trace_id="5f89..."`) the value may also be in the line,
 // maybe escaped: query.Plan.LabelIndex asks both indexes (MayMatchNeed;
 // docs/BENCHMARKS.md, "Label filters after a parser use the skip
-// index"); a format-7 segment answers whether a block holds an escape
-// of one of the value's ASCII characters from its escape grams
-// (EscapeSkipper), older ones from the escapes' own 4-grams, which Go's
-// `\u003c` and hex ids put in most blocks. A filter that needs an
-// exact value (`name="v"`, `=~"a|b"`: query.Need.Exact) also asks
-// format 6's per-block filters of whole
+// index"), a segment for all its blocks at once (needBlocks, as
+// mayMatchBlocks for line filters); a format-7 segment answers whether
+// a block holds an escape of one of the value's ASCII characters from
+// its escape grams (EscapeSkipper), older ones from the escapes' own
+// 4-grams, which Go's `\u003c` and hex ids put in most blocks. A
+// filter that needs an exact value (`name="v"`, `=~"a|b"`:
+// query.Need.Exact) also asks format 6's per-block filters of whole
 // values (ValueFilter), which rule a block out where the values' grams
 // cannot: hex ids of ~14,000 short entries a block hold almost every hex
 // 4-gram (review R11c-2; docs/BENCHMARKS.md, "Skip index over metadata").
@@ -646,6 +647,7 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 		masked = masked && useSkip
 		var reqBlocks []uint64
 		computed := false
+		var labels *partNeeds // made for the first block that asks
 		for bi := range p.NumBlocks() {
 			m := p.BlockMeta(bi)
 			ord += int64(m.Entries)
@@ -676,7 +678,10 @@ func newExec(parts []store.Part, q Query) (*exec, error) {
 				may = MayMatch(req, sk, bi)
 			}
 			if may && useLabels && sk != nil {
-				may = e.mayMatchLabels(p, sk, bi, m.Streams, labelReq)
+				if labels == nil {
+					labels = newPartNeeds(p, sk)
+				}
+				may = e.mayMatchLabels(labels, bi, m.Streams, labelReq)
 			}
 			if !may && !withContext {
 				// Only context could keep it: skip it now, so that a
@@ -776,16 +781,24 @@ func (v valueSkipper) MayHaveValue(block int, val []byte) bool {
 	return v.vf == nil || v.vf.MayHaveValue(block, val)
 }
 
-// mayMatchLabels reports whether an entry of block bi of part p (whose
-// lines' index is sk) may pass the plan's label filters as far as they
-// need values (query.Plan.LabelIndex): whether some selected stream of
-// the block needs nothing, or what it needs may be in the block. A leaf
-// on the metadata values is a maybe unless p's index covers them
-// (MetaSkipper.MetaIndexed). cache holds each stream's requirement.
-func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32, cache map[uint32]*query.Need) bool {
-	var values Skipper
+// partNeeds answers the label requirements (query.Need) for the blocks
+// of one part: for all its blocks at once, each requirement once, when
+// the part can (whole), else block by block (MayMatchNeed).
+type partNeeds struct {
+	lines, values Skipper                  // MayMatchNeed's; values nil when p's index knows no metadata values
+	whole         *needBlocks              // nil: block by block
+	bms           map[*query.Need][]uint64 // whole's answers so far; nil: every block may
+}
+
+// newPartNeeds prepares the label requirements' answers for part p,
+// whose lines' index is sk. A leaf on the metadata values is a maybe
+// unless p's index covers them (MetaSkipper.MetaIndexed) or p has value
+// filters (ValueFilter).
+func newPartNeeds(p store.Part, sk Skipper) *partNeeds {
+	pn := &partNeeds{lines: sk}
+	var vf ValueFilter
 	if ms, ok := p.(MetaSkipper); ok {
-		vf, _ := p.(ValueFilter)
+		vf, _ = p.(ValueFilter)
 		if vf != nil && !vf.ValueFiltered() {
 			vf = nil
 		}
@@ -793,9 +806,41 @@ func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32
 		// (unique ids that are not hex) still has its value filters;
 		// its gram index then answers "maybe" (every block unindexed).
 		if ms.MetaIndexed() || vf != nil {
-			values = valueSkipper{ms, vf}
+			pn.values = valueSkipper{ms, vf}
 		}
 	}
+	pn.whole = newNeedBlocks(p, sk, pn.values != nil, vf != nil)
+	if pn.whole != nil {
+		pn.bms = map[*query.Need][]uint64{}
+	}
+	return pn
+}
+
+// may reports whether an entry of block bi may meet x
+// (MayMatchNeed(x, pn.lines, pn.values, bi)). With whole, x is evaluated
+// for every block of the part the first time it is asked, and kept even
+// when nil (every block may): asking block by block looked each literal
+// up again for every block, and with more literals than a segment
+// Reader caches (1,024), each lookup was a new one (review F7: an OR of
+// 1,100 user_id values after logfmt).
+func (pn *partNeeds) may(x *query.Need, bi int) bool {
+	if pn.whole == nil {
+		return MayMatchNeed(x, pn.lines, pn.values, bi)
+	}
+	bm, ok := pn.bms[x]
+	if !ok {
+		bm = pn.whole.eval(x)
+		pn.bms[x] = bm
+	}
+	return bm == nil || bm[bi/64]&(1<<(bi%64)) != 0
+}
+
+// mayMatchLabels reports whether an entry of block bi (of the part pn
+// answers for) may pass the plan's label filters as far as they need
+// values (query.Plan.LabelIndex): whether some selected stream of the
+// block needs nothing, or what it needs may be in the block. cache holds
+// each stream's requirement.
+func (e *exec) mayMatchLabels(pn *partNeeds, bi int, streams []uint32, cache map[uint32]*query.Need) bool {
 	var failed []*query.Need // streams share requirements: ask once
 	for _, s := range streams {
 		if e.sel != nil && !e.sel[s] {
@@ -817,12 +862,173 @@ func (e *exec) mayMatchLabels(p store.Part, sk Skipper, bi int, streams []uint32
 		if slices.Contains(failed, x) {
 			continue
 		}
-		if MayMatchNeed(x, sk, values, bi) {
+		if pn.may(x, bi) {
 			return true
 		}
 		failed = append(failed, x)
 	}
 	return false
+}
+
+// EscapeBlockSkipper is an EscapeSkipper that also answers for all its
+// blocks at once (segment.Reader.MayHoldEscapeBlocks): a bitmap as
+// BlockSkipper's, nil when every block may; read-only.
+type EscapeBlockSkipper interface {
+	MayHoldEscapeBlocks(c byte) []uint64
+}
+
+// ValueBlockSkipper is a MetaSkipper that also answers for all its
+// blocks at once (segment.Reader.MayContainValueBlocks): a bitmap as
+// BlockSkipper's, nil when every block may; read-only.
+type ValueBlockSkipper interface {
+	MayContainValueBlocks(lit []byte, fold bool) []uint64
+}
+
+// ValueFilterBlocks is a ValueFilter that also answers for all its
+// blocks at once (segment.Reader.MayHaveValueBlocks): a bitmap as
+// BlockSkipper's, nil when every block may; read-only.
+type ValueFilterBlocks interface {
+	MayHaveValueBlocks(v []byte) []uint64
+}
+
+// needBlocks is MayMatchNeed for every block of a part at once.
+type needBlocks struct {
+	n      int                // blocks
+	lines  BlockSkipper       // the lines' index
+	esc    EscapeBlockSkipper // escape leaves' (nil: their X, on lines)
+	values ValueBlockSkipper  // nil: a values leaf is a maybe
+	exact  ValueFilterBlocks  // nil: Exact values are a maybe
+
+	// escapes holds esc's answer for each ASCII character asked so far:
+	// the escape leaves of many values share their characters.
+	escapes map[byte][]uint64
+}
+
+// newNeedBlocks is the whole-part answer of part p (whose lines' index
+// is sk) for the requirements MayMatchNeed answers with lines sk and a
+// valueSkipper when values (with value filters when exact), or nil when
+// p cannot answer some index for all its blocks at once.
+func newNeedBlocks(p store.Part, sk Skipper, values, exact bool) *needBlocks {
+	nb := &needBlocks{n: p.NumBlocks()}
+	var ok bool
+	if nb.lines, ok = sk.(BlockSkipper); !ok {
+		return nil
+	}
+	if es, isEsc := sk.(EscapeSkipper); isEsc && es.EscapeIndexed() {
+		if nb.esc, ok = sk.(EscapeBlockSkipper); !ok {
+			return nil
+		}
+	}
+	if values {
+		if nb.values, ok = p.(ValueBlockSkipper); !ok {
+			return nil
+		}
+	}
+	if exact {
+		if nb.exact, ok = p.(ValueFilterBlocks); !ok {
+			return nil
+		}
+	}
+	return nb
+}
+
+// eval is the bitmap of the blocks for which MayMatchNeed(x, ...) is
+// true, or nil when it is true for all (it may also return a bitmap with
+// every bit set); the bitmap is the caller's. An AND intersects, an OR
+// unites, a leaf an index cannot answer is nil; each literal is looked
+// up once.
+func (nb *needBlocks) eval(x *query.Need) []uint64 {
+	switch x.Op {
+	case query.OpNone:
+		return make([]uint64, (nb.n+63)/64)
+	case query.OpLit:
+		if x.Values {
+			if nb.values == nil {
+				return nil
+			}
+			var acc []uint64 // the Exact values' blocks; nil: every block
+			if x.Exact != nil && nb.exact != nil {
+				acc = make([]uint64, (nb.n+63)/64)
+				for _, v := range x.Exact {
+					b := nb.exact.MayHaveValueBlocks([]byte(v))
+					if b == nil {
+						acc = nil
+						break
+					}
+					for w := range acc {
+						acc[w] |= b[w]
+					}
+				}
+			}
+			return andBlocks(acc, mayMatchBlocks(x.X, valueBlocks{nb.values}, nb.n))
+		}
+		if x.Escaped != "" && nb.esc != nil {
+			acc := make([]uint64, (nb.n+63)/64)
+			for _, c := range []byte(x.Escaped) {
+				b, ok := nb.escapes[c]
+				if !ok {
+					b = nb.esc.MayHoldEscapeBlocks(c)
+					if nb.escapes == nil {
+						nb.escapes = map[byte][]uint64{}
+					}
+					nb.escapes[c] = b
+				}
+				if b == nil {
+					return nil
+				}
+				for w := range acc {
+					acc[w] |= b[w]
+				}
+			}
+			return acc
+		}
+		return mayMatchBlocks(x.X, nb.lines, nb.n)
+	case query.OpAnd:
+		var acc []uint64
+		for _, s := range x.Sub {
+			acc = andBlocks(acc, nb.eval(s))
+			if acc != nil && !slices.ContainsFunc(acc, func(w uint64) bool { return w != 0 }) {
+				return acc // no block may: the rest cannot add one
+			}
+		}
+		return acc
+	case query.OpOr:
+		acc := make([]uint64, (nb.n+63)/64)
+		for _, s := range x.Sub {
+			b := nb.eval(s)
+			if b == nil {
+				return nil
+			}
+			for w := range acc {
+				acc[w] |= b[w]
+			}
+		}
+		return acc
+	}
+	return nil
+}
+
+// andBlocks intersects a and b, bitmaps the caller owns (nil: every
+// block), into one of them.
+func andBlocks(a, b []uint64) []uint64 {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	for w := range a {
+		a[w] &= b[w]
+	}
+	return a
+}
+
+// valueBlocks asks a ValueBlockSkipper's index of values, for
+// mayMatchBlocks.
+type valueBlocks struct{ v ValueBlockSkipper }
+
+func (v valueBlocks) MayContainBlocks(lit []byte, fold bool) []uint64 {
+	return v.v.MayContainValueBlocks(lit, fold)
 }
 
 // MayMatchNeed evaluates a requirement on both skip indexes (from
@@ -965,6 +1171,12 @@ type BlockSkipper interface {
 	MayContainBlocks(lit []byte, fold bool) []uint64
 }
 
+// blockContainer is what mayMatchBlocks asks of an index: a
+// BlockSkipper's MayContainBlocks (or valueBlocks').
+type blockContainer interface {
+	MayContainBlocks(lit []byte, fold bool) []uint64
+}
+
 // mayMatchBlocks is MayMatch for every block of a part of n blocks at
 // once: a bitmap of the blocks for which MayMatch(x, sk, block) is true,
 // or nil when it is true for all (it may also return a bitmap with every
@@ -972,7 +1184,7 @@ type BlockSkipper interface {
 // looks each up once per block (review 15 H100-1: with more literals
 // than the segment's cache of literal bitmaps holds, every lookup was a
 // new one).
-func mayMatchBlocks(x *query.Expr, sk BlockSkipper, n int) []uint64 {
+func mayMatchBlocks(x *query.Expr, sk blockContainer, n int) []uint64 {
 	switch x.Op {
 	case query.OpNone:
 		return make([]uint64, (n+63)/64)
