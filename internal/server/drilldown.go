@@ -789,16 +789,17 @@ func (s *Server) lokiPatterns(w http.ResponseWriter, r *http.Request, ts *tenant
 func (s *Server) lokiDrilldownLimits(w http.ResponseWriter, r *http.Request, ts *tenantStore) {
 	// service_name is derived at push from these labels (push.go,
 	// discoverServiceName) unless --discover-service-name=false;
-	// detected_level is never derived (see doc.go).
+	// detected_level from these fields (levels.go) unless
+	// --discover-log-levels=false.
 	discover := serviceNameSources
 	if s.cfg.NoServiceNameDiscovery {
 		discover = []string{}
 	}
 	writeJSON(w, map[string]any{
 		"limits": map[string]any{
-			"discover_log_levels":         false,
+			"discover_log_levels":         !s.cfg.NoLogLevelDiscovery,
 			"discover_service_name":       discover,
-			"log_level_fields":            []string{},
+			"log_level_fields":            levelFields,
 			"max_entries_limit_per_query": s.cfg.MaxQueryLimit,
 			"max_line_size_truncate":      s.cfg.TruncateLines,
 			"max_query_bytes_read":        "0B",

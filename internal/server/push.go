@@ -456,6 +456,7 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 		out = make([]store.LabeledEntry, 0, n)
 	}
 	rj := new(pushRejects)
+	var la levelAttrs
 	cuts := 0 // lines cut under --line-policy=truncate, counted once stored
 	collisions := 0
 	for _, st := range streams {
@@ -482,6 +483,11 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 			// After the limits, as Loki adds it: a stream at
 			// --max-labels is not refused for the label hay adds.
 			labs = discoverServiceName(labs)
+		}
+		// The stream's part of each entry's detected_level (levels.go).
+		stLevel, skipLevels := "", s.cfg.NoLogLevelDiscovery
+		if !skipLevels {
+			stLevel, skipLevels = streamLevel(labs)
 		}
 		key := labs.String()
 		for j, e := range st.entries {
@@ -514,8 +520,15 @@ func (s *Server) validate(streams []pushStream) ([]store.LabeledEntry, int, *pus
 				rj.add(1, r.reason, "stream %d %s, entry %d: %s", i, key, j, r.msg)
 				continue
 			}
+			a := e.Attrs
+			if !skipLevels {
+				// Of the line as pushed, before a cut.
+				if l := entryLevel(stLevel, a, e.Line); l != "" {
+					a = la.with(a, l)
+				}
+			}
 			// In place, this writes at or before the entry just read.
-			out = append(out, store.LabeledEntry{Labels: key, Time: e.Time, Line: line, Attrs: e.Attrs})
+			out = append(out, store.LabeledEntry{Labels: key, Time: e.Time, Line: line, Attrs: a})
 		}
 	}
 	clear(out[len(out):cap(out)]) // refused lines need not stay reachable

@@ -113,6 +113,10 @@ type Config struct {
 	// NoServiceNameDiscovery turns off adding service_name to pushed
 	// streams without one (push.go: discoverServiceName).
 	NoServiceNameDiscovery bool
+	// NoLogLevelDiscovery turns off adding the structured metadata
+	// detected_level to pushed entries (levels.go), as Loki's
+	// discover_log_levels: false.
+	NoLogLevelDiscovery bool
 }
 
 // Server is the HTTP API. Create it with New, serve Handler, and Close it

@@ -29,7 +29,10 @@ type testEnv struct {
 
 func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
+	// Without detected_level unless mod turns it on: the tests' oracles
+	// model the metadata a push sends; discovery has its own tests
+	// (levels_test.go), as its metadata would be in every answer.
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true}
 	if mod != nil {
 		mod(&cfg)
 	}

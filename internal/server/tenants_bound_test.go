@@ -127,7 +127,8 @@ func openNames(s *Server) []string {
 	return out
 }
 
-// tbServe starts a server on cfg, closed at the test's end unless the
+// tbServe starts a server on cfg (the tests turn off detected_level,
+// which tbEntry does not model, as newEnv does), closed at the test's end unless the
 // test closes it first (stop).
 func tbServe(t *testing.T, cfg Config, openExisting bool) (e *testEnv, stop func()) {
 	t.Helper()
@@ -163,7 +164,7 @@ func tbServe(t *testing.T, cfg Config, openExisting bool) (e *testEnv, stop func
 // a restart, which opens at most 3 of the 10.
 func TestTenantsBoundLRU(t *testing.T) {
 	const bound, nTenants = 3, 10
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxOpenTenants: bound}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true, MaxOpenTenants: bound}
 	e, stop := tbServe(t, cfg, false)
 	var tenants []string
 	for i := range nTenants {
@@ -236,7 +237,7 @@ func TestTenantsBoundLRU(t *testing.T) {
 // or may not be stored") and leaves no directory; once a tail ends, the
 // push succeeds.
 func TestTenantsBoundTails(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxOpenTenants: 2}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true, MaxOpenTenants: 2}
 	e, _ := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -331,7 +332,7 @@ func TestTenantsBoundTails(t *testing.T) {
 // then closes that tenant: the request on the closed tenant is not cut
 // short and the new one is not refused.
 func TestTenantsBoundWaitsForInFlight(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxOpenTenants: 1}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true, MaxOpenTenants: 1}
 	e, _ := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	tbPush(e, want, "A", "api", base, "A first")
@@ -407,7 +408,7 @@ func TestTenantsBoundWaitsForInFlight(t *testing.T) {
 // stored, not a 500 "may or may not be stored", and leaves no directory
 // once descriptors are free again; the same push then succeeds.
 func TestTenantsBoundFailedOpenNoDir(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true}
 	e, _ := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	tbPush(e, want, "old", "api", base, "before") // and a kept-alive connection
@@ -485,7 +486,7 @@ func TestTenantsBoundDefaultFromRlimit(t *testing.T) {
 	if got, want := DefaultMaxOpenTenants(), int(lim.Cur/6); got != want {
 		t.Errorf("DefaultMaxOpenTenants with a limit of %d: %d, want %d", lim.Cur, got, want)
 	}
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true}
 	e, stop := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	var tenants []string

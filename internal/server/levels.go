@@ -1,0 +1,703 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+
+	"haystack/internal/attrs"
+	"haystack/internal/ingest"
+)
+
+// Log level discovery at push, as Loki 3's discover_log_levels
+// (limits_config, -validation.discover-log-levels, on by default): an
+// entry gets the structured metadata detected_level, whose value is one
+// of the normalised levels below. Grafana's Explore colours its log
+// volume by it (sum by (level, detected_level) (count_over_time(...)))
+// and Logs Drilldown filters on it. doc.go says in which order the
+// value is looked for; the facts taken from Loki's documentation are
+// its default log_level_fields (levelFields, matched as written: letter
+// case counts), log_level_from_json_max_depth 2 (a JSON line's fields
+// in its object and in the objects directly under it) and the values.
+// The detection is hay's own, cheap (one pass over at most
+// levelScanBytes of a plain line, no allocation) and deterministic.
+
+// The normalised levels: detected_level is always one of them.
+const (
+	levelTrace    = "trace"
+	levelDebug    = "debug"
+	levelInfo     = "info"
+	levelWarn     = "warn"
+	levelError    = "error"
+	levelCritical = "critical"
+	levelFatal    = "fatal"
+	levelUnknown  = "unknown"
+)
+
+// detectedLevel is the structured metadata name of the level.
+const detectedLevel = "detected_level"
+
+// levelFields are the label, metadata and line field names that hold an
+// entry's level: Loki's default log_level_fields, in its order (which
+// decides between several labels or metadata pairs). Names match exactly.
+var levelFields = []string{"level", "LEVEL", "Level", "Severity", "severity", "SEVERITY",
+	"lvl", "LVL", "Lvl", "severity_text", "Severity_Text", "SEVERITY_TEXT"}
+
+// isLevelField reports whether name is one of levelFields.
+func isLevelField(name []byte) bool {
+	switch len(name) {
+	case 3, 5, 8, 13:
+	default:
+		return false
+	}
+	for _, f := range levelFields {
+		if string(name) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// levelValues maps the lower-cased value of a level field to its
+// normalised level: the usual names of loggers' levels (syslog's, Go's,
+// Java's, logrus' four-letter and zerolog's three-letter forms). Any
+// other value is unknown.
+var levelValues = map[string]string{
+	"trace": levelTrace, "trc": levelTrace, "trac": levelTrace, "verbose": levelTrace, "finest": levelTrace,
+	"debug": levelDebug, "dbg": levelDebug, "dbug": levelDebug, "debu": levelDebug, "fine": levelDebug, "finer": levelDebug,
+	"info": levelInfo, "inf": levelInfo, "information": levelInfo, "informational": levelInfo, "notice": levelInfo,
+	"warn": levelWarn, "warning": levelWarn, "wrn": levelWarn,
+	"error": levelError, "err": levelError, "eror": levelError, "erro": levelError, "severe": levelError,
+	"critical": levelCritical, "crit": levelCritical, "crt": levelCritical, "alert": levelCritical, "emerg": levelCritical, "emergency": levelCritical,
+	"fatal": levelFatal, "ftl": levelFatal, "fata": levelFatal, "panic": levelFatal, "pnc": levelFatal, "pani": levelFatal,
+}
+
+// maxLevelValue is the longest key of levelValues.
+const maxLevelValue = len("informational")
+
+// normalizeLevel is the normalised level of a level field's value:
+// levelValues of it, letter case ignored, spaces around it trimmed;
+// unknown for anything else.
+func normalizeLevel(v []byte) string {
+	for len(v) > 0 && isSpace(v[0]) {
+		v = v[1:]
+	}
+	for len(v) > 0 && isSpace(v[len(v)-1]) {
+		v = v[:len(v)-1]
+	}
+	if len(v) == 0 || len(v) > maxLevelValue {
+		return levelUnknown
+	}
+	var buf [maxLevelValue]byte
+	for i, c := range v {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	if l, ok := levelValues[string(buf[:len(v)])]; ok {
+		return l
+	}
+	return levelUnknown
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// severityNumberLevel is the level of an OTLP severity_number (the
+// ranges of the OpenTelemetry logs data model: 1-4 TRACE, 5-8 DEBUG,
+// 9-12 INFO, 13-16 WARN, 17-20 ERROR, 21-24 FATAL); "" for anything else.
+func severityNumberLevel(v []byte) string {
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return ""
+	}
+	switch {
+	case n >= 1 && n <= 4:
+		return levelTrace
+	case n >= 5 && n <= 8:
+		return levelDebug
+	case n >= 9 && n <= 12:
+		return levelInfo
+	case n >= 13 && n <= 16:
+		return levelWarn
+	case n >= 17 && n <= 20:
+		return levelError
+	case n >= 21 && n <= 24:
+		return levelFatal
+	}
+	return ""
+}
+
+// streamLevel is what a stream's labels say of its entries' level:
+// skip when the stream has a detected_level label of its own (its
+// entries get none: the label already answers by (detected_level), and
+// a pair of that name beside it would be a second detected_level),
+// else the normalised value of its first levelFields label, if any.
+func streamLevel(labs ingest.Labels) (level string, skip bool) {
+	if labs.Get(detectedLevel) != "" {
+		return "", true
+	}
+	for _, f := range levelFields {
+		if v := labs.Get(f); v != "" {
+			return normalizeLevel([]byte(v)), false
+		}
+	}
+	return "", false
+}
+
+// entryLevel is the detected_level of an entry whose stream's labels
+// gave level (streamLevel; "" for none), with structured metadata a
+// (package attrs' encoding, valid) and the line: "" when a already has
+// a detected_level (the shipper's is kept), else, first found: the
+// stream's level, the normalised value of a's first levelFields pair,
+// the level of a's OTLP severity_number, the line's (lineLevel).
+func entryLevel(level string, a, line []byte) string {
+	if len(a) > 0 {
+		var field, sevNum []byte
+		fieldRank := len(levelFields)
+		has := false
+		eachAttr(a, func(name, value []byte) {
+			switch {
+			case string(name) == detectedLevel:
+				has = true
+			case string(name) == "severity_number":
+				sevNum = value
+			case isLevelField(name):
+				for i, f := range levelFields[:fieldRank] {
+					if string(name) == f {
+						field, fieldRank = value, i
+						break
+					}
+				}
+			}
+		})
+		switch {
+		case has:
+			return ""
+		case level != "":
+			return level
+		case fieldRank < len(levelFields):
+			return normalizeLevel(field)
+		}
+		if l := severityNumberLevel(sevNum); l != "" {
+			return l
+		}
+	}
+	if level != "" {
+		return level
+	}
+	return lineLevel(line)
+}
+
+// eachAttr walks a valid encoding of package attrs (validate's entries'
+// metadata, as the decoders encoded it) without checking it again.
+func eachAttr(b []byte, fn func(name, value []byte)) {
+	if len(b) == 0 {
+		return
+	}
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	for range n {
+		l, k := binary.Uvarint(b)
+		name := b[k : k+int(l)]
+		b = b[k+int(l):]
+		l, k = binary.Uvarint(b)
+		value := b[k : k+int(l)]
+		b = b[k+int(l):]
+		fn(name, value)
+	}
+}
+
+// levelScanBytes bounds the bytes of a plain line searched for a
+// logfmt level field or a level word (and of a JSON line searched for
+// level words in its string values): a level is written near the start,
+// and a line of megabytes is not read whole for it.
+const levelScanBytes = 4 << 10
+
+// lineLevel is the level a line tells, always one of the normalised
+// levels:
+//
+//   - a JSON object (first byte past spaces '{'): the value of its first
+//     levelFields key, in its own keys then in those of the objects
+//     directly under them (Loki's log_level_from_json_max_depth 2); a
+//     string normalised, a number as pino and bunyan number them (10
+//     trace, 20 debug, 30 info, 40 warn, 50 error, 60 fatal; others
+//     unknown); without one, the first level word in its string values;
+//   - otherwise the value of the first logfmt levelFields key (key=value
+//     or key="value" at the start of the line or after a space or tab);
+//     a klog/glog header (I0102 15:04:05..., W..., E..., F...); the
+//     first level word (levelWords);
+//   - unknown when none of these is found.
+//
+// A level field with a value it does not know is unknown: the line named
+// its level, so words of its message are not looked at.
+func lineLevel(line []byte) string {
+	i := 0
+	for i < len(line) && isSpace(line[i]) {
+		i++
+	}
+	if i < len(line) && line[i] == '{' {
+		if l, ok := jsonLineLevel(line[i:]); ok {
+			return l
+		}
+		// Not a JSON object after all: read as text.
+	}
+	text := line[:min(len(line), levelScanBytes)]
+	if l := klogLevel(text[min(i, len(text)):]); l != "" {
+		return l
+	}
+	if l, _ := scanText(text, true); l != "" {
+		return l
+	}
+	return levelUnknown
+}
+
+// klogLevel is the level of a klog/glog header (Lmmdd hh:mm:ss, L one
+// of I W E F), "" for another start.
+func klogLevel(b []byte) string {
+	if len(b) < 9 || b[5] != ' ' {
+		return ""
+	}
+	for _, c := range b[1:5] {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	if b[6] < '0' || b[6] > '9' || b[7] < '0' || b[7] > '9' || b[8] != ':' {
+		return ""
+	}
+	switch b[0] {
+	case 'I':
+		return levelInfo
+	case 'W':
+		return levelWarn
+	case 'E':
+		return levelError
+	case 'F':
+		return levelFatal
+	}
+	return ""
+}
+
+// levelWords are the words that tell a plain line's level, lower-cased:
+// a word is a longest run of [A-Za-z0-9_], matched in any letter case
+// (ERROR, Error, error), except the forms of upperWords, which count
+// only in upper case (zerolog's INF, WRN, ERR; logrus' ERRO, WARN):
+// lower-case "err" and "inf" are too often something else (err=<nil>).
+// Words that are as often ordinary prose (alert, notice, information,
+// fine) are left out: they count only as a level field's value.
+var levelWords = map[string]string{
+	"trace": levelTrace, "debug": levelDebug, "dbug": levelDebug, "info": levelInfo,
+	"warn": levelWarn, "warning": levelWarn, "error": levelError, "eror": levelError,
+	"critical": levelCritical, "crit": levelCritical, "emerg": levelCritical,
+	"fatal": levelFatal, "panic": levelFatal,
+}
+
+// upperWords are the level words that count only in upper case.
+var upperWords = map[string]string{
+	"TRC": levelTrace, "TRAC": levelTrace, "DBG": levelDebug, "DEBU": levelDebug, "INF": levelInfo,
+	"WRN": levelWarn, "ERR": levelError, "ERRO": levelError, "CRT": levelCritical,
+	"FTL": levelFatal, "FATA": levelFatal, "PNC": levelFatal, "PANI": levelFatal,
+}
+
+// maxLevelWord is the longest key of levelWords.
+const maxLevelWord = len("critical")
+
+// wordLevel is the level word w is, "" if none.
+func wordLevel(w []byte) string {
+	if len(w) < 3 || len(w) > maxLevelWord {
+		return ""
+	}
+	switch w[0] | 0x20 { // the first letter, lower-cased: most words end here
+	case 't', 'd', 'i', 'w', 'e', 'c', 'f', 'p':
+	default:
+		return ""
+	}
+	if len(w) <= 4 {
+		if l, ok := upperWords[string(w)]; ok {
+			return l
+		}
+	}
+	var buf [maxLevelWord]byte
+	for i, c := range w {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return levelWords[string(buf[:len(w)])]
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// scanText finds, in a plain text, the value of the first logfmt
+// levelFields key (when logfmt is set) and else the first level word.
+// field reports that the level came from a key (whose value may be
+// unknown); level is "" when neither was found.
+func scanText(b []byte, logfmt bool) (level string, field bool) {
+	if logfmt {
+		// Each '=' (found by IndexByte, not byte by byte): is the word
+		// before it a level field at the start or after a space or tab?
+		for i := 0; ; {
+			k := bytes.IndexByte(b[i:], '=')
+			if k < 0 {
+				break
+			}
+			j := i + k
+			s := j
+			for s > 0 && j-s <= len("SEVERITY_TEXT") && isWordByte(b[s-1]) {
+				s--
+			}
+			if s < j && (s == 0 || b[s-1] == ' ' || b[s-1] == '\t') && isLevelField(b[s:j]) {
+				return normalizeLevel(logfmtValue(b[j+1:])), true
+			}
+			i = j + 1
+		}
+	}
+	for i := 0; i < len(b); {
+		if !isWordByte(b[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && isWordByte(b[j]) {
+			j++
+		}
+		if l := wordLevel(b[i:j]); l != "" {
+			return l, false
+		}
+		i = j
+	}
+	return "", false
+}
+
+// logfmtValue is the value at the start of b: a quoted string's
+// content (escapes kept: a level has none), else the bytes up to a
+// space.
+func logfmtValue(b []byte) []byte {
+	if len(b) > 0 && b[0] == '"' {
+		for k := 1; k < len(b); k++ {
+			switch b[k] {
+			case '\\':
+				k++
+			case '"':
+				return b[1:k]
+			}
+		}
+		return b[1:]
+	}
+	for k, c := range b {
+		if isSpace(c) {
+			return b[:k]
+		}
+	}
+	return b
+}
+
+// jsonLineLevel is lineLevel of a line that starts with '{': ok is false
+// when the line is not one JSON object (then it is read as text).
+func jsonLineLevel(b []byte) (string, bool) {
+	w := jsonLevelWalk{b: b}
+	end, ok := w.object(0, 1)
+	if w.found1 {
+		// The walk stopped at the line's own level field: the line is
+		// taken for JSON when it ends with '}', as Loki takes it.
+		e := len(b)
+		for e > 0 && isSpace(b[e-1]) {
+			e--
+		}
+		if e > 0 && b[e-1] == '}' {
+			return w.level1, true
+		}
+		return "", false
+	}
+	if !ok {
+		return "", false
+	}
+	for end < len(b) && isSpace(b[end]) {
+		end++
+	}
+	if end != len(b) {
+		return "", false
+	}
+	switch {
+	case w.found2:
+		return w.level2, true
+	case w.word != "":
+		return w.word, true
+	}
+	return levelUnknown, true
+}
+
+// jsonLevelWalk walks a JSON object for lineLevel without decoding it:
+// the level of the first levelFields key of the object (level1) and of
+// the objects under it (level2), and the first level word of its string
+// values in the line's first levelScanBytes.
+type jsonLevelWalk struct {
+	b              []byte
+	level1, level2 string
+	found1, found2 bool
+	word           string
+}
+
+// object walks the object at b[i] ('{') at depth d (1 is the line's)
+// and returns the offset past it.
+func (w *jsonLevelWalk) object(i, d int) (int, bool) {
+	b := w.b
+	i++ // '{'
+	i = jsonSpace(b, i)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, false
+		}
+		ks := i
+		ke, ok := jsonStringEnd(b, i)
+		if !ok {
+			return 0, false
+		}
+		i = jsonSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = jsonSpace(b, i+1)
+		if i >= len(b) {
+			return 0, false
+		}
+		isField := d <= 2 && !(d == 1 && w.found1) && !(d == 2 && (w.found1 || w.found2)) && jsonKeyIsLevelField(b[ks:ke])
+		vs := i
+		switch c := b[i]; {
+		case c == '{' && d < 2:
+			i, ok = w.object(i, d+1)
+		case c == '"':
+			i, ok = jsonStringEnd(b, i)
+			if ok && w.word == "" && vs < levelScanBytes {
+				w.word, _ = scanText(b[vs+1:min(i-1, levelScanBytes)], false)
+			}
+		default:
+			i, ok = w.skip(i)
+		}
+		if !ok {
+			return 0, false
+		}
+		if isField {
+			if l, ok := jsonLevelValue(b[vs:i]); ok {
+				if d == 1 {
+					w.level1, w.found1 = l, true
+					return i, true // nothing after it can change the level
+				}
+				w.level2, w.found2 = l, true
+			}
+		}
+		i = jsonSpace(b, i)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = jsonSpace(b, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// skip returns the offset past the JSON value at b[i] that is not a
+// string read for words: an object or array (at any depth, without
+// recursion), a number, true, false or null. Strings inside objects and
+// arrays deeper than depth 2 are searched for level words too.
+func (w *jsonLevelWalk) skip(i int) (int, bool) {
+	b := w.b
+	switch b[i] {
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '{', '[':
+				depth++
+				i++
+			case '}', ']':
+				depth--
+				i++
+				if depth == 0 {
+					return i, true
+				}
+			case '"':
+				s := i
+				e, ok := jsonStringEnd(b, i)
+				if !ok {
+					return 0, false
+				}
+				if w.word == "" && s < levelScanBytes {
+					w.word, _ = scanText(b[s+1:min(e-1, levelScanBytes)], false)
+				}
+				i = e
+			default:
+				i++
+			}
+		}
+		return 0, false
+	}
+	// A scalar: up to the next delimiter.
+	s := i
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
+		i++
+	}
+	if i == s {
+		return 0, false
+	}
+	return i, true
+}
+
+// jsonLevelValue is the level of a level field's JSON value: a string
+// normalised, a number as pino numbers levels; ok is false for other
+// kinds (null, true, an object), which are no level.
+func jsonLevelValue(v []byte) (string, bool) {
+	switch c := v[0]; {
+	case c == '"':
+		s := v[1 : len(v)-1]
+		for _, c := range s {
+			if c == '\\' {
+				var u string
+				if json.Unmarshal(v, &u) != nil {
+					return levelUnknown, true
+				}
+				return normalizeLevel([]byte(u)), true
+			}
+		}
+		return normalizeLevel(s), true
+	case c == '-' || '0' <= c && c <= '9':
+		switch string(v) {
+		case "10":
+			return levelTrace, true
+		case "20":
+			return levelDebug, true
+		case "30":
+			return levelInfo, true
+		case "40":
+			return levelWarn, true
+		case "50":
+			return levelError, true
+		case "60":
+			return levelFatal, true
+		}
+		return levelUnknown, true
+	}
+	return "", false
+}
+
+// jsonKeyIsLevelField reports whether a JSON key (with its quotes) is
+// one of levelFields; a key with escapes is decoded first.
+func jsonKeyIsLevelField(k []byte) bool {
+	s := k[1 : len(k)-1]
+	for _, c := range s {
+		if c == '\\' {
+			var u string
+			if json.Unmarshal(k, &u) != nil {
+				return false
+			}
+			return isLevelField([]byte(u))
+		}
+	}
+	return isLevelField(s)
+}
+
+// jsonStringEnd returns the offset past the JSON string at b[i] ('"'):
+// the next quote not escaped, found by IndexByte.
+func jsonStringEnd(b []byte, i int) (int, bool) {
+	for i++; ; {
+		k := bytes.IndexByte(b[i:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		q := i + k
+		bs := 0
+		for p := q - 1; p >= i && b[p] == '\\'; p-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return q + 1, true
+		}
+		i = q + 1
+	}
+}
+
+// levelAttrs adds detected_level to the metadata of pushed entries. Its
+// zero value is ready; one serves one push.
+type levelAttrs struct {
+	arena []byte
+}
+
+// onlyLevel holds, by level, the encoding of metadata that is only
+// detected_level=level: the metadata of most entries, shared by them
+// (the store copies what it keeps).
+var onlyLevel = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, l := range []string{levelTrace, levelDebug, levelInfo, levelWarn, levelError, levelCritical, levelFatal, levelUnknown} {
+		b := attrs.MustPairs(detectedLevel, l)
+		m[l] = b[:len(b):len(b)]
+	}
+	return m
+}()
+
+// with returns the encoding a (valid, without detected_level) with
+// detected_level=level added; a itself when the pair would take it past
+// attrs' limits (the entry is stored without it).
+func (la *levelAttrs) with(a []byte, level string) []byte {
+	if len(a) == 0 {
+		return onlyLevel[level]
+	}
+	n, k := binary.Uvarint(a)
+	add := 1 + len(detectedLevel) + 1 + len(level)
+	size := len(a) + add + uvarintSize(n+1) - k
+	if n+1 > attrs.MaxPairs || size > attrs.MaxBytes {
+		return a
+	}
+	if cap(la.arena)-len(la.arena) < size {
+		la.arena = make([]byte, 0, max(min(2*cap(la.arena), metaChunk), 1<<10, size))
+	}
+	start := len(la.arena)
+	out := binary.AppendUvarint(la.arena, n+1)
+	rest := a[k:]
+	added := false
+	appendPair := func() {
+		out = binary.AppendUvarint(out, uint64(len(detectedLevel)))
+		out = append(out, detectedLevel...)
+		out = binary.AppendUvarint(out, uint64(len(level)))
+		out = append(out, level...)
+		added = true
+	}
+	for range n {
+		l, k := binary.Uvarint(rest)
+		name := rest[k : k+int(l)]
+		if !added && string(name) > detectedLevel {
+			appendPair()
+		}
+		end := k + int(l)
+		vl, vk := binary.Uvarint(rest[end:])
+		end += vk + int(vl)
+		out = append(out, rest[:end]...)
+		rest = rest[end:]
+	}
+	if !added {
+		appendPair()
+	}
+	la.arena = out
+	return out[start:len(out):len(out)]
+}
+
+func uvarintSize(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

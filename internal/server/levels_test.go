@@ -1,0 +1,537 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"haystack/internal/attrs"
+	"haystack/internal/ingest"
+	"haystack/internal/logtest"
+)
+
+// TestLineLevel is the table of what a line tells of its level
+// (lineLevel). Where Loki's documentation says what it does, hay does
+// the same: the field names of its default log_level_fields, matched as
+// written (LeVeL is no level field), a JSON line's fields down to depth
+// 2, the normalised values, unknown when nothing is found. The rest is
+// hay's (doc.go): the first level word wins, a word is a run of
+// [A-Za-z0-9_], a field with a value it does not know is unknown.
+func TestLineLevel(t *testing.T) {
+	huge := strings.Repeat("x ", 1<<19) // 1 MiB
+	cases := []struct {
+		line, want string
+	}{
+		// JSON: every name of log_level_fields, values in any case.
+		{`{"level":"error","msg":"x"}`, "error"},
+		{`{"LEVEL":"WARN"}`, "warn"},
+		{`{"Level":"Info"}`, "info"},
+		{`{"lvl":"dbg"}`, "debug"},
+		{`{"LVL":"trace"}`, "trace"},
+		{`{"Lvl":"FATAL"}`, "fatal"},
+		{`{"severity":"CRITICAL"}`, "critical"},
+		{`{"Severity":"warning"}`, "warn"},
+		{`{"SEVERITY":"err"}`, "error"},
+		{`{"severity_text":"INFO"}`, "info"},
+		{`{"Severity_Text":"notice"}`, "info"},
+		{`{"SEVERITY_TEXT":"emerg"}`, "critical"},
+		{`{"level":" Warn "}`, "warn"},
+		// Names match as written: LeVeL and levels are no fields (and
+		// notice is no level word).
+		{`{"LeVeL":"notice"}`, "unknown"},
+		{`{"levels":"notice"}`, "unknown"},
+		{`{"level":"notice"}`, "info"},
+		// Depth 2: the objects directly under the line's.
+		{`{"log":{"level":"notice"},"msg":"an error"}`, "info"},
+		{`{"a":{"b":{"level":"notice"}}}`, "unknown"},
+		{`{"a":[{"level":"notice"}]}`, "unknown"},
+		{`{"ctx":{"level":"debug"},"level":"error"}`, "error"},
+		{`{"ctx":{"level":"debug"},"other":{"severity":"error"}}`, "debug"},
+		// The first field of the line wins.
+		{`{"severity":"info","level":"error"}`, "info"},
+		// Numbers as pino and bunyan write them.
+		{`{"level":30,"msg":"hi"}`, "info"},
+		{`{"level":10}`, "trace"},
+		{`{"level":20}`, "debug"},
+		{`{"level":40}`, "warn"},
+		{`{"level":50,"msg":"x"}`, "error"},
+		{`{"level":60}`, "fatal"},
+		{`{"level":35}`, "unknown"},
+		{`{"level":-1}`, "unknown"},
+		// null, true, objects are no level: the words decide.
+		{`{"level":null,"msg":"Error: boom"}`, "error"},
+		{`{"level":true,"msg":"fine"}`, "unknown"},
+		// Escapes in keys and values.
+		{`{"level":"\u0065rror"}`, "error"},
+		{`{"le\u0076el":"notice"}`, "info"},
+		// A field with a value hay does not know: unknown, whatever the
+		// message says.
+		{`{"level":"loud","msg":"ERROR"}`, "unknown"},
+		// No field: the first level word of the string values (not keys).
+		{`{"msg":"request failed: ERROR 500"}`, "error"},
+		{`{"error":null,"msg":"done"}`, "unknown"},
+		{`{"msg":"ok","deep":{"a":{"b":["WARN"]}}}`, "warn"},
+		{`{}`, "unknown"},
+		{`  {"level":"debug"}  `, "debug"},
+		// Not one JSON object: read as text.
+		{`{"level":"warn" trailing`, "warn"},
+		{`{"level":"debug"} {"level":"error"}`, "debug"},
+		{`{"level":}`, "unknown"},
+		{`{`, "unknown"},
+
+		// logfmt: a field wins over words before or after it.
+		{`ts=2024-01-02 level=warn msg="disk error"`, "warn"},
+		{`msg="error while reading" level=info`, "info"},
+		{`level="error" msg=x`, "error"},
+		{`lvl=eror`, "error"},
+		{`caller=x.go:1 level=Debug`, "debug"},
+		{`severity=WARNING msg=x`, "warn"},
+		{"time=1\tLevel=TRACE", "trace"},
+		{`level=loud msg=error`, "unknown"},
+		{`level= msg=error`, "unknown"},
+		{`level="unterminated`, "unknown"},
+		// Only at the start or after a space or tab.
+		{`x.level=notice msg=ok`, "unknown"},
+		{`level=notice`, "info"},
+		// CRLF.
+		{"level=error\r\n", "error"},
+		{"WARN something\r\n", "warn"},
+
+		// Level words, any case, the first one wins.
+		{`ERROR connection refused`, "error"},
+		{`[WARN] disk almost full`, "warn"},
+		{`2024-01-02T03:04:05Z INFO started`, "info"},
+		{`panic: runtime error: index out of range`, "fatal"},
+		{`Error: something`, "error"},
+		{`info and then error`, "info"},
+		{`CRITICAL: disk`, "critical"},
+		{`<crit> x`, "critical"},
+		{`EMERG now`, "critical"},
+		{`FATAL oops`, "fatal"},
+		{`DEBUG x`, "debug"},
+		{`TRACE x`, "trace"},
+		{`dbug x`, "debug"},
+		{`stack trace follows`, "trace"},
+		// Not words: longer runs of [A-Za-z0-9_].
+		{`the errors were fixed`, "unknown"},
+		{`terror`, "unknown"},
+		{`level_error happened`, "unknown"},
+		{`ERROR1 x`, "unknown"},
+		// Short forms count in upper case only.
+		{`err=<nil> all good`, "unknown"},
+		{`[ERR] agent: failed`, "error"},
+		{`10:00AM INF listening`, "info"},
+		{`10:00AM inf listening`, "unknown"},
+		{`WRN slow`, "warn"},
+		{`DBG x`, "debug"},
+		{`TRC x`, "trace"},
+		{`FTL x`, "fatal"},
+		{`ERRO[0001] boom`, "error"},
+		{`WARN[0001] boom`, "warn"},
+		{`alert sent to the user`, "unknown"},
+		// klog/glog headers.
+		{`E0102 15:04:05.000000 1 server.go:12] oops`, "error"},
+		{`I0102 15:04:05.123 1 x.go:1] started`, "info"},
+		{`W1231 23:59:59.9 1 x.go:1] slow`, "warn"},
+		{`F0101 00:00:00.0 1 x.go:1] dying`, "fatal"},
+		{`X0101 00:00:00.0 1 x.go:1] hm`, "unknown"},
+		{`E010 15:04:05`, "unknown"},
+		// None.
+		{`GET /index.html 200`, "unknown"},
+		{``, "unknown"},
+		{"   \r\n", "unknown"},
+		// Invalid UTF-8: its bytes are not word bytes.
+		{"\xff\xfeERROR\xff", "error"},
+		{"\xffwarn\xc3", "warn"},
+		{"\xc3\xa9error", "error"},
+		{"level=\xff\xfe", "unknown"},
+		{"{\"level\":\"\xff\"}", "unknown"},
+		// Huge lines: text is searched in its first levelScanBytes, a JSON
+		// line's fields in all of it.
+		{"ERROR " + huge, "error"},
+		{huge + "ERROR", "unknown"},
+		{strings.Repeat("x", levelScanBytes-5) + " WARN", "warn"},
+		{strings.Repeat("x", levelScanBytes-4) + " WARN", "unknown"},
+		{`{"msg":"` + huge + `","level":"warn"}`, "warn"},
+		{`{"msg":"` + huge + ` ERROR"}`, "unknown"},
+		{strings.Repeat(" ", levelScanBytes+10) + "ERROR", "unknown"},
+	}
+	for _, c := range cases {
+		if got := lineLevel([]byte(c.line)); got != c.want {
+			t.Errorf("lineLevel(%.80q) = %q, want %q", c.line, got, c.want)
+		}
+	}
+}
+
+// TestEntryLevel: an entry's detected_level from its stream's labels,
+// its metadata and its line, first found (entryLevel); "" when it has
+// one (its own is kept) or its stream has a detected_level label.
+func TestEntryLevel(t *testing.T) {
+	cases := []struct {
+		labels map[string]string
+		meta   []string
+		line   string
+		want   string
+	}{
+		{map[string]string{"app": "a"}, nil, "ERROR x", "error"},
+		{map[string]string{"app": "a"}, nil, "nothing", "unknown"},
+		// A level label wins over the line, normalised.
+		{map[string]string{"app": "a", "level": "ERROR"}, nil, "level=info", "error"},
+		{map[string]string{"app": "a", "lvl": "x"}, nil, "ERROR", "unknown"},
+		{map[string]string{"app": "a", "Level": "warn", "level": "debug"}, nil, "", "debug"},
+		{map[string]string{"app": "a", "severity_text": "Warning"}, nil, "", "warn"},
+		// ... and over metadata.
+		{map[string]string{"app": "a", "level": "info"}, []string{"level", "error"}, "", "info"},
+		// A detected_level label: nothing added.
+		{map[string]string{"app": "a", "detected_level": "warn"}, nil, "ERROR", ""},
+		// The entry's own detected_level is kept, whatever its value.
+		{map[string]string{"app": "a"}, []string{"detected_level", "Loud"}, "ERROR", ""},
+		{map[string]string{"app": "a", "level": "info"}, []string{"detected_level", "error"}, "", ""},
+		// Metadata level fields, in log_level_fields' order.
+		{map[string]string{"app": "a"}, []string{"severity", "warning"}, "ERROR", "warn"},
+		{map[string]string{"app": "a"}, []string{"LEVEL", "error", "level", "debug"}, "", "debug"},
+		{map[string]string{"app": "a"}, []string{"severity_text", "x"}, "ERROR", "unknown"},
+		// OTLP: severity_text first, then severity_number's ranges.
+		{map[string]string{"app": "a"}, []string{"severity_text", "INFO", "severity_number", "17"}, "", "info"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "17"}, "hello", "error"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "1"}, "", "trace"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "8"}, "", "debug"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "12"}, "", "info"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "13"}, "", "warn"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "24"}, "", "fatal"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "25"}, "WARN x", "warn"},
+		{map[string]string{"app": "a"}, []string{"severity_number", "x"}, "WARN x", "warn"},
+		// Other metadata: the line decides.
+		{map[string]string{"app": "a"}, []string{"trace_id", "ab", "zz", "1"}, `{"level":"debug"}`, "debug"},
+	}
+	for i, c := range cases {
+		var labs ingest.Labels
+		for _, k := range slices.Sorted(maps.Keys(c.labels)) {
+			labs = append(labs, ingest.Label{Name: k, Value: c.labels[k]})
+		}
+		var meta []byte
+		if c.meta != nil {
+			meta = attrs.MustPairs(c.meta...)
+		}
+		got := ""
+		if level, skip := streamLevel(labs); !skip {
+			got = entryLevel(level, meta, []byte(c.line))
+		}
+		if got != c.want {
+			t.Errorf("case %d %v %v %q: %q, want %q", i, c.labels, c.meta, c.line, got, c.want)
+		}
+	}
+}
+
+// TestLevelAttrsWith: the pair is inserted in name order, as
+// attrs.Encode would encode the set with it (the oracle); an entry at
+// attrs' limits keeps its metadata as it is.
+func TestLevelAttrsWith(t *testing.T) {
+	var la levelAttrs
+	sets := [][]string{
+		nil,
+		{"a", "1"},
+		{"z", "1"},
+		{"a", "1", "trace_id", "abc", "detected_levelz", "2"},
+		{"detected", "x", "detected_leve", "y", "e", ""},
+		{"_", "1", "ZZ", "2", "severity_text", "INFO"},
+	}
+	var many []string
+	for i := range attrs.MaxPairs - 1 {
+		many = append(many, fmt.Sprintf("k%03d", i), "v")
+	}
+	sets = append(sets, many)
+	for _, kv := range sets {
+		var a []byte
+		var pairs []attrs.Pair
+		if kv != nil {
+			a = attrs.MustPairs(kv...)
+			pairs, _ = attrs.Decode(a)
+		}
+		for _, l := range []string{"info", "critical", "unknown"} {
+			got := la.with(a, l)
+			want, err := attrs.Encode(nil, append(slices.Clone(pairs), attrs.Pair{Name: detectedLevel, Value: l}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%v + %s: got %x, want %x", kv, l, got, want)
+			}
+			if cap(got) != len(got) {
+				t.Errorf("%v + %s: capacity %d past the encoding's %d bytes", kv, l, cap(got), len(got))
+			}
+		}
+	}
+	// At the limits: unchanged.
+	full := append(slices.Clone(many), "zz", "v")
+	a := attrs.MustPairs(full...)
+	if got := la.with(a, "info"); !bytes.Equal(got, a) {
+		t.Errorf("%d pairs: got %d bytes, want the metadata unchanged", attrs.MaxPairs, len(got))
+	}
+	// 1 + 2 + 3 + 65507 bytes: with 24 more, one past MaxBytes.
+	big := attrs.MustPairs("a", strings.Repeat("v", attrs.MaxBytes-29))
+	if got := la.with(big, "critical"); !bytes.Equal(got, big) {
+		t.Errorf("%d bytes: got %d bytes, want the metadata unchanged", len(big), len(got))
+	}
+	fits := attrs.MustPairs("a", strings.Repeat("v", attrs.MaxBytes-30))
+	if got := la.with(fits, "critical"); attrs.Validate(got) != nil || len(got) != attrs.MaxBytes {
+		t.Errorf("%d bytes: got %d bytes, want the pair added", len(fits), len(got))
+	}
+}
+
+// levelSet is the normalised levels, detected_level's only values.
+var levelSet = map[string]bool{"trace": true, "debug": true, "info": true, "warn": true, "error": true, "critical": true, "fatal": true, "unknown": true}
+
+// FuzzLineLevel: lineLevel never panics and returns only normalised
+// levels, and a level label of any value normalises to one too; a text
+// line's level depends only on its first levelScanBytes.
+func FuzzLineLevel(f *testing.F) {
+	for _, s := range []string{`{"level":"error"}`, `level=warn msg=x`, `[WARN] x`, `E0102 15:04:05 x`, `{"a":{"level":30}}`,
+		`{"le\u0076el":"x"}`, "\xff{", `{"a":[{"b":"ERROR"}]}`, `panic: x`, `lvl="eror"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		l := lineLevel(line)
+		if !levelSet[l] {
+			t.Fatalf("lineLevel(%q) = %q", line, l)
+		}
+		if n := normalizeLevel(line); !levelSet[n] {
+			t.Fatalf("normalizeLevel(%q) = %q", line, n)
+		}
+		if lvl := streamLevelOf(line); lvl != "" && !levelSet[lvl] {
+			t.Fatalf("streamLevel(level=%q) = %q", line, lvl)
+		}
+		// As metadata values: a level, and the pair added to them.
+		meta, err := attrs.Encode(nil, []attrs.Pair{{Name: "severity_number", Value: string(line)}, {Name: "zz", Value: string(line)}})
+		if err == nil {
+			el := entryLevel("", meta, line)
+			if !levelSet[el] {
+				t.Fatalf("entryLevel(severity_number=%q) = %q", line, el)
+			}
+			var la levelAttrs
+			got := la.with(meta, el)
+			if v, ok := attrs.Get(got, detectedLevel); !ok || string(v) != el {
+				t.Fatalf("with(%x, %s) = %x: detected_level %q %v", meta, el, got, v, ok)
+			}
+		}
+		if t0 := bytes.TrimLeft(line, " \t\r\n"); len(t0) > 0 && t0[0] == '{' {
+			return
+		}
+		if len(line) > levelScanBytes {
+			if got := lineLevel(line[:levelScanBytes]); got != l {
+				t.Fatalf("lineLevel of %d bytes = %q, of its first %d = %q", len(line), l, levelScanBytes, got)
+			}
+		}
+	})
+}
+
+func streamLevelOf(v []byte) string {
+	if !utf8.Valid(v) {
+		return ""
+	}
+	l, _ := streamLevel(ingest.Labels{{Name: "level", Value: string(v)}})
+	return l
+}
+
+// TestDetectedLevelEndToEnd pushes lines over Loki's JSON and protobuf,
+// JSON lines and OTLP, then asks what Grafana's Explore asks for its log
+// volume and what Logs Drilldown asks for a level: the exact counts and
+// lines. With --discover-log-levels=false nothing is added (a shipper's
+// own detected_level is stored either way), and /drilldown-limits says
+// which.
+func TestDetectedLevelEndToEnd(t *testing.T) {
+	const at = base - 30e9
+	type ent struct {
+		line string
+		meta []attrs.Pair
+	}
+	jsonEntries := []string{`{"level":"error","msg":"j1"}`, `level=warn msg=j2`, `ERROR j3`, `plain j4`, `[WARN] j5`}
+	protoEntries := []ent{
+		{line: "INFO p1"},
+		{line: "panic: p2"},
+		{line: `{"lvl":"debug","msg":"p3"}`},
+		{line: "p4 says info", meta: []attrs.Pair{{Name: "detected_level", Value: "error"}}},
+		{line: "p5", meta: []attrs.Pair{{Name: "severity", Value: "CRIT"}, {Name: "trace_id", Value: "ab"}}},
+	}
+	push := func(e *testEnv) {
+		var js []string
+		for i, l := range jsonEntries {
+			js = append(js, fmt.Sprintf(`["%d",%s]`, at+int64(i), jsonStr(l)))
+		}
+		e.mustPush("/loki/api/v1/push", []byte(`{"streams":[{"stream":{"app":"lv","src":"json"},"values":[`+strings.Join(js, ",")+`]},`+
+			fmt.Sprintf(`{"stream":{"app":"lv","src":"labelled","level":"WARN"},"values":[["%d","ERROR l1"],["%d","l2"]]}]}`, at+10, at+11)))
+		ps := PushStream{Labels: `{app="lv", src="proto"}`}
+		for i, en := range protoEntries {
+			ps.Entries = append(ps.Entries, PushEntry{Time: at + 20 + int64(i), Line: en.line})
+			ps.Metadata = append(ps.Metadata, en.meta)
+		}
+		e.mustPush("/loki/api/v1/push", protoBody([]PushStream{ps}), "Content-Type", "application/x-protobuf")
+		e.mustPush("/api/v1/push/jsonl", fmt.Appendf(nil, `{"labels":{"app":"lv","src":"jsonl"},"ts":%d,"line":"lvl=error jl1"}`+"\n", at+30))
+		otlp := fmt.Sprintf(`{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"lvotlp"}}]},"scopeLogs":[{"logRecords":[`+
+			`{"timeUnixNano":"%d","severityNumber":17,"body":{"stringValue":"o1"}},`+
+			`{"timeUnixNano":"%d","severityText":"Warning","severityNumber":9,"body":{"stringValue":"ERROR o2"}},`+
+			`{"timeUnixNano":"%d","body":{"stringValue":"o3 DEBUG"}}]}]}]}`, at+40, at+41, at+42)
+		if code, body, _ := e.otlpPost([]byte(otlp), "Content-Type", "application/json"); code != 200 {
+			t.Fatalf("otlp push: %d %s", code, body)
+		}
+	}
+	volume := func(e *testEnv, sel string) map[string]string {
+		var resp struct {
+			Data struct {
+				Result []struct {
+					Metric map[string]string `json:"metric"`
+					Value  [2]any            `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		code, body := e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`sum by (level, detected_level) (count_over_time(`+sel+`[1m]))`), base))
+		if code != 200 {
+			t.Fatalf("volume: %d %s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range resp.Data.Result {
+			out[fmt.Sprintf("level=%s,detected_level=%s", r.Metric["level"], r.Metric["detected_level"])] = fmt.Sprint(r.Value[1])
+		}
+		return out
+	}
+	lines := func(e *testEnv, query string) []string {
+		var resp struct {
+			Data struct {
+				Result []struct {
+					Values [][]any `json:"values"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		code, body := e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d&limit=1000", q(query), base-3600e9, base+1))
+		if code != 200 {
+			t.Fatalf("%s: %d %s", query, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range resp.Data.Result {
+			for _, v := range r.Values {
+				out = append(out, v[1].(string))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	limits := func(e *testEnv) (bool, []any) {
+		var resp struct {
+			Limits struct {
+				Discover bool  `json:"discover_log_levels"`
+				Fields   []any `json:"log_level_fields"`
+			} `json:"limits"`
+		}
+		code, body := e.get("/loki/api/v1/drilldown-limits")
+		if code != 200 {
+			t.Fatalf("drilldown-limits: %d %s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Limits.Discover, resp.Limits.Fields
+	}
+	wantFields := []any{"level", "LEVEL", "Level", "Severity", "severity", "SEVERITY", "lvl", "LVL", "Lvl", "severity_text", "Severity_Text", "SEVERITY_TEXT"}
+
+	t.Run("on", func(t *testing.T) {
+		e := newEnv(t, func(c *Config) { c.NoLogLevelDiscovery = false })
+		push(e)
+		wantVolume := map[string]string{
+			// json: j1 error, j3 error; proto: p4 (its own); jsonl: jl1.
+			"level=,detected_level=error":    "4",
+			"level=,detected_level=warn":     "2", // j2, j5
+			"level=,detected_level=unknown":  "1", // j4
+			"level=,detected_level=info":     "1", // p1
+			"level=,detected_level=fatal":    "1", // p2
+			"level=,detected_level=debug":    "1", // p3
+			"level=,detected_level=critical": "1", // p5
+			"level=WARN,detected_level=warn": "2", // l1, l2: the label
+		}
+		if got := volume(e, `{app="lv"}`); !maps.Equal(got, wantVolume) {
+			t.Errorf("log volume:\n got %v\nwant %v", got, wantVolume)
+		}
+		wantOTLP := map[string]string{
+			"level=,detected_level=error": "1", // o1: severity_number 17
+			"level=,detected_level=warn":  "1", // o2: severity_text over the number and the line
+			"level=,detected_level=debug": "1", // o3: the line
+		}
+		if got := volume(e, `{service_name="lvotlp"}`); !maps.Equal(got, wantOTLP) {
+			t.Errorf("OTLP log volume:\n got %v\nwant %v", got, wantOTLP)
+		}
+		wantLines(t, `| detected_level="error"`, lines(e, `{app="lv"} | detected_level="error"`), []string{"ERROR j3", `lvl=error jl1`, `p4 says info`, `{"level":"error","msg":"j1"}`})
+		wantLines(t, `detected_level=~"warn|critical"`, lines(e, `{app=~"lv|x"} | detected_level=~"warn|critical"`), []string{"ERROR l1", "[WARN] j5", "l2", "level=warn msg=j2", "p5"})
+		// As stored: the pair among the entry's other metadata.
+		var proto []string
+		for _, s := range e.stored("fake") {
+			if strings.Contains(s, `src="proto"`) {
+				proto = append(proto, s)
+			}
+		}
+		wantLines(t, "stored proto", proto, []string{
+			fmt.Sprintf(`{app="lv", service_name="lv", src="proto"} %d "INFO p1" | detected_level="info"`, at+20),
+			fmt.Sprintf(`{app="lv", service_name="lv", src="proto"} %d "panic: p2" | detected_level="fatal"`, at+21),
+			fmt.Sprintf(`{app="lv", service_name="lv", src="proto"} %d "{\"lvl\":\"debug\",\"msg\":\"p3\"}" | detected_level="debug"`, at+22),
+			fmt.Sprintf(`{app="lv", service_name="lv", src="proto"} %d "p4 says info" | detected_level="error"`, at+23),
+			fmt.Sprintf(`{app="lv", service_name="lv", src="proto"} %d "p5" | detected_level="critical", severity="CRIT", trace_id="ab"`, at+24),
+		})
+		if d, f := limits(e); !d || !slices.Equal(f, wantFields) {
+			t.Errorf("drilldown-limits: discover_log_levels %v, log_level_fields %v", d, f)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		e := newEnv(t, func(c *Config) { c.NoLogLevelDiscovery = true })
+		push(e)
+		want := map[string]string{
+			"level=,detected_level=":      "10",
+			"level=,detected_level=error": "1", // p4's own
+			"level=WARN,detected_level=":  "2",
+		}
+		if got := volume(e, `{app="lv"}`); !maps.Equal(got, want) {
+			t.Errorf("log volume:\n got %v\nwant %v", got, want)
+		}
+		if got := volume(e, `{service_name="lvotlp"}`); !maps.Equal(got, map[string]string{"level=,detected_level=": "3"}) {
+			t.Errorf("OTLP log volume: %v", got)
+		}
+		wantLines(t, `| detected_level="error"`, lines(e, `{app="lv"} | detected_level="error"`), []string{"p4 says info"})
+		for _, s := range e.stored("fake") {
+			if strings.Contains(s, "detected_level") && !strings.Contains(s, "p4 says info") {
+				t.Errorf("stored with the flag off: %s", s)
+			}
+		}
+		if d, f := limits(e); d || !slices.Equal(f, wantFields) {
+			t.Errorf("drilldown-limits: discover_log_levels %v, log_level_fields %v", d, f)
+		}
+	})
+}
+
+// BenchmarkLineLevel measures lineLevel over the generated corpus
+// (internal/logtest: logfmt, JSON and plain lines, mean ~255 bytes),
+// the work discovery adds to each pushed line without a level label or
+// metadata.
+func BenchmarkLineLevel(b *testing.B) {
+	g := logtest.NewGenerator(logtest.Config{Seed: 1, Lines: 4096})
+	var lines [][]byte
+	var n int64
+	for range 4096 {
+		line, _, _ := g.Next(nil)
+		lines = append(lines, line)
+		n += int64(len(line))
+	}
+	b.SetBytes(n / int64(len(lines)))
+	i := 0
+	for b.Loop() {
+		lineLevel(lines[i%len(lines)])
+		i++
+	}
+}
