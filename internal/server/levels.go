@@ -280,28 +280,56 @@ func klogLevel(b []byte) string {
 	return ""
 }
 
-// levelWords are the words that tell a plain line's level, lower-cased:
-// a word is a longest run of [A-Za-z0-9_], matched in any letter case
-// (ERROR, Error, error), except the forms of upperWords, which count
-// only in upper case (zerolog's INF, WRN, ERR; logrus' ERRO, WARN):
-// lower-case "err" and "inf" are too often something else (err=<nil>).
-// Words that are as often ordinary prose (alert, notice, information,
-// fine) are left out: they count only as a level field's value.
-var levelWords = map[string]string{
-	"trace": levelTrace, "debug": levelDebug, "dbug": levelDebug, "info": levelInfo,
-	"warn": levelWarn, "warning": levelWarn, "error": levelError, "eror": levelError,
-	"critical": levelCritical, "crit": levelCritical, "emerg": levelCritical,
-	"fatal": levelFatal, "panic": levelFatal,
+// levelWord is the level of a level word, "" if w is none: a word is a
+// longest run of [A-Za-z0-9_]; these count in any letter case (ERROR,
+// Error, error), the short forms of upperWord only in upper case
+// (zerolog's INF, WRN, ERR; logrus' ERRO, WARN): lower-case "err" and
+// "inf" are too often something else (err=<nil>). Words that are as
+// often ordinary prose (alert, notice, information, fine) are left out:
+// they count only as a level field's value. (Switches, not maps: this
+// runs for each word of a line until one is found.)
+func levelWord(lower string) string {
+	switch lower {
+	case "trace":
+		return levelTrace
+	case "debug", "dbug":
+		return levelDebug
+	case "info":
+		return levelInfo
+	case "warn", "warning":
+		return levelWarn
+	case "error", "eror":
+		return levelError
+	case "critical", "crit", "emerg":
+		return levelCritical
+	case "fatal", "panic":
+		return levelFatal
+	}
+	return ""
 }
 
-// upperWords are the level words that count only in upper case.
-var upperWords = map[string]string{
-	"TRC": levelTrace, "TRAC": levelTrace, "DBG": levelDebug, "DEBU": levelDebug, "INF": levelInfo,
-	"WRN": levelWarn, "ERR": levelError, "ERRO": levelError, "CRT": levelCritical,
-	"FTL": levelFatal, "FATA": levelFatal, "PNC": levelFatal, "PANI": levelFatal,
+// upperWord is the level of the upper-case-only level words.
+func upperWord(w string) string {
+	switch w {
+	case "TRC", "TRAC":
+		return levelTrace
+	case "DBG", "DEBU":
+		return levelDebug
+	case "INF":
+		return levelInfo
+	case "WRN":
+		return levelWarn
+	case "ERR", "ERRO":
+		return levelError
+	case "CRT":
+		return levelCritical
+	case "FTL", "FATA", "PNC", "PANI":
+		return levelFatal
+	}
+	return ""
 }
 
-// maxLevelWord is the longest key of levelWords.
+// maxLevelWord is the longest level word.
 const maxLevelWord = len("critical")
 
 // wordLevel is the level word w is, "" if none.
@@ -314,8 +342,8 @@ func wordLevel(w []byte) string {
 	default:
 		return ""
 	}
-	if len(w) <= 4 {
-		if l, ok := upperWords[string(w)]; ok {
+	if len(w) <= 4 && 'A' <= w[0] && w[0] <= 'Z' {
+		if l := upperWord(string(w)); l != "" {
 			return l
 		}
 	}
@@ -326,12 +354,18 @@ func wordLevel(w []byte) string {
 		}
 		buf[i] = c
 	}
-	return levelWords[string(buf[:len(w)])]
+	return levelWord(string(buf[:len(w)]))
 }
 
-func isWordByte(c byte) bool {
-	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
+// wordBytes marks [A-Za-z0-9_].
+var wordBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	return t
+}()
+
+func isWordByte(c byte) bool { return wordBytes[c] }
 
 // scanText finds, in a plain text, the value of the first logfmt
 // levelFields key (when logfmt is set) and else the first level word.
