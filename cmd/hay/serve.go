@@ -95,6 +95,7 @@ func runServe(args []string) error {
 	inflightPush := int64(256 << 20)
 	fs.Var(byteSizeFlag{&inflightPush}, "max-inflight-push-bytes", "decompressed push bodies (`size`) processed at once, all tenants; a push beyond it waits up to 5s, then gets 429 with Retry-After; a body larger than it gets 413 (0: no bound)")
 	discoverService := fs.Bool("discover-service-name", true, "give pushed streams without service_name one, as Loki's discover_service_name: the first of service, app, application, app_name, name, app_kubernetes_io_name, container, container_name, k8s_container_name, component, workload, job, k8s_job_name, else unknown_service (Grafana's Logs Drilldown lists services by it)")
+	discoverLevels := fs.Bool("discover-log-levels", true, "give each pushed entry the structured metadata detected_level, as Loki's discover_log_levels: trace, debug, info, warn, error, critical, fatal or unknown, from its level label or metadata (level, LEVEL, Level, severity, ..., severity_text), OTLP severity_number, or its line (a JSON or logfmt level field, else a level word such as ERROR or [WARN]); an entry that has detected_level keeps it (Grafana's log volume and Logs Drilldown use it)")
 	maxOpenTenants := fs.Int("max-open-tenants", server.DefaultMaxOpenTenants(), "tenant stores open at once (3 file descriptors each; the default, shown, is a sixth of this process's open-file limit); past it the least recently used idle tenant is flushed and closed, and reopens on its next request")
 	compactEvery := fs.Duration("compact-interval", time.Minute, "compact new segments in the background when a tenant opens and then this often (0: never; see hay compact)")
 	mergeBytes := int64(store.DefaultMergeBytes)
@@ -150,6 +151,7 @@ func runServe(args []string) error {
 	}
 	cfg.Store.HeadBytes = headBytes
 	cfg.NoServiceNameDiscovery = !*discoverService
+	cfg.NoLogLevelDiscovery = !*discoverLevels
 	if maxQueryBytes <= 0 {
 		cfg.MaxQueryBytes = -1 // server: negative means no bound
 	}

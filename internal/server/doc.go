@@ -265,6 +265,65 @@
 // added after the --max-labels check. --discover-service-name=false turns
 // it off (OTLP streams get service_name from service.name either way).
 //
+// Each pushed entry (Loki JSON or protobuf, JSON lines, OTLP) gets the
+// structured metadata detected_level, as Loki 3's discover_log_levels
+// (on by default there too) adds it: Grafana's Explore colours its log
+// volume by it (sum by (level, detected_level) (count_over_time(...)))
+// and Logs Drilldown filters on it. Its value is always one of trace,
+// debug, info, warn, error, critical, fatal, unknown, taken from the
+// first of:
+//
+//   - the stream's labels: the first of Loki's default log_level_fields
+//     present (level, LEVEL, Level, Severity, severity, SEVERITY, lvl,
+//     LVL, Lvl, severity_text, Severity_Text, SEVERITY_TEXT; names match
+//     as written, as Loki's documentation says), its value normalised;
+//   - the entry's metadata: the first of those names, normalised; else
+//     an OTLP severity_number (1-4 trace, 5-8 debug, 9-12 info, 13-16
+//     warn, 17-20 error, 21-24 fatal); OTLP's severity_text is one of
+//     the names, so it comes first;
+//   - the line. A JSON object: the first of those keys in its own fields,
+//     else in the fields of the objects directly under them (Loki's
+//     log_level_from_json_max_depth 2); a string value normalised, a
+//     number as pino and bunyan write levels (10 trace, 20 debug, 30
+//     info, 40 warn, 50 error, 60 fatal; Loki has these unknown), null
+//     and other kinds no level; without one, the first level word of its
+//     string values (not its keys: "error":null is no error). Otherwise:
+//     a logfmt key of those names (at the start or after a space or tab:
+//     level=warn, lvl="error"), else a klog/glog header (I0102 15:04:05,
+//     W, E, F: hay's), else the first level word; else unknown.
+//
+// Normalising a value ignores letter case and surrounding spaces and
+// knows the usual names: trace (trc, trac, verbose, finest), debug (dbg,
+// dbug, debu, fine, finer), info (inf, information, informational,
+// notice), warn (warning, wrn), error (err, eror, erro, severe),
+// critical (crit, crt, alert, emerg, emergency), fatal (ftl, fata,
+// panic, pnc, pani); any other value is unknown (a field that names its
+// level is not second-guessed by the words of the message). A level word
+// is a whole word (a longest run of [A-Za-z0-9_], so errors, terror and
+// level_error are none) of trace, debug, dbug, info, warn, warning,
+// error, eror, critical, crit, emerg, fatal, panic in any letter case,
+// or TRC, TRAC, DBG, DEBU, INF, WRN, ERR, ERRO, CRT, FTL, FATA, PNC, PANI
+// in upper case only (zerolog's and logrus' short forms; err=<nil> is no
+// error); the first one in the line wins (Grafana's own guess for lines
+// without a level does the same). Where Loki differs: its fallback looks
+// for substrings in a fixed order (a line with "info" anywhere is info,
+// "DEBUG x" and "WARN x" without a colon are unknown, a URL containing
+// "error" is error: grafana/loki issues 14428, 14443, 16611), which hay
+// does not copy. A plain line is searched in its first 4 KiB, a JSON
+// line's fields in all of it (its words in its first 4 KiB); invalid
+// UTF-8 bytes are not word bytes.
+//
+// An entry that already has detected_level metadata keeps it (any
+// value), and the entries of a stream with a detected_level label get
+// none. The pair is added after the metadata limits are checked, and not
+// to an entry it would take past them (128 pairs, 64 KiB). It is derived
+// from the line as pushed (before a cut by --line-policy=truncate), is
+// stored like any metadata (it counts in
+// hay_ingested_structured_metadata_bytes_total), and is derived at push
+// only: hay ingest does not add it. --discover-log-levels=false turns it
+// off; /loki/api/v1/drilldown-limits reports discover_log_levels and
+// log_level_fields accordingly.
+//
 // Requests that change state (pushes, POSTed queries) sent by another
 // site's page in a browser (Sec-Fetch-Site cross-site or same-site, or an
 // Origin other than the Host) get 403 (net/http's CrossOriginProtection):
