@@ -22,7 +22,18 @@ const maxExactValues = 16
 // matches (the regexp engine reads it as U+FFFD) though the byte is not
 // that rune's encoding.
 func exactValues(re *syntax.Regexp) (vals []string, ok bool) {
-	return exactValuesIn(unanchor(re))
+	return exactValuesIn(unanchor(re), maxExactValues)
+}
+
+// maxSetValues bounds the values a label filter's regex may spell out to
+// be evaluated as a set lookup (labelsets.go): `id=~"u1|u2|...|u900"`.
+const maxSetValues = 4096
+
+// exactValuesUpTo is exactValues with at most limit values. A counted
+// repetition still gives up past maxExactValues counts (x{0,16}), which
+// bounds the work: each count sorts at most limit values.
+func exactValuesUpTo(re *syntax.Regexp, limit int) (vals []string, ok bool) {
+	return exactValuesIn(unanchor(re), limit)
 }
 
 // unanchor drops the anchors that begin and end the whole pattern (`^id$`,
@@ -45,7 +56,7 @@ func unanchor(re *syntax.Regexp) *syntax.Regexp {
 	return &syntax.Regexp{Op: syntax.OpConcat, Flags: re.Flags, Sub: sub}
 }
 
-func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
+func exactValuesIn(re *syntax.Regexp, limit int) (vals []string, ok bool) {
 	switch re.Op {
 	case syntax.OpEmptyMatch:
 		return []string{""}, true
@@ -57,7 +68,7 @@ func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
 	case syntax.OpCharClass:
 		for i := 0; i+1 < len(re.Rune); i += 2 {
 			lo, hi := re.Rune[i], re.Rune[i+1]
-			if lo <= utf8.RuneError && utf8.RuneError <= hi || int(hi-lo)+len(vals) >= maxExactValues {
+			if lo <= utf8.RuneError && utf8.RuneError <= hi || int(hi-lo)+len(vals) >= limit {
 				return nil, false
 			}
 			for r := lo; r <= hi; r++ {
@@ -66,18 +77,18 @@ func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
 		}
 		return vals, len(vals) > 0
 	case syntax.OpCapture:
-		return exactValuesIn(re.Sub[0])
+		return exactValuesIn(re.Sub[0], limit)
 	case syntax.OpQuest:
-		vals, ok = exactValuesIn(re.Sub[0])
-		return dedupValues(append(vals, "")), ok && len(vals) < maxExactValues
+		vals, ok = exactValuesIn(re.Sub[0], limit)
+		return dedupValues(append(vals, "")), ok && len(vals) < limit
 	case syntax.OpAlternate:
 		for _, s := range re.Sub {
-			v, ok := exactValuesIn(s)
+			v, ok := exactValuesIn(s, limit)
 			if !ok {
 				return nil, false
 			}
 			vals = dedupValues(append(vals, v...))
-			if len(vals) > maxExactValues {
+			if len(vals) > limit {
 				return nil, false
 			}
 		}
@@ -85,11 +96,11 @@ func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
 	case syntax.OpConcat:
 		vals = []string{""}
 		for _, s := range re.Sub {
-			v, ok := exactValuesIn(s)
+			v, ok := exactValuesIn(s, limit)
 			if !ok {
 				return nil, false
 			}
-			if vals, ok = product(vals, v); !ok {
+			if vals, ok = product(vals, v, limit); !ok {
 				return nil, false
 			}
 		}
@@ -99,22 +110,22 @@ func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
 		if re.Max < 0 || re.Max > maxExactValues {
 			return nil, false
 		}
-		v, ok := exactValuesIn(re.Sub[0])
+		v, ok := exactValuesIn(re.Sub[0], limit)
 		if !ok {
 			return nil, false
 		}
 		rep := []string{""}
 		for n := 0; n < re.Min; n++ {
-			if rep, ok = product(rep, v); !ok {
+			if rep, ok = product(rep, v, limit); !ok {
 				return nil, false
 			}
 		}
 		vals = rep
 		for n := re.Min; n < re.Max; n++ {
-			if rep, ok = product(rep, v); !ok {
+			if rep, ok = product(rep, v, limit); !ok {
 				return nil, false
 			}
-			if vals = dedupValues(append(vals, rep...)); len(vals) > maxExactValues {
+			if vals = dedupValues(append(vals, rep...)); len(vals) > limit {
 				return nil, false
 			}
 		}
@@ -123,9 +134,9 @@ func exactValuesIn(re *syntax.Regexp) (vals []string, ok bool) {
 	return nil, false
 }
 
-// product is every a+b, deduplicated; ok is false past maxExactValues.
-func product(as, bs []string) ([]string, bool) {
-	if len(as)*len(bs) > maxExactValues {
+// product is every a+b, deduplicated; ok is false past limit.
+func product(as, bs []string, limit int) ([]string, bool) {
+	if len(as)*len(bs) > limit {
 		return nil, false
 	}
 	out := make([]string, 0, len(as)*len(bs))

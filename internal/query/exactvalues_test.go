@@ -54,12 +54,12 @@ func TestExactValues(t *testing.T) {
 	}
 }
 
-// FuzzExactValues checks exactValues against the regexp engine: each
-// value it lists matches the anchored pattern, and any string the
-// anchored pattern matches (s, and the values with a byte changed) is
-// listed.
+// FuzzExactValues checks exactValues, and exactValuesUpTo with a label
+// filter set's limit, against the regexp engine: each value listed
+// matches the anchored pattern, and any string the anchored pattern
+// matches (s, and the values with a byte changed) is listed.
 func FuzzExactValues(f *testing.F) {
-	for _, s := range []string{"a|b", "(get|put)_ok", "id-[12]", "x(y)?", "\uFFFD|a", "(?i)k", "a\\x{212A}", "^a{2}$", "(?m)^(a|b){1,2}$"} {
+	for _, s := range []string{"a|b", "(get|put)_ok", "id-[12]", "x(y)?", "\uFFFD|a", "(?i)k", "a\\x{212A}", "^a{2}$", "(?m)^(a|b){1,2}$", "[0-9]{3}", "u(1|2|3|40|41|5)x?|[a-z]{2}", "x{0,16}"} {
 		f.Add(s, "a")
 	}
 	f.Fuzz(func(t *testing.T, pattern, s string) {
@@ -67,30 +67,45 @@ func FuzzExactValues(f *testing.F) {
 		if err != nil {
 			return
 		}
-		vals, ok := exactValues(re)
-		if !ok {
-			return
-		}
-		if len(vals) > maxExactValues {
-			t.Fatalf("%q: %d values", pattern, len(vals))
-		}
 		m, err := regexp.Compile(anchored(pattern))
 		if err != nil {
 			return
 		}
-		cands := []string{s, "", "\xff", s + "\xff"}
-		for _, v := range vals {
-			if !m.MatchString(v) {
-				t.Fatalf("%q: value %q does not match", pattern, v)
+		// The index's few values, and a label filter's set (labelsets.go).
+		for _, limit := range []int{maxExactValues, maxSetValues} {
+			vals, ok := exactValuesUpTo(re, limit)
+			if limit == maxExactValues {
+				v, ok2 := exactValues(re)
+				if ok2 != ok || !slices.Equal(v, vals) {
+					t.Fatalf("%q: exactValues %q, %v; exactValuesUpTo %q, %v", pattern, v, ok2, vals, ok)
+				}
 			}
-			for i := range len(v) {
-				cands = append(cands, v[:i]+"\xff"+v[i+1:], v[:i]+v[i+1:], v[:i]+strings.ToUpper(v[i:i+1])+v[i+1:])
-			}
-		}
-		for _, c := range cands {
-			if m.MatchString(c) && !slices.Contains(vals, c) {
-				t.Fatalf("%q matches %q, which exactValues %q leaves out", pattern, c, vals)
+			if ok {
+				checkExactValues(t, pattern, m, s, vals, limit)
 			}
 		}
 	})
+}
+
+// checkExactValues fails t unless vals (at most limit) are exactly the
+// strings of the candidates that the anchored pattern m matches.
+func checkExactValues(t *testing.T, pattern string, m *regexp.Regexp, s string, vals []string, limit int) {
+	t.Helper()
+	if len(vals) > limit {
+		t.Fatalf("%q: %d values", pattern, len(vals))
+	}
+	cands := []string{s, "", "\xff", s + "\xff"}
+	for _, v := range vals {
+		if !m.MatchString(v) {
+			t.Fatalf("%q: value %q does not match", pattern, v)
+		}
+		for i := range len(v) {
+			cands = append(cands, v[:i]+"\xff"+v[i+1:], v[:i]+v[i+1:], v[:i]+strings.ToUpper(v[i:i+1])+v[i+1:])
+		}
+	}
+	for _, c := range cands {
+		if m.MatchString(c) && !slices.Contains(vals, c) {
+			t.Fatalf("%q matches %q, which exactValues %q leaves out", pattern, c, vals)
+		}
+	}
 }
