@@ -647,14 +647,25 @@ func (e *evalCompare) eval(ls *labelSet) bool {
 	return x <= y
 }
 
+// compileLabelExpr compiles a label filter expression, with its ORs of
+// equalities on one name as set lookups (mergeLabelSets).
 func compileLabelExpr(e LabelExpr) (labelEval, error) {
+	ev, err := compileLabelTree(e)
+	if err != nil {
+		return nil, err
+	}
+	return mergeLabelSets(ev), nil
+}
+
+// compileLabelTree compiles e node for node, one matcher per leaf.
+func compileLabelTree(e LabelExpr) (labelEval, error) {
 	switch e := e.(type) {
 	case *LabelBinary:
-		l, err := compileLabelExpr(e.L)
+		l, err := compileLabelTree(e.L)
 		if err != nil {
 			return nil, err
 		}
-		r, err := compileLabelExpr(e.R)
+		r, err := compileLabelTree(e.R)
 		if err != nil {
 			return nil, err
 		}
