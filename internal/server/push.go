@@ -848,9 +848,10 @@ type pushLimiter struct {
 // refused for its size. Storing a push holds several times its
 // decompressed body (measured, docs/BENCHMARKS.md: ~13× for one-byte
 // lines, 17-byte protobuf entries of ~220 bytes of memory each; ~6× for
-// 22-byte lines; less for longer lines, whose bytes dominate), so this
-// keeps a burst of pushes to a few GB at worst instead of unbounded
-// (finding E4).
+// 22-byte lines; less for longer lines, whose bytes dominate; with the
+// detected_level pair every entry gets by default, levels.go, one-byte
+// lines take ~480 bytes each, ~28×), so this keeps a burst of pushes to
+// a few GB at worst instead of unbounded (finding E4).
 const defaultInflightPushBytes = 256 << 20
 
 // defaultPushQueueWait is how long a push waits for budget by default:
