@@ -48,7 +48,8 @@ type restartHay struct {
 
 func (h *restartHay) newServer() *server.Server {
 	h.t.Helper()
-	s, err := server.New(server.Config{DataDir: h.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// Without detected_level, as newSecEnv.
+	s, err := server.New(server.Config{DataDir: h.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NoLogLevelDiscovery: true})
 	if err != nil {
 		h.t.Fatal(err)
 	}
