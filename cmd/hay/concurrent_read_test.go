@@ -82,7 +82,8 @@ func TestConcurrentReaders(t *testing.T) {
 	// compacted), which moves the tie order of the native API's pages.
 	merge := []string{"384KiB", "1MiB", "2MiB"}[seed%3]
 	t.Logf("--merge-bytes %s", merge)
-	srv := startCrashServe(t, root, "--head-bytes", "48KiB", "--compact-interval", "5ms",
+	// Without detected_level: the oracle is the labels and metadata sent.
+	srv := startCrashServe(t, root, "--discover-log-levels=false", "--head-bytes", "48KiB", "--compact-interval", "5ms",
 		"--merge-bytes", merge, "--max-concurrent-queries", "64")
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()

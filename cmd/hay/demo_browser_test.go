@@ -201,6 +201,16 @@ func TestDemoBrowser(t *testing.T) {
 			labels = append(labels, k+"="+v.(string))
 		}
 		sort.Strings(labels)
+		// Then the entry's metadata, in name order, as the row shows it
+		// (the lines pushed here have detected_level).
+		var meta []string
+		if m, ok := w["metadata"].(map[string]any); ok {
+			for k, v := range m {
+				meta = append(meta, k+"="+v.(string))
+			}
+		}
+		sort.Strings(meta)
+		labels = append(labels, meta...)
 		if !slices.Equal(g.Labels, labels) {
 			t.Fatalf("row %d: labels %q, API %q", i, g.Labels, labels)
 		}

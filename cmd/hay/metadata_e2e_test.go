@@ -56,7 +56,8 @@ func TestStructuredMetadataEndToEnd(t *testing.T) {
 		sent = append(sent, e)
 	}
 
-	srv := startCrashServe(t, dir, "--compact-interval", "0")
+	// Without detected_level: the oracle is the metadata sent.
+	srv := startCrashServe(t, dir, "--compact-interval", "0", "--discover-log-levels=false")
 	half := len(sent) / 2
 	for start := 0; start < half; start += 100 {
 		metaPush(t, srv.url, sent[start:start+100])
@@ -64,7 +65,7 @@ func TestStructuredMetadataEndToEnd(t *testing.T) {
 	metaCheck(t, "before any restart", srv.url, sent[:half], r)
 
 	srv.kill()
-	srv = startCrashServe(t, dir, "--compact-interval", "0")
+	srv = startCrashServe(t, dir, "--compact-interval", "0", "--discover-log-levels=false")
 	metaCheck(t, "after kill -9 (WAL replay)", srv.url, sent[:half], r)
 	stop := func() {
 		srv.cmd.Process.Signal(syscall.SIGTERM)
@@ -73,7 +74,7 @@ func TestStructuredMetadataEndToEnd(t *testing.T) {
 		}
 	}
 	stop() // flushes the replayed half to a segment
-	srv = startCrashServe(t, dir, "--compact-interval", "0")
+	srv = startCrashServe(t, dir, "--compact-interval", "0", "--discover-log-levels=false")
 	for start := half; start < len(sent); start += 100 {
 		metaPush(t, srv.url, sent[start:start+100])
 	}
@@ -83,7 +84,7 @@ func TestStructuredMetadataEndToEnd(t *testing.T) {
 	if len(segs) < 2 {
 		t.Fatalf("after two graceful stops: segments %q, want two or more", segs)
 	}
-	srv = startCrashServe(t, dir, "--compact-interval", "0")
+	srv = startCrashServe(t, dir, "--compact-interval", "0", "--discover-log-levels=false")
 	metaCheck(t, "after two graceful stops (flushed)", srv.url, sent, r)
 	srv.kill()
 
@@ -96,7 +97,7 @@ func TestStructuredMetadataEndToEnd(t *testing.T) {
 	if len(after) == 0 || slices.ContainsFunc(after, func(s string) bool { return slices.Contains(segs, s) }) {
 		t.Fatalf("hay compact left segments %q (before %q): want every one rewritten", after, segs)
 	}
-	srv = startCrashServe(t, dir, "--compact-interval", "0")
+	srv = startCrashServe(t, dir, "--compact-interval", "0", "--discover-log-levels=false")
 	metaCheck(t, "after hay compact", srv.url, sent, r)
 	srv.kill()
 }

@@ -35,7 +35,7 @@ type jsonLabelsEntry struct {
 // query (the oracle). A label filter alone prints as stored.
 func TestSearchJSONPipelineLabels(t *testing.T) {
 	dir := t.TempDir()
-	s, err := server.New(server.Config{DataDir: dir})
+	s, err := server.New(server.Config{DataDir: dir, NoLogLevelDiscovery: true}) // the metadata sent, no detected_level
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // entries locally as on the server.
 func TestSearchJSONMetadata(t *testing.T) {
 	dir := t.TempDir()
-	s, err := server.New(server.Config{DataDir: dir})
+	s, err := server.New(server.Config{DataDir: dir, NoLogLevelDiscovery: true}) // the metadata sent, no detected_level
 	if err != nil {
 		t.Fatal(err)
 	}
