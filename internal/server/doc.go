@@ -288,8 +288,8 @@
 //     info, 40 warn, 50 error, 60 fatal; Loki has these unknown), null
 //     and other kinds no level; without one, the first level word of its
 //     string values (not its keys: "error":null is no error). Otherwise:
-//     a logfmt key of those names (at the start or after a space or tab:
-//     level=warn, lvl="error"), else a klog/glog header (I0102 15:04:05,
+//     a logfmt key of those names (at the start or after a space or tab,
+//     not inside a quoted value: level=warn, lvl="error"), else a klog/glog header (I0102 15:04:05,
 //     W, E, F: hay's), else the first level word; else unknown.
 //
 // Normalising a value ignores letter case and surrounding spaces and
@@ -299,8 +299,8 @@
 // critical (crit, crt, alert, emerg, emergency), fatal (ftl, fata,
 // panic, pnc, pani); any other value is unknown (a field that names its
 // level is not second-guessed by the words of the message). A level word
-// is a whole word (a longest run of [A-Za-z0-9_], so errors, terror and
-// level_error are none) of trace, debug, dbug, info, warn, warning,
+// is a whole word (a longest run of [A-Za-z0-9_/-], so errors, terror,
+// level_error, a thread [trace-exporter-1] and a path /api/error are none) of trace, debug, dbug, info, warn, warning,
 // error, eror, critical, crit, emerg, fatal, panic in any letter case,
 // or TRC, TRAC, DBG, DEBU, INF, WRN, ERR, ERRO, CRT, FTL, FATA, PNC, PANI
 // in upper case only (zerolog's and logrus' short forms; err=<nil> is no

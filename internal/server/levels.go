@@ -281,7 +281,7 @@ func klogLevel(b []byte) string {
 }
 
 // levelWord is the level of a level word, "" if w is none: a word is a
-// longest run of [A-Za-z0-9_]; these count in any letter case (ERROR,
+// longest run of [A-Za-z0-9_/-]; these count in any letter case (ERROR,
 // Error, error), the short forms of upperWord only in upper case
 // (zerolog's INF, WRN, ERR; logrus' ERRO, WARN): lower-case "err" and
 // "inf" are too often something else (err=<nil>). Words that are as
@@ -357,10 +357,12 @@ func wordLevel(w []byte) string {
 	return levelWord(string(buf[:len(w)]))
 }
 
-// wordBytes marks [A-Za-z0-9_].
+// wordBytes marks the bytes of words: [A-Za-z0-9_], and '-' and '/', so
+// that names and paths are one word (a thread [trace-exporter-1], a URL
+// /api/error/report are no level words; "ERROR -" and "ERROR:" are).
 var wordBytes = func() (t [256]bool) {
 	for c := range 256 {
-		t[c] = c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		t[c] = c == '_' || c == '-' || c == '/' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 	}
 	return t
 }()
@@ -373,14 +375,31 @@ func isWordByte(c byte) bool { return wordBytes[c] }
 // unknown); level is "" when neither was found.
 func scanText(b []byte, logfmt bool) (level string, field bool) {
 	if logfmt {
-		// Each '=' (found by IndexByte, not byte by byte): is the word
-		// before it a level field at the start or after a space or tab?
+		// Each '=' outside quotes (found by IndexByte, not byte by byte):
+		// is the word before it a level field at the start or after a
+		// space or tab? (msg="set level=debug" level=info is info.)
+		nextQuote := func(from int) int {
+			if k := bytes.IndexByte(b[from:], '"'); k >= 0 {
+				return from + k
+			}
+			return len(b)
+		}
+		q := nextQuote(0) // the next '"' from i
 		for i := 0; ; {
 			k := bytes.IndexByte(b[i:], '=')
 			if k < 0 {
 				break
 			}
 			j := i + k
+			if q < j {
+				// A quoted value opens before this '=': past it.
+				e, ok := jsonStringEnd(b, q)
+				if !ok {
+					break // unterminated: the rest is quoted
+				}
+				i, q = e, nextQuote(e)
+				continue
+			}
 			s := j
 			for s > 0 && j-s <= len("SEVERITY_TEXT") && isWordByte(b[s-1]) {
 				s--

@@ -21,7 +21,7 @@ import (
 // written (LeVeL is no level field), a JSON line's fields down to depth
 // 2, the normalised values, unknown when nothing is found. The rest is
 // hay's (doc.go): the first level word wins, a word is a run of
-// [A-Za-z0-9_], a field with a value it does not know is unknown.
+// [A-Za-z0-9_/-], a field with a value it does not know is unknown.
 func TestLineLevel(t *testing.T) {
 	huge := strings.Repeat("x ", 1<<19) // 1 MiB
 	cases := []struct {
@@ -95,6 +95,11 @@ func TestLineLevel(t *testing.T) {
 		{`level=loud msg=error`, "unknown"},
 		{`level= msg=error`, "unknown"},
 		{`level="unterminated`, "unknown"},
+		// Not inside a quoted value (h107's review).
+		{`msg="set level=debug for module db" level=info`, "info"},
+		{`ts=1 msg="flag parsed" args="-x level=trace" level=warn`, "warn"},
+		{`msg="a \" level=debug" level=error`, "error"},
+		{`msg="unterminated level=debug`, "debug"},
 		// Only at the start or after a space or tab.
 		{`x.level=notice msg=ok`, "unknown"},
 		{`level=notice`, "info"},
@@ -117,7 +122,11 @@ func TestLineLevel(t *testing.T) {
 		{`TRACE x`, "trace"},
 		{`dbug x`, "debug"},
 		{`stack trace follows`, "trace"},
-		// Not words: longer runs of [A-Za-z0-9_].
+		// Not words: longer runs of [A-Za-z0-9_/-].
+		{`2024-01-01 12:00:00,000 [trace-exporter-1] ERROR c.e.Exporter - failed`, "error"},
+		{`2024-01-01 12:00:00,000 [error-handler-3] INFO c.e.Handler - handled`, "info"},
+		{`GET /api/error/report 200`, "unknown"},
+		{`2024-01-01 - root - WARNING - low disk`, "warn"},
 		{`the errors were fixed`, "unknown"},
 		{`terror`, "unknown"},
 		{`level_error happened`, "unknown"},
