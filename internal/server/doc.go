@@ -299,8 +299,12 @@
 // critical (crit, crt, alert, emerg, emergency), fatal (ftl, fata,
 // panic, pnc, pani); any other value is unknown (a field that names its
 // level is not second-guessed by the words of the message). A level word
-// is a whole word (a longest run of [A-Za-z0-9_/-], so errors, terror,
-// level_error, a thread [trace-exporter-1] and a path /api/error are none) of trace, debug, dbug, info, warn, warning,
+// is a whole word (a longest run of [A-Za-z0-9_]: errors, terror and
+// level_error are none) that stands alone: not after '/' or '.' (a path
+// /api/error, app.debug), not before '.' and a letter (error.log), and,
+// unless in upper case, not joined by '-' or followed by '/' (a thread
+// [trace-exporter-1], a host debug-vm; Celery's INFO/MainProcess and
+// 12:00:00,000-ERROR-app count) of trace, debug, dbug, info, warn, warning,
 // error, eror, critical, crit, emerg, fatal, panic in any letter case,
 // or TRC, TRAC, DBG, DEBU, INF, WRN, ERR, ERRO, CRT, FTL, FATA, PNC, PANI
 // in upper case only (zerolog's and logrus' short forms; err=<nil> is no

@@ -357,9 +357,9 @@ func wordLevel(w []byte) string {
 	return levelWord(string(buf[:len(w)]))
 }
 
-// wordBytes marks the bytes of words: [A-Za-z0-9_], and '-' and '/', so
-// that names and paths are one word (a thread [trace-exporter-1], a URL
-// /api/error/report are no level words; "ERROR -" and "ERROR:" are).
+// wordBytes marks the bytes of a logfmt key before '=': [A-Za-z0-9_],
+// and '-' and '/', so that x-level= or app/level= is no level field.
+// (Level words are runs of isAlnum; see standalone.)
 var wordBytes = func() (t [256]bool) {
 	for c := range 256 {
 		t[c] = c == '_' || c == '-' || c == '/' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
@@ -411,20 +411,68 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 		}
 	}
 	for i := 0; i < len(b); {
-		if !isWordByte(b[i]) {
+		if !isAlnum(b[i]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(b) && isWordByte(b[j]) {
+		for j < len(b) && isAlnum(b[j]) {
 			j++
 		}
-		if l := wordLevel(b[i:j]); l != "" {
-			return l, false
+		if standalone(b, i, j) {
+			if l := wordLevel(b[i:j]); l != "" {
+				return l, false
+			}
 		}
 		i = j
 	}
 	return "", false
+}
+
+func isAlnum(c byte) bool {
+	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// standalone reports whether the word b[i:j] stands for itself rather
+// than being part of a name or a path: a level word counts only then. A
+// word after '/' or '.' is part of one (/api/error/report,
+// app.debug.enabled), and so is a word before a '.' and a letter or
+// digit (error.log). A word joined by '-' (debug-vm, [trace-exporter-1])
+// or followed by '/' (error/report) is too, unless it is in upper case,
+// as a logger writes its level beside a process or thread name
+// (Celery's INFO/MainProcess, WARNING/ForkPoolWorker-1; INFO-main,
+// 12:00:00,000-ERROR-app).
+func standalone(b []byte, i, j int) bool {
+	upper := true
+	for _, c := range b[i:j] {
+		if 'a' <= c && c <= 'z' {
+			upper = false
+			break
+		}
+	}
+	if i > 0 {
+		switch b[i-1] {
+		case '/', '.':
+			return false
+		case '-':
+			if !upper {
+				return false
+			}
+		}
+	}
+	if j < len(b) {
+		switch b[j] {
+		case '-', '/':
+			if !upper {
+				return false
+			}
+		case '.':
+			if j+1 < len(b) && isAlnum(b[j+1]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // logfmtValue is the value at the start of b: a quoted string's

@@ -122,8 +122,20 @@ func TestLineLevel(t *testing.T) {
 		{`TRACE x`, "trace"},
 		{`dbug x`, "debug"},
 		{`stack trace follows`, "trace"},
-		// Not words: longer runs of [A-Za-z0-9_/-].
+		// Not standalone: a word after '/' or '.', before '.' and a
+		// letter, or joined by '-' or followed by '/' unless in upper
+		// case (a logger's level beside a process or thread name).
 		{`2024-01-01 12:00:00,000 [trace-exporter-1] ERROR c.e.Exporter - failed`, "error"},
+		{`[2024-01-01 12:00:00,000: INFO/MainProcess] Task x succeeded, no error`, "info"},
+		{`[2024-01-01 12:00:00,000: ERROR/MainProcess] Task x raised unexpected: ValueError()`, "error"},
+		{`[2024-01-01 12:00:00,000: WARNING/ForkPoolWorker-1] soft time limit exceeded`, "warn"},
+		{`2024-01-01 12:00:00,000-ERROR-app-boom`, "error"},
+		{`12:00:00 INFO-main: started`, "info"},
+		{`Jan  1 12:00:00 debug-vm sshd[1]: error: kex_exchange_identification`, "error"},
+		{`GET /debug/vars 200`, "unknown"},
+		{`writing error.log and app.debug.enabled`, "unknown"},
+		{`disk error/report sent`, "unknown"},
+		{`An ERROR.`, "error"},
 		{`2024-01-01 12:00:00,000 [error-handler-3] INFO c.e.Handler - handled`, "info"},
 		{`GET /api/error/report 200`, "unknown"},
 		{`2024-01-01 - root - WARNING - low disk`, "warn"},
