@@ -121,12 +121,14 @@ func Each(b []byte, fn func(name, value []byte) bool) error {
 	if err := Validate(b); err != nil {
 		return err
 	}
-	eachValid(b, fn)
+	EachValid(b, fn)
 	return nil
 }
 
-// eachValid walks an encoding Validate accepted.
-func eachValid(b []byte, fn func(name, value []byte) bool) {
+// EachValid is Each without the check, for an encoding Validate (or
+// Encode) already made sure of, as a push's decoded metadata: on an
+// invalid one it may panic.
+func EachValid(b []byte, fn func(name, value []byte) bool) {
 	if len(b) == 0 {
 		return
 	}
@@ -198,7 +200,7 @@ func Decode(b []byte) ([]Pair, error) {
 		return nil, err
 	}
 	var out []Pair
-	eachValid(b, func(name, value []byte) bool {
+	EachValid(b, func(name, value []byte) bool {
 		out = append(out, Pair{string(name), string(value)})
 		return true
 	})
@@ -210,7 +212,7 @@ func Get(b []byte, name string) (value []byte, ok bool) {
 	if Validate(b) != nil {
 		return nil, false
 	}
-	eachValid(b, func(n, v []byte) bool {
+	EachValid(b, func(n, v []byte) bool {
 		if string(n) == name {
 			value, ok = v, true
 			return false

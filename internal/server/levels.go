@@ -157,7 +157,7 @@ func entryLevel(level string, a, line []byte) string {
 		var field, sevNum []byte
 		fieldRank := len(levelFields)
 		has := false
-		eachAttr(a, func(name, value []byte) {
+		attrs.EachValid(a, func(name, value []byte) bool {
 			switch {
 			case string(name) == detectedLevel:
 				has = true
@@ -171,6 +171,7 @@ func entryLevel(level string, a, line []byte) string {
 					}
 				}
 			}
+			return true
 		})
 		switch {
 		case has:
@@ -188,25 +189,6 @@ func entryLevel(level string, a, line []byte) string {
 		return level
 	}
 	return lineLevel(line)
-}
-
-// eachAttr walks a valid encoding of package attrs (validate's entries'
-// metadata, as the decoders encoded it) without checking it again.
-func eachAttr(b []byte, fn func(name, value []byte)) {
-	if len(b) == 0 {
-		return
-	}
-	n, k := binary.Uvarint(b)
-	b = b[k:]
-	for range n {
-		l, k := binary.Uvarint(b)
-		name := b[k : k+int(l)]
-		b = b[k+int(l):]
-		l, k = binary.Uvarint(b)
-		value := b[k : k+int(l)]
-		b = b[k+int(l):]
-		fn(name, value)
-	}
 }
 
 // levelScanBytes bounds the bytes of a plain line searched for a
