@@ -993,19 +993,25 @@ func (nb *needBlocks) eval(x *query.Need) []uint64 {
 		}
 		return acc
 	case query.OpOr:
-		acc := make([]uint64, (nb.n+63)/64)
-		for _, s := range x.Sub {
-			b := nb.eval(s)
-			if b == nil {
-				return nil
-			}
-			for w := range acc {
-				acc[w] |= b[w]
-			}
-		}
-		return acc
+		return unionBlocks(nb.n, x.Sub, nb.eval)
 	}
 	return nil
+}
+
+// unionBlocks is the union of eval's bitmaps of n blocks for subs (an
+// OR's branches), a new one, or nil (every block may) as soon as one is.
+func unionBlocks[T any](n int, subs []T, eval func(T) []uint64) []uint64 {
+	acc := make([]uint64, (n+63)/64)
+	for _, s := range subs {
+		b := eval(s)
+		if b == nil {
+			return nil
+		}
+		for w := range acc {
+			acc[w] |= b[w]
+		}
+	}
+	return acc
 }
 
 // andBlocks intersects a and b, bitmaps the caller owns (nil: every
@@ -1214,17 +1220,7 @@ func mayMatchBlocks(x *query.Expr, sk blockContainer, n int) []uint64 {
 		}
 		return acc
 	case query.OpOr:
-		acc := make([]uint64, (n+63)/64)
-		for _, s := range x.Sub {
-			b := mayMatchBlocks(s, sk, n)
-			if b == nil {
-				return nil
-			}
-			for w := range acc {
-				acc[w] |= b[w]
-			}
-		}
-		return acc
+		return unionBlocks(n, x.Sub, func(s *query.Expr) []uint64 { return mayMatchBlocks(s, sk, n) })
 	}
 	return nil
 }
