@@ -308,7 +308,9 @@
 // error, eror, critical, crit, emerg, fatal, panic in any letter case,
 // or TRC, TRAC, DBG, DEBU, INF, WRN, ERR, ERRO, CRT, FTL, FATA, PNC, PANI
 // in upper case only (zerolog's and logrus' short forms; err=<nil> is no
-// error); the first one in the line wins (Grafana's own guess for lines
+// error), or a bracketed token normalised as a field's value is
+// (Apache's and nginx's [notice] is info, [alert] critical); the first
+// one in the line wins (Grafana's own guess for lines
 // without a level does the same). Where Loki differs: its fallback looks
 // for substrings in a fixed order (a line with "info" anywhere is info,
 // "DEBUG x" and "WARN x" without a colon are unknown, a URL containing

@@ -405,6 +405,14 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 			if l := wordLevel(b[i:j]); l != "" {
 				return l, false
 			}
+			if i > 0 && j < len(b) && b[i-1] == '[' && b[j] == ']' {
+				// A bracketed token is a level as a field's value is
+				// (Apache's and nginx's [notice], [alert], [crit]):
+				// prose words such as notice count there only.
+				if l := normalizeLevel(b[i:j]); l != levelUnknown {
+					return l, false
+				}
+			}
 		}
 		i = j
 	}

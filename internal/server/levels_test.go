@@ -110,6 +110,11 @@ func TestLineLevel(t *testing.T) {
 		// Level words, any case, the first one wins.
 		{`ERROR connection refused`, "error"},
 		{`[WARN] disk almost full`, "warn"},
+		{`[Sun Dec 04 04:47:44 2005] [notice] workerEnv.init() ok /etc/httpd/conf/workers2.properties`, "info"},
+		{`2024/01/01 12:00:00 [alert] 1#1: worker exited`, "critical"},
+		{`[Sun Dec 04 04:51:18 2005] [error] mod_jk child workerEnv in error state 6`, "error"},
+		{`a notice was posted [x] [information]`, "info"},
+		{`a notice was posted, [blue] alert`, "unknown"},
 		{`2024-01-02T03:04:05Z INFO started`, "info"},
 		{`panic: runtime error: index out of range`, "fatal"},
 		{`Error: something`, "error"},
