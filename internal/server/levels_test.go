@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"haystack/internal/attrs"
 	"haystack/internal/ingest"
 	"haystack/internal/logtest"
+	"haystack/internal/testseed"
 )
 
 // TestLineLevel is the table of what a line tells of its level
@@ -609,5 +611,63 @@ func BenchmarkPushValidate(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "lines/s")
 		})
+	}
+}
+
+// TestJSONKeyIsLevelFieldOracle compares the hand unescaping of a JSON
+// key with encoding/json's on every level field spelled with random
+// escapes (\u in either case of hex, and the other escapes), on near
+// misses and on random keys (review h107 A8 replaced json.Unmarshal).
+func TestJSONKeyIsLevelFieldOracle(t *testing.T) {
+	oracle := func(k []byte) bool {
+		var u string
+		if json.Unmarshal(k, &u) != nil {
+			return false
+		}
+		return isLevelField([]byte(u))
+	}
+	rng := rand.New(rand.NewPCG(testseed.Seed(t, "HAY_LEVELKEY_SEED"), 9))
+	spell := func(name string) []byte {
+		k := []byte{'"'}
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			switch rng.IntN(4) {
+			case 0:
+				k = fmt.Appendf(k, `\u%04x`, c)
+			case 1:
+				k = fmt.Appendf(k, `\u%04X`, c)
+			default:
+				k = append(k, c)
+			}
+		}
+		return append(k, '"')
+	}
+	alphabet := []string{"a", "L", "_", `\u0065`, `\u004C`, `\u00e9`, `\"`, `\\`, `\/`, `\n`, `\u12`, `\uZZZZ`, `\`, "é", "\xff", `\ud83d\ude00`}
+	n := 0
+	for range 20000 {
+		var k []byte
+		switch rng.IntN(3) {
+		case 0:
+			k = spell(levelFields[rng.IntN(len(levelFields))])
+		case 1:
+			name := []byte(levelFields[rng.IntN(len(levelFields))])
+			name[rng.IntN(len(name))] ^= byte(1 << rng.IntN(7)) // a near miss, or a case change
+			k = spell(string(name))
+		default:
+			k = []byte{'"'}
+			for range rng.IntN(16) {
+				k = append(k, alphabet[rng.IntN(len(alphabet))]...)
+			}
+			k = append(k, '"')
+		}
+		if got, want := jsonKeyIsLevelField(k), oracle(k); got != want {
+			t.Fatalf("jsonKeyIsLevelField(%s) = %v, encoding/json says %v", k, got, want)
+		}
+		if oracle(k) {
+			n++
+		}
+	}
+	if n < 5000 {
+		t.Fatalf("only %d of 20000 keys were level fields: the test lost its reach", n)
 	}
 }
