@@ -289,7 +289,8 @@
 //     and other kinds no level; without one, the first level word of its
 //     string values (not its keys: "error":null is no error). Otherwise:
 //     a logfmt key of those names (at the start or after a space or tab,
-//     not inside a quoted value: level=warn, lvl="error"), else a klog/glog header (I0102 15:04:05,
+//     not inside a quoted value: level=warn, lvl="error"), else a syslog
+//     priority (<PRI> at the start: its severity), else a klog/glog header (I0102 15:04:05,
 //     W, E, F: hay's), else the first level word; else unknown.
 //
 // Normalising a value ignores letter case and surrounding spaces and
@@ -297,7 +298,8 @@
 // dbug, debu, fine, finer), info (inf, information, informational,
 // notice), warn (warning, wrn), error (err, eror, erro, severe),
 // critical (crit, crt, alert, emerg, emergency), fatal (ftl, fata,
-// panic, pnc, pani); any other value is unknown (a field that names its
+// panic, pnc, pani), and Go slog's offsets (ERROR+2 is error, DEBUG-4
+// debug); any other value is unknown (a field that names its
 // level is not second-guessed by the words of the message). A level word
 // is a whole word (a longest run of [A-Za-z0-9_]: errors, terror and
 // level_error are none) that stands alone: not after '/' or '.' (a path

@@ -99,7 +99,44 @@ func normalizeLevel(v []byte) string {
 	if l, ok := levelValues[string(buf[:len(v)])]; ok {
 		return l
 	}
+	// Go's log/slog names a level between its four by the one below and
+	// an offset: ERROR+2, INFO+1, DEBUG-4 (slog.Level.String).
+	if k := bytes.IndexAny(v, "+-"); k > 0 && k+1 < len(v) && allDigits(string(v[k+1:])) {
+		switch string(buf[:k]) {
+		case "debug", "info", "warn", "error":
+			return levelValues[string(buf[:k])]
+		}
+	}
 	return levelUnknown
+}
+
+// syslogLevel is the level of a syslog priority at the start of b
+// (<PRI>, RFC 3164 and 5424: facility × 8 + severity, severity 0-2
+// emergency, alert, critical; 3 error; 4 warning; 5-6 notice, info; 7
+// debug), "" for another start.
+func syslogLevel(b []byte) string {
+	if len(b) < 3 || b[0] != '<' {
+		return ""
+	}
+	pri := 0
+	k := 1
+	for ; k < len(b) && k <= 3 && '0' <= b[k] && b[k] <= '9'; k++ {
+		pri = pri*10 + int(b[k]-'0')
+	}
+	if k == 1 || k >= len(b) || b[k] != '>' || pri > 191 {
+		return ""
+	}
+	switch pri % 8 {
+	case 0, 1, 2:
+		return levelCritical
+	case 3:
+		return levelError
+	case 4:
+		return levelWarn
+	case 5, 6:
+		return levelInfo
+	}
+	return levelDebug
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
@@ -226,6 +263,9 @@ func lineLevel(line []byte) string {
 		// Not a JSON object after all: read as text.
 	}
 	text := line[:min(len(line), levelScanBytes)]
+	if l := syslogLevel(text[min(i, len(text)):]); l != "" {
+		return l
+	}
 	if l := klogLevel(text[min(i, len(text)):]); l != "" {
 		return l
 	}
