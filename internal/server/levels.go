@@ -90,21 +90,16 @@ func normalizeLevel(v []byte) string {
 		return levelUnknown
 	}
 	var buf [maxLevelValue]byte
-	for i, c := range v {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		buf[i] = c
-	}
-	if l, ok := levelValues[string(buf[:len(v)])]; ok {
+	lower := lowerInto(buf[:], v)
+	if l, ok := levelValues[string(lower)]; ok {
 		return l
 	}
 	// Go's log/slog names a level between its four by the one below and
 	// an offset: ERROR+2, INFO+1, DEBUG-4 (slog.Level.String).
 	if k := bytes.IndexAny(v, "+-"); k > 0 && k+1 < len(v) && allDigits(string(v[k+1:])) {
-		switch string(buf[:k]) {
+		switch string(lower[:k]) {
 		case "debug", "info", "warn", "error":
-			return levelValues[string(buf[:k])]
+			return levelValues[string(lower[:k])]
 		}
 	}
 	return levelUnknown
@@ -370,13 +365,21 @@ func wordLevel(w []byte) string {
 		}
 	}
 	var buf [maxLevelWord]byte
-	for i, c := range w {
+	return levelWord(string(lowerInto(buf[:], w)))
+}
+
+// lowerInto writes src with ASCII letters lowered into dst, which is at
+// least as long, and returns that part of dst: a level's name is looked
+// up lowered without an allocation.
+func lowerInto(dst, src []byte) []byte {
+	dst = dst[:len(src)]
+	for i, c := range src {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		buf[i] = c
+		dst[i] = c
 	}
-	return levelWord(string(buf[:len(w)]))
+	return dst
 }
 
 // wordBytes marks the bytes of a logfmt key before '=': [A-Za-z0-9_],
