@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -38,7 +39,10 @@ type BlockMeta struct {
 	offset, length int64 // where the block is stored
 }
 
-// Reader reads one segment through a read-only memory mapping. ReadBlock,
+// Reader reads one segment: its index through a read-only memory mapping,
+// its blocks with pread from a descriptor it keeps or, past the
+// process's budget of kept descriptors, through the mapping too
+// (pread.go). ReadBlock,
 // BlockMeta and the other getters are safe for concurrent use; Close must
 // not run concurrently with them.
 type Reader struct {
@@ -57,7 +61,11 @@ type Reader struct {
 	skipDamage error
 	version    uint32 // format version, which decides the block layout
 	mapped     bool   // data is a mapping to unmap on Close (tests read from memory)
-	closed     atomic.Bool
+	// file is the segment's descriptor, kept to read blocks with pread
+	// when the process-wide budget allowed it (pread.go); nil otherwise,
+	// and blocks are then read through the mapping.
+	file   *os.File
+	closed atomic.Bool
 }
 
 // Open maps the segment at path and validates its header, footer and block
@@ -78,8 +86,20 @@ func OpenIn(dir *dirfs.Dir, name string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	// The mapping outlives the descriptor.
-	defer f.Close()
+	r, err := mapFile(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// The mapping outlives the descriptor, which r keeps only to read
+	// blocks with pread (pread.go).
+	r.keepFileOf(f)
+	return r, nil
+}
+
+// mapFile maps the segment open as f and returns a Reader over the
+// mapping.
+func mapFile(f *os.File, path string) (*Reader, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
@@ -408,6 +428,9 @@ func (r *Reader) readBlock(i int, dst *Block, withAttrs bool) error {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
 	m := &r.blocks[i]
+	if r.file != nil {
+		return r.readBlockFile(i, m, dst, withAttrs)
+	}
 	err := decodeBlockOpt(r.data[m.offset:m.offset+m.length], m, dst, r.version, withAttrs)
 	r.release(int(m.offset), int(m.length))
 	if err != nil {
@@ -487,22 +510,23 @@ func (r *Reader) IndexDamage() error {
 	return nil
 }
 
-// Close unmaps the segment. Blocks already decoded stay valid: they never
-// point into the mapping.
+// Close unmaps the segment and closes its descriptor. Blocks already
+// decoded stay valid: they never point into the mapping.
 func (r *Reader) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
+	ferr := r.closeFile()
 	if !r.mapped {
 		r.data = nil
-		return nil
+		return ferr
 	}
 	r.forgetReleases()
 	if err := unix.Munmap(r.data); err != nil {
 		return fmt.Errorf("segment: munmap %s: %w", r.path, err)
 	}
 	r.data = nil
-	return nil
+	return ferr
 }
 
 // decoder reads varints from b with sticky errors.

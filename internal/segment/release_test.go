@@ -70,6 +70,7 @@ func incompressibleEntries(n int, seed uint64) []Entry {
 // The pages Open touched (header, footer, block and skip indexes) are
 // counted apart: only block reads are released.
 func TestReadReleasesMappedPages(t *testing.T) {
+	setFileBudget(t, 0) // blocks are read through the mappings
 	old := releaseBatch
 	releaseBatch = 1 << 20
 	t.Cleanup(func() { releaseBatch = old })

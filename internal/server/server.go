@@ -190,8 +190,11 @@ const (
 // flushing one up to about 6 for a moment (the next WAL file, the segment
 // being written, the directories it syncs, the MANIFEST being replaced),
 // so a sixth leaves half the table for those moments, for connections (each one a
-// descriptor, a live tail for its whole life) and for segment files being
-// opened for mmap. Past the limit an open fails with EMFILE: at start-up
+// descriptor, a live tail for its whole life) and for segment files:
+// being opened, and kept open to read blocks with pread, which
+// internal/segment bounds to a sixteenth of the limit over the process
+// (past it a segment's blocks are read through its mapping). Past the
+// limit an open fails with EMFILE: at start-up
 // that stopped the server from starting, and on a push it was a 500.
 func DefaultMaxOpenTenants() int {
 	var rl unix.Rlimit
