@@ -269,18 +269,23 @@
 // structured metadata detected_level, as Loki 3's discover_log_levels
 // (on by default there too) adds it: Grafana's Explore colours its log
 // volume by it (sum by (level, detected_level) (count_over_time(...)))
-// and Logs Drilldown filters on it. Its value is always one of trace,
-// debug, info, warn, error, critical, fatal, unknown, taken from the
-// first of:
+// and Logs Drilldown filters on it. Its value is one of trace, debug,
+// info, warn, error, critical, fatal, unknown, or a level label's or
+// metadata value as sent, taken from the first of:
 //
 //   - the stream's labels: the first of Loki's default log_level_fields
 //     present (level, LEVEL, Level, Severity, severity, SEVERITY, lvl,
 //     LVL, Lvl, severity_text, Severity_Text, SEVERITY_TEXT; names match
-//     as written, as Loki's documentation says), its value normalised;
-//   - the entry's metadata: the first of those names, normalised; else
-//     an OTLP severity_number (1-4 trace, 5-8 debug, 9-12 info, 13-16
-//     warn, 17-20 error, 21-24 fatal); OTLP's severity_text is one of
-//     the names, so it comes first;
+//     as written, as Loki's documentation says), its value normalised,
+//     or kept as sent when it is none of the names below (level=cleared
+//     gives detected_level=cleared, as in Loki since grafana/loki PR
+//     22844 reverted PR 22373's unknown: users relied on such values; the
+//     value is already the stream's, so it adds no series);
+//   - the entry's metadata: the first of those names, normalised or kept
+//     as sent the same way; else an OTLP severity_number (1-4 trace, 5-8
+//     debug, 9-12 info, 13-16 warn, 17-20 error, 21-24 fatal); OTLP's
+//     severity_text is one of the names, so it comes first (severity_text
+//     Foo gives Foo);
 //   - the line. A JSON object: the first of those keys in its own fields,
 //     else in the fields of the objects directly under them (Loki's
 //     log_level_from_json_max_depth 2); a string value normalised, a
@@ -289,9 +294,11 @@
 //     and other kinds no level; without one, the first level word of its
 //     string values (not its keys: "error":null is no error). Otherwise:
 //     a logfmt key of those names (at the start or after a space or tab,
-//     not inside a quoted value: level=warn, lvl="error"), else a syslog
-//     priority (<PRI> at the start: its severity), else a klog/glog header (I0102 15:04:05,
-//     W, E, F: hay's), else the first level word; else unknown.
+//     not inside a quoted value: level=warn, lvl="error"; a value it
+//     does not know is unknown, not kept: a line's words are no label),
+//     else a syslog priority (<PRI> at the start: its severity), else a
+//     klog/glog header (I0102 15:04:05, W, E, F: hay's), else the first
+//     level word or PostgreSQL severity; else unknown.
 //
 // Normalising a value ignores letter case and surrounding spaces and
 // knows the usual names: trace (trc, trac, verbose, finest), debug (dbg,
@@ -313,17 +320,31 @@
 // error), or a bracketed token normalised as a field's value is
 // (Apache's and nginx's [notice] is info, [alert] critical); the first
 // one in the line wins (Grafana's own guess for lines
-// without a level does the same). Where Loki differs: its fallback looks
-// for substrings in a fixed order (a line with "info" anywhere is info,
-// "DEBUG x" and "WARN x" without a colon are unknown, a URL containing
-// "error" is error: grafana/loki issues 14428, 14443, 16611), which hay
-// does not copy. A plain line is searched in its first 4 KiB, a JSON
-// line's fields in all of it (its words in its first 4 KiB); invalid
-// UTF-8 bytes are not word bytes.
+// without a level does the same). Three exceptions: a PostgreSQL
+// severity, an upper-case word followed by a colon and two spaces as
+// PostgreSQL writes it (LOG:  and NOTICE:  are info, DEBUG1:  to
+// DEBUG5:  debug, FATAL:  and PANIC:  fatal; DETAIL:, HINT:, CONTEXT:,
+// QUERY:, STATEMENT: and LOCATION: continue the message before them and
+// are unknown, whatever words their SQL holds); a word after a '?' in
+// its token is part of a URL's query and none (GET /search?q=fatal+error,
+// a referrer's ?level=debug); and panic other than first in the line, in
+// upper case, in brackets or after "Kernel " is error, not fatal: the
+// message is about a panic the process that logs it recovered (Go's
+// net/http logs http: panic serving ... for one request's handler and
+// serves on), where Go's crash output (panic: first) is fatal. Where
+// Loki differs: its fallback looks for substrings in a fixed order (a
+// line with "info" anywhere is info, "DEBUG x" and "WARN x" without a
+// colon are unknown, a URL containing "error" is error, and a line
+// http: panic serving ...: runtime error: ... is unknown, none of its
+// substrings: grafana/loki issues 14428, 14443, 16611), which hay does
+// not copy. A plain line is searched in its first 4 KiB, a
+// JSON line's fields in all of it (its words in its first 4 KiB);
+// invalid UTF-8 bytes are not word bytes.
 //
-// An entry that already has detected_level metadata keeps it (any
-// value), and the entries of a stream with a detected_level label get
-// none. The pair is added after the metadata limits are checked, and not
+// An entry that already has detected_level metadata keeps it as sent
+// (Loki's distributor normalises the names it knows: ERROR becomes
+// error; hay does not, so send the normalised names), and the entries
+// of a stream with a detected_level label get none. The pair is added after the metadata limits are checked, and not
 // to an entry it would take past them (128 pairs, 64 KiB). It is derived
 // from the line as pushed (before a cut by --line-policy=truncate), is
 // stored like any metadata (it counts in
@@ -331,6 +352,18 @@
 // only: hay ingest does not add it. --discover-log-levels=false turns it
 // off; /loki/api/v1/drilldown-limits reports discover_log_levels and
 // log_level_fields accordingly.
+//
+// Two more differences from Loki around detected_level. A parser's key
+// named like a metadata pair replaces it (hay's precedence, internal/query):
+// {"detected_level":"foo"} | json gives detected_level="foo", and
+// detected_fields then lists detected_level with both the metadata's and
+// the lines' values; Loki since grafana/loki PR 19991 (merged 2025-11)
+// keeps the metadata and names the parsed key detected_level_extracted
+// (for every metadata name). A line with a key of that name is rare; a
+// parser given the keys to extract (| logfmt msg, status) leaves the
+// metadata alone. And /loki/api/v1/patterns gives no level
+// per pattern and takes a stream selector alone, so Logs Drilldown's
+// Patterns tab cannot filter its patterns by level.
 //
 // Requests that change state (pushes, POSTed queries) sent by another
 // site's page in a browser (Sec-Fetch-Site cross-site or same-site, or an

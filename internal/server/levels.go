@@ -13,7 +13,8 @@ import (
 // Log level discovery at push, as Loki 3's discover_log_levels
 // (limits_config, -validation.discover-log-levels, on by default): an
 // entry gets the structured metadata detected_level, whose value is one
-// of the normalised levels below. Grafana's Explore colours its log
+// of the normalised levels below, or a level label's or metadata value
+// as sent when it is none of them (fieldLevel). Grafana's Explore colours its log
 // volume by it (sum by (level, detected_level) (count_over_time(...)))
 // and Logs Drilldown filters on it. doc.go says in which order the
 // value is looked for; the facts taken from Loki's documentation are
@@ -23,7 +24,7 @@ import (
 // The detection is hay's own, cheap (one pass over at most
 // levelScanBytes of a plain line, no allocation) and deterministic.
 
-// The normalised levels: detected_level is always one of them.
+// The normalised levels: a line's detected_level is always one of them.
 const (
 	levelTrace    = "trace"
 	levelDebug    = "debug"
@@ -165,24 +166,38 @@ func severityNumberLevel(v []byte) string {
 // skip when the stream has a detected_level label of its own (its
 // entries get none: the label already answers by (detected_level), and
 // a pair of that name beside it would be a second detected_level),
-// else the normalised value of its first levelFields label, if any.
+// else the fieldLevel of its first levelFields label, if any.
 func streamLevel(labs ingest.Labels) (level string, skip bool) {
 	if labs.Get(detectedLevel) != "" {
 		return "", true
 	}
 	for _, f := range levelFields {
 		if v := labs.Get(f); v != "" {
-			return normalizeLevel([]byte(v)), false
+			return fieldLevel([]byte(v)), false
 		}
 	}
 	return "", false
+}
+
+// fieldLevel is the detected_level of a level label's or metadata
+// pair's value: the normalised level, or the value as sent when it is
+// none of the names normalizeLevel knows, as Loki keeps it (grafana/loki
+// PR 22844 reverted PR 22373, which had made such values unknown: users
+// relied on them). The value is already the stream's or entry's, so
+// keeping it adds no series. A line's field is different: its unknown
+// value is unknown (lineLevel).
+func fieldLevel(v []byte) string {
+	if l := normalizeLevel(v); l != levelUnknown {
+		return l
+	}
+	return string(v)
 }
 
 // entryLevel is the detected_level of an entry whose stream's labels
 // gave level (streamLevel; "" for none), with structured metadata a
 // (package attrs' encoding, valid) and the line: "" when a already has
 // a detected_level (the shipper's is kept), else, first found: the
-// stream's level, the normalised value of a's first levelFields pair,
+// stream's level, the fieldLevel of a's first levelFields pair,
 // the level of a's OTLP severity_number, the line's (lineLevel).
 func entryLevel(level string, a, line []byte) string {
 	if len(a) > 0 {
@@ -211,7 +226,7 @@ func entryLevel(level string, a, line []byte) string {
 		case level != "":
 			return level
 		case fieldRank < len(levelFields):
-			return normalizeLevel(field)
+			return fieldLevel(field)
 		}
 		if l := severityNumberLevel(sevNum); l != "" {
 			return l
@@ -240,8 +255,9 @@ const levelScanBytes = 4 << 10
 //     unknown); without one, the first level word in its string values;
 //   - otherwise the value of the first logfmt levelFields key (key=value
 //     or key="value" at the start of the line or after a space or tab);
-//     a klog/glog header (I0102 15:04:05..., W..., E..., F...); the
-//     first level word (levelWords);
+//     a syslog priority; a klog/glog header (I0102 15:04:05..., W...,
+//     E..., F...); the first level word or PostgreSQL severity
+//     (scanText);
 //   - unknown when none of these is found.
 //
 // A level field with a value it does not know is unknown: the line named
@@ -298,7 +314,7 @@ func klogLevel(b []byte) string {
 }
 
 // levelWord is the level of a level word, "" if w is none: a word is a
-// longest run of [A-Za-z0-9_/-]; these count in any letter case (ERROR,
+// longest run of [A-Za-z0-9_] (standalone); these count in any letter case (ERROR,
 // Error, error), the short forms of upperWord only in upper case
 // (zerolog's INF, WRN, ERR; logrus' ERRO, WARN): lower-case "err" and
 // "inf" are too often something else (err=<nil>). Words that are as
@@ -395,9 +411,11 @@ var wordBytes = func() (t [256]bool) {
 func isWordByte(c byte) bool { return wordBytes[c] }
 
 // scanText finds, in a plain text, the value of the first logfmt
-// levelFields key (when logfmt is set) and else the first level word.
-// field reports that the level came from a key (whose value may be
-// unknown); level is "" when neither was found.
+// levelFields key (when logfmt is set) and else the first level word
+// (not in a URL's query; a panic in a message is error) or PostgreSQL
+// severity (pgLevel). field reports that the level came from a key or
+// a PostgreSQL severity (and may be unknown); level is "" when none was
+// found.
 func scanText(b []byte, logfmt bool) (level string, field bool) {
 	if logfmt {
 		// Each '=' outside quotes (found by IndexByte, not byte by byte):
@@ -435,6 +453,7 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 			i = j + 1
 		}
 	}
+	first := true // no word before b[i]
 	for i := 0; i < len(b); {
 		if !isAlnum(b[i]) {
 			i++
@@ -445,21 +464,107 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 			j++
 		}
 		if standalone(b, i, j) {
-			if l := wordLevel(b[i:j]); l != "" {
-				return l, false
+			l := ""
+			if j+2 < len(b) && b[j] == ':' && b[j+1] == ' ' && b[j+2] == ' ' {
+				// PostgreSQL writes its severity then ":  " (two
+				// spaces): LOG:  is info, DETAIL:  ... none (pgLevel).
+				if l = pgLevel(b[i:j]); l != "" {
+					return l, true
+				}
 			}
-			if i > 0 && j < len(b) && b[i-1] == '[' && b[j] == ']' {
+			if l = wordLevel(b[i:j]); l == "" && i > 0 && j < len(b) && b[i-1] == '[' && b[j] == ']' {
 				// A bracketed token is a level as a field's value is
 				// (Apache's and nginx's [notice], [alert], [crit]):
 				// prose words such as notice count there only.
-				if l := normalizeLevel(b[i:j]); l != levelUnknown {
-					return l, false
+				if l = normalizeLevel(b[i:j]); l == levelUnknown {
+					l = ""
 				}
 			}
+			if l != "" {
+				if inURLQuery(b, i) {
+					// /search?q=fatal+error: every word to the end of
+					// this token is in the query too.
+					for j < len(b) && !isSpace(b[j]) {
+						j++
+					}
+					i, first = j, false
+					continue
+				}
+				if l == levelFatal && b[i]|0x20 == 'p' && !first && !isUpper(b[i:j]) && b[i-1] != '[' && !kernelBefore(b, i) {
+					// A message about a panic (Go's http: panic
+					// serving ..., recovered from panic): the process
+					// that logs it carries on. panic first in the line
+					// (Go's crash, panic: ...), PANIC, [panic] and
+					// Kernel panic stay fatal.
+					l = levelError
+				}
+				return l, false
+			}
 		}
-		i = j
+		i, first = j, false
 	}
 	return "", false
+}
+
+// pgLevel is the level of a PostgreSQL severity written before ":  "
+// (elog.c; in upper case: lc_messages other than English translate
+// them), "" for another word: DEBUG1-5 debug; LOG, INFO, NOTICE info;
+// WARNING warn; ERROR error; FATAL (the session's backend exits) and
+// PANIC (every session) fatal. The lines that continue a message
+// (DETAIL, HINT, CONTEXT, QUERY, STATEMENT, LOCATION) have the level of
+// the message before them, which the line does not tell: unknown, and
+// the words of a quoted statement are no level.
+func pgLevel(w []byte) string {
+	switch string(w) {
+	case "LOG", "INFO", "NOTICE":
+		return levelInfo
+	case "WARNING":
+		return levelWarn
+	case "ERROR":
+		return levelError
+	case "FATAL", "PANIC":
+		return levelFatal
+	case "DEBUG1", "DEBUG2", "DEBUG3", "DEBUG4", "DEBUG5":
+		return levelDebug
+	case "DETAIL", "HINT", "CONTEXT", "QUERY", "STATEMENT", "LOCATION":
+		return levelUnknown
+	}
+	return ""
+}
+
+// inURLQuery reports whether b[i] follows a '?' in its token (the run of
+// bytes without a space around it): a word of a URL's query
+// (GET /search?q=fatal+error, a referrer's ?level=error) is no level.
+// Called for a level word only, once per token (the caller then skips
+// the token), so the scans back stay linear.
+func inURLQuery(b []byte, i int) bool {
+	for k := i - 1; k >= 0 && !isSpace(b[k]); k-- {
+		if b[k] == '?' {
+			return true
+		}
+	}
+	return false
+}
+
+// isUpper reports whether w has no lower-case letter.
+func isUpper(w []byte) bool {
+	for _, c := range w {
+		if 'a' <= c && c <= 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// kernelBefore reports whether the word at b[i] follows "kernel " in
+// any letter case (Linux's Kernel panic - not syncing: the machine
+// stops).
+func kernelBefore(b []byte, i int) bool {
+	const k = "kernel "
+	if i < len(k) || !bytes.EqualFold(b[i-len(k):i], []byte(k)) {
+		return false
+	}
+	return i == len(k) || !isAlnum(b[i-len(k)-1])
 }
 
 func isAlnum(c byte) bool {
@@ -814,11 +919,15 @@ var onlyLevel = func() map[string][]byte {
 }()
 
 // with returns the encoding a (valid, without detected_level) with
-// detected_level=level added; a itself when the pair would take it past
+// detected_level=level added (level a normalised one or a value kept
+// as sent); a itself when the pair would take it past
 // attrs' limits (the entry is stored without it).
 func (la *levelAttrs) with(a []byte, level string) []byte {
 	if len(a) == 0 {
-		return onlyLevel[level]
+		if b, ok := onlyLevel[level]; ok {
+			return b
+		}
+		// A label's or metadata value kept as sent (fieldLevel).
 	}
 	n, k := binary.Uvarint(a)
 	add := 1 + len(detectedLevel) + 1 + len(level)

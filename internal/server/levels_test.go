@@ -200,6 +200,60 @@ func TestLineLevel(t *testing.T) {
 		{`{"msg":"` + huge + `","level":"warn"}`, "warn"},
 		{`{"msg":"` + huge + ` ERROR"}`, "unknown"},
 		{strings.Repeat(" ", levelScanBytes+10) + "ERROR", "unknown"},
+		// PostgreSQL (log_line_prefix '%m [%p] ', stderr or syslog): its
+		// severity before ":  ". LOG is info, DEBUG1-5 debug; FATAL ends
+		// the session's backend process, PANIC every session: fatal.
+		// The lines that continue a message (DETAIL, HINT, STATEMENT,
+		// ...) do not tell its level: unknown, whatever their words.
+		{`2024-01-01 10:00:00.123 UTC [123] LOG:  checkpoint starting: time`, "info"},
+		{`2024-01-01 10:00:00.123 UTC [123] LOG:  could not receive data from client: error 104`, "info"},
+		{`2024-01-01 10:00:00.123 UTC [123] LOG:  statement: SELECT * FROM t WHERE level = 'error'`, "info"},
+		{`LOG:  database system is ready to accept connections`, "info"},
+		{`Jan  1 10:00:00 db postgres[123]: [3-1] LOG:  autovacuum launcher started`, "info"},
+		{`2024-01-01 10:00:00.123 UTC [123] ERROR:  relation "debug_log" does not exist at character 15`, "error"},
+		{`2024-01-01 10:00:00.123 UTC [123] FATAL:  password authentication failed for user "info"`, "fatal"},
+		{`2024-01-01 10:00:00.123 UTC [123] PANIC:  could not write to file "pg_wal/xlogtemp.123": No space left on device`, "fatal"},
+		{`2024-01-01 10:00:00.123 UTC [123] WARNING:  there is no transaction in progress`, "warn"},
+		{`2024-01-01 10:00:00.123 UTC [123] NOTICE:  table "t" does not exist, skipping`, "info"},
+		{`2024-01-01 10:00:00.123 UTC [123] INFO:  vacuuming "public.t"`, "info"},
+		{`2024-01-01 10:00:00.123 UTC [123] DEBUG1:  autovacuum: processing database "postgres"`, "debug"},
+		{`2024-01-01 10:00:00.123 UTC [123] DEBUG5:  StartTransaction(1) name: unnamed; error check`, "debug"},
+		{`2024-01-01 10:00:00.123 UTC [123] DETAIL:  Key (id)=(1) already exists, a fatal error.`, "unknown"},
+		{`2024-01-01 10:00:00.123 UTC [123] HINT:  Set debug_print_plan to see the plan.`, "unknown"},
+		{`2024-01-01 10:00:00.123 UTC [123] STATEMENT:  INSERT INTO events (level) VALUES ('error')`, "unknown"},
+		{`2024-01-01 10:00:00.123 UTC [123] CONTEXT:  while inserting tuple, ERROR: x`, "unknown"},
+		// Only with PostgreSQL's two spaces and in upper case: other
+		// software's LOG: is no level, nor a prose "Detail:  ".
+		{`LOG: user logged in, then error`, "error"},
+		{`log:  user logged in, then error`, "error"},
+		{`Detail:  see the error below`, "error"},
+		// Go's net/http logs a handler's recovered panic and serves on:
+		// error, as is any message that mentions a panic; Go's own crash
+		// (panic: first in the line), a PANIC level, [panic] and the
+		// kernel's panic are fatal.
+		{`2024/01/01 12:00:00 http: panic serving 1.2.3.4:5678: runtime error: invalid memory address or nil pointer dereference`, "error"},
+		{`http: panic serving 1.2.3.4:5678: boom`, "error"},
+		{`[Recovery] 2024/01/01 - 12:00:00 panic recovered: boom`, "error"},
+		{`2024-01-01T12:00:00Z recovered from Panic in worker 3`, "error"},
+		{`panic: runtime error: index out of range [5] with length 3`, "fatal"},
+		{`  panic: boom`, "fatal"},
+		{`2024-01-01 12:00:00 PANIC something`, "fatal"},
+		{`2024-01-01 12:00:00 [panic] something`, "fatal"},
+		{`[    1.234567] Kernel panic - not syncing: VFS: Unable to mount root fs`, "fatal"},
+		{`kernel panic - not syncing`, "fatal"},
+		{`mykernel panic serving`, "error"},
+		{`{"msg":"http: panic serving 1.2.3.4:5678: boom"}`, "error"},
+		{`{"msg":"panic: boom"}`, "fatal"},
+		// A word of a URL's query (after '?' in its token) is no level;
+		// the rest of the line still counts.
+		{`10.0.0.1 - - [01/Jan/2024:12:00:00 +0000] "GET /search?q=fatal+error HTTP/1.1" 200 512`, "unknown"},
+		{`"GET /search?q=fatal+error HTTP/1.1" 500 0 "https://x/?level=debug" "curl"`, "unknown"},
+		{`GET /x?debug=1&trace=on HTTP/1.1 ERROR upstream`, "error"},
+		{`GET /x?a=[error] WARN`, "warn"},
+		{`{"request":"GET /search?q=warn HTTP/1.1","note":"info"}`, "info"},
+		{`is it an error? yes`, "error"},
+		{`what? error`, "error"},
+		{strings.Repeat("?error", 600) + " WARN x", "warn"},
 	}
 	for _, c := range cases {
 		if got := lineLevel([]byte(c.line)); got != c.want {
@@ -222,7 +276,12 @@ func TestEntryLevel(t *testing.T) {
 		{map[string]string{"app": "a"}, nil, "nothing", "unknown"},
 		// A level label wins over the line, normalised.
 		{map[string]string{"app": "a", "level": "ERROR"}, nil, "level=info", "error"},
-		{map[string]string{"app": "a", "lvl": "x"}, nil, "ERROR", "unknown"},
+		// A value it does not know is kept as sent, as Loki keeps it
+		// (grafana/loki PR 22844); values hay knows are normalised.
+		{map[string]string{"app": "a", "lvl": "x"}, nil, "ERROR", "x"},
+		{map[string]string{"app": "a", "level": "cleared"}, nil, "ERROR", "cleared"},
+		{map[string]string{"app": "a", "level": " Odd Value "}, nil, "", " Odd Value "},
+		{map[string]string{"app": "a", "level": "NOTICE"}, nil, "", "info"},
 		{map[string]string{"app": "a", "Level": "warn", "level": "debug"}, nil, "", "debug"},
 		{map[string]string{"app": "a", "severity_text": "Warning"}, nil, "", "warn"},
 		// ... and over metadata.
@@ -235,7 +294,9 @@ func TestEntryLevel(t *testing.T) {
 		// Metadata level fields, in log_level_fields' order.
 		{map[string]string{"app": "a"}, []string{"severity", "warning"}, "ERROR", "warn"},
 		{map[string]string{"app": "a"}, []string{"LEVEL", "error", "level", "debug"}, "", "debug"},
-		{map[string]string{"app": "a"}, []string{"severity_text", "x"}, "ERROR", "unknown"},
+		{map[string]string{"app": "a"}, []string{"severity_text", "x"}, "ERROR", "x"},
+		{map[string]string{"app": "a"}, []string{"severity_text", "Foo", "severity_number", "17"}, "ERROR", "Foo"},
+		{map[string]string{"app": "a"}, []string{"level", "notice2", "trace_id", "ab"}, "ERROR", "notice2"},
 		// OTLP: severity_text first, then severity_number's ranges.
 		{map[string]string{"app": "a"}, []string{"severity_text", "INFO", "severity_number", "17"}, "", "info"},
 		{map[string]string{"app": "a"}, []string{"severity_number", "17"}, "hello", "error"},
@@ -293,7 +354,7 @@ func TestLevelAttrsWith(t *testing.T) {
 			a = attrs.MustPairs(kv...)
 			pairs, _ = attrs.Decode(a)
 		}
-		for _, l := range []string{"info", "critical", "unknown"} {
+		for _, l := range []string{"info", "critical", "unknown", "cleared"} {
 			got := la.with(a, l)
 			want, err := attrs.Encode(nil, append(slices.Clone(pairs), attrs.Pair{Name: detectedLevel, Value: l}))
 			if err != nil {
@@ -324,12 +385,14 @@ func TestLevelAttrsWith(t *testing.T) {
 	}
 }
 
-// levelSet is the normalised levels, detected_level's only values.
+// levelSet is the normalised levels, detected_level's only values from
+// a line.
 var levelSet = map[string]bool{"trace": true, "debug": true, "info": true, "warn": true, "error": true, "critical": true, "fatal": true, "unknown": true}
 
 // FuzzLineLevel: lineLevel never panics and returns only normalised
-// levels, and a level label of any value normalises to one too; a text
-// line's level depends only on its first levelScanBytes.
+// levels, and a level label or metadata value of any value gives one
+// too or, when it normalises to unknown, is kept as sent; a text line's
+// level depends only on its first levelScanBytes.
 func FuzzLineLevel(f *testing.F) {
 	for _, s := range []string{`{"level":"error"}`, `level=warn msg=x`, `[WARN] x`, `E0102 15:04:05 x`, `{"a":{"level":30}}`,
 		`{"le\u0076el":"x"}`, "\xff{", `{"a":[{"b":"ERROR"}]}`, `panic: x`, `lvl="eror"`} {
@@ -340,11 +403,17 @@ func FuzzLineLevel(f *testing.F) {
 		if !levelSet[l] {
 			t.Fatalf("lineLevel(%q) = %q", line, l)
 		}
-		if n := normalizeLevel(line); !levelSet[n] {
+		n := normalizeLevel(line)
+		if !levelSet[n] {
 			t.Fatalf("normalizeLevel(%q) = %q", line, n)
 		}
-		if lvl := streamLevelOf(line); lvl != "" && !levelSet[lvl] {
-			t.Fatalf("streamLevel(level=%q) = %q", line, lvl)
+		// A field's value: its level, or itself when unknown.
+		want := n
+		if n == levelUnknown {
+			want = string(line)
+		}
+		if lvl := streamLevelOf(line); lvl != "" && lvl != want {
+			t.Fatalf("streamLevel(level=%q) = %q, want %q", line, lvl, want)
 		}
 		// As metadata values: a level, and the pair added to them.
 		meta, err := attrs.Encode(nil, []attrs.Pair{{Name: "severity_number", Value: string(line)}, {Name: "zz", Value: string(line)}})
@@ -357,6 +426,24 @@ func FuzzLineLevel(f *testing.F) {
 			got := la.with(meta, el)
 			if v, ok := attrs.Get(got, detectedLevel); !ok || string(v) != el {
 				t.Fatalf("with(%x, %s) = %x: detected_level %q %v", meta, el, got, v, ok)
+			}
+		}
+		// A metadata level of any value: its level or itself, and the
+		// pair added beside it and alone (as a stream's level label's).
+		if meta, err := attrs.Encode(nil, []attrs.Pair{{Name: "level", Value: string(line)}}); err == nil {
+			el := entryLevel("", meta, nil)
+			if el != want {
+				t.Fatalf("entryLevel(level=%q) = %q, want %q", line, el, want)
+			}
+			var la levelAttrs
+			for _, a := range [][]byte{meta, nil} {
+				got := la.with(a, el)
+				if len(got) == len(a) {
+					continue // past attrs' limits: unchanged
+				}
+				if v, ok := attrs.Get(got, detectedLevel); attrs.Validate(got) != nil || !ok || string(v) != el {
+					t.Fatalf("with(%x, %q) = %x: detected_level %q %v", a, el, got, v, ok)
+				}
 			}
 		}
 		if t0 := bytes.TrimLeft(line, " \t\r\n"); len(t0) > 0 && t0[0] == '{' {
@@ -553,6 +640,36 @@ func TestDetectedLevelEndToEnd(t *testing.T) {
 			t.Errorf("drilldown-limits: discover_log_levels %v, log_level_fields %v", d, f)
 		}
 	})
+}
+
+// TestDetectedLevelKeptValue: a level label or metadata value hay does
+// not know is the entry's detected_level as sent, as in Loki (grafana/loki
+// PR 22844): Drilldown lists it and | detected_level="cleared" finds
+// it, also for entries without other metadata (the pair is then not one
+// of the shared encodings of the known levels).
+func TestDetectedLevelKeptValue(t *testing.T) {
+	const at = base - 30e9
+	e := newEnv(t, func(c *Config) { c.NoLogLevelDiscovery = false })
+	e.mustPush("/loki/api/v1/push", []byte(fmt.Sprintf(`{"streams":[`+
+		`{"stream":{"app":"kv","level":"cleared"},"values":[["%d","ERROR k1"],["%d","k2"]]},`+
+		`{"stream":{"app":"kv"},"values":[["%d","ERROR k3",{"severity_text":"Foo"}],["%d","k4",{"level":"NOTICE","trace_id":"ab"}]]}]}`,
+		at, at+1, at+2, at+3)))
+	var got []string
+	for _, s := range e.stored("fake") {
+		if strings.Contains(s, `app="kv"`) {
+			got = append(got, s)
+		}
+	}
+	wantLines(t, "stored", got, []string{
+		fmt.Sprintf(`{app="kv", level="cleared", service_name="kv"} %d "ERROR k1" | detected_level="cleared"`, at),
+		fmt.Sprintf(`{app="kv", level="cleared", service_name="kv"} %d "k2" | detected_level="cleared"`, at+1),
+		fmt.Sprintf(`{app="kv", service_name="kv"} %d "ERROR k3" | detected_level="Foo", severity_text="Foo"`, at+2),
+		fmt.Sprintf(`{app="kv", service_name="kv"} %d "k4" | detected_level="info", level="NOTICE", trace_id="ab"`, at+3),
+	})
+	code, body := e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="kv"} | detected_level="cleared"`), base-3600e9, base+1))
+	if code != 200 || !strings.Contains(body, `"ERROR k1"`) || !strings.Contains(body, `"k2"`) || strings.Contains(body, "k3") {
+		t.Errorf(`| detected_level="cleared": %d %s`, code, body)
+	}
 }
 
 // BenchmarkLineLevel measures lineLevel over the generated corpus
