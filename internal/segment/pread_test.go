@@ -208,3 +208,48 @@ func TestKeptDescriptorBudget(t *testing.T) {
 		t.Fatalf("%d descriptors counted after every Close, want %d", n, before)
 	}
 }
+
+// BenchmarkReadPath reads every block of a segment of the Loghub samples
+// (repeated to ~30 MB of text, 512 KiB blocks as compaction writes) with
+// pread from the kept descriptor and through the mapping, whose pages are
+// released in batches as a scan does:
+//
+//	go test ./internal/segment -run='^$' -bench=ReadPath -count=6
+func BenchmarkReadPath(b *testing.B) {
+	one, _ := loghubEntries(b)
+	var entries []Entry
+	for len(entries) < 8*len(one) {
+		entries = append(entries, one...)
+	}
+	for i := range entries {
+		entries[i].Time = int64(i)
+	}
+	path, info := writeSegment(b, b.TempDir(), "seg", entries, Options{BlockSize: 512 << 10})
+	for _, how := range []string{"pread", "mapped"} {
+		b.Run(how, func(b *testing.B) {
+			old := fileBudget
+			if how == "mapped" {
+				fileBudget = func() int64 { return 0 }
+			}
+			r, err := Open(path)
+			fileBudget = old
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			if (r.file != nil) != (how == "pread") {
+				b.Fatalf("%s: kept descriptor %v", how, r.file != nil)
+			}
+			blk := GetBlock()
+			defer PutBlock(blk)
+			b.SetBytes(info.RawBytes)
+			for b.Loop() {
+				for i := range r.NumBlocks() {
+					if err := r.ReadBlock(i, blk); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
