@@ -8,7 +8,10 @@
 //
 // A Writer builds a segment in "<final>.tmp", then Commit fsyncs it, renames
 // it into place and fsyncs the directory: a segment either exists complete
-// or not at all. A Reader maps the file with mmap and never reads it whole;
+// or not at all. A Reader maps the file with mmap and never reads it whole:
+// the footer, the block index and the skip index are read through the
+// mapping, blocks with pread from a descriptor the Reader keeps (through
+// the mapping too past a process-wide budget of descriptors: pread.go).
 // Open checks the footer and block index, ReadBlock checks one block.
 // ReadBlockLines reads a block without its structured metadata, for
 // searches that never show it: the attrs section is neither decompressed
