@@ -341,10 +341,10 @@
 // JSON line's fields in all of it (its words in its first 4 KiB);
 // invalid UTF-8 bytes are not word bytes.
 //
-// An entry that already has detected_level metadata keeps it as sent
-// (Loki's distributor normalises the names it knows: ERROR becomes
-// error; hay does not, so send the normalised names), and the entries
-// of a stream with a detected_level label get none. The pair is added after the metadata limits are checked, and not
+// An entry that already has detected_level metadata keeps it, normalised
+// when it names a level another way (ERROR, Warning: as Loki's
+// distributor normalises it) and as sent otherwise, and the entries of a
+// stream with a detected_level label get none. The pair is added after the metadata limits are checked, and not
 // to an entry it would take past them (128 pairs, 64 KiB). It is derived
 // from the line as pushed (before a cut by --line-policy=truncate), is
 // stored like any metadata (it counts in

@@ -195,19 +195,21 @@ func fieldLevel(v []byte) string {
 
 // entryLevel is the detected_level of an entry whose stream's labels
 // gave level (streamLevel; "" for none), with structured metadata a
-// (package attrs' encoding, valid) and the line: "" when a already has
-// a detected_level (the shipper's is kept), else, first found: the
+// (package attrs' encoding, valid) and the line: when a already has a
+// detected_level, its normalised level if that differs from it (ERROR
+// is error, with then replaces the pair), else "" (the shipper's value
+// is kept); else, first found: the
 // stream's level, the fieldLevel of a's first levelFields pair,
 // the level of a's OTLP severity_number, the line's (lineLevel).
 func entryLevel(level string, a, line []byte) string {
 	if len(a) > 0 {
-		var field, sevNum []byte
+		var field, sevNum, own []byte
 		fieldRank := len(levelFields)
 		has := false
 		attrs.EachValid(a, func(name, value []byte) bool {
 			switch {
 			case string(name) == detectedLevel:
-				has = true
+				has, own = true, value
 			case string(name) == "severity_number":
 				sevNum = value
 			case isLevelField(name):
@@ -222,6 +224,12 @@ func entryLevel(level string, a, line []byte) string {
 		})
 		switch {
 		case has:
+			// The shipper's, normalised when it names a level in
+			// another way (ERROR, Warning), as Loki's distributor
+			// normalises it: with replaces it. Another value is kept.
+			if l := normalizeLevel(own); l != levelUnknown && l != string(own) {
+				return l
+			}
 			return ""
 		case level != "":
 			return level
@@ -918,9 +926,9 @@ var onlyLevel = func() map[string][]byte {
 	return m
 }()
 
-// with returns the encoding a (valid, without detected_level) with
-// detected_level=level added (level a normalised one or a value kept
-// as sent); a itself when the pair would take it past
+// with returns the encoding a (valid) with detected_level=level added
+// (level a normalised one or a value kept as sent), or in place of a's
+// own detected_level (entryLevel normalised it); a itself when the pair would take it past
 // attrs' limits (the entry is stored without it).
 func (la *levelAttrs) with(a []byte, level string) []byte {
 	if len(a) == 0 {
@@ -941,7 +949,7 @@ func (la *levelAttrs) with(a []byte, level string) []byte {
 	start := len(la.arena)
 	out := binary.AppendUvarint(la.arena, n+1)
 	rest := a[k:]
-	added := false
+	added, replaced := false, false
 	appendPair := func() {
 		out = binary.AppendUvarint(out, uint64(len(detectedLevel)))
 		out = append(out, detectedLevel...)
@@ -958,11 +966,28 @@ func (la *levelAttrs) with(a []byte, level string) []byte {
 		end := k + int(l)
 		vl, vk := binary.Uvarint(rest[end:])
 		end += vk + int(vl)
-		out = append(out, rest[:end]...)
+		if string(name) == detectedLevel {
+			// a's own (a shipper's, normalised): level replaces it.
+			if !added {
+				appendPair()
+			}
+			replaced = true
+		} else {
+			out = append(out, rest[:end]...)
+		}
 		rest = rest[end:]
 	}
 	if !added {
 		appendPair()
+	}
+	if replaced {
+		// n pairs, not n+1: the count is rewritten, shorter when n+1
+		// took more bytes (n+1 = 128).
+		if w, w1 := uvarintSize(n), uvarintSize(n+1); w < w1 {
+			copy(out[start+w:], out[start+w1:])
+			out = out[:len(out)-(w1-w)]
+		}
+		binary.PutUvarint(out[start:], n)
 	}
 	la.arena = out
 	return out[start:len(out):len(out)]

@@ -288,9 +288,13 @@ func TestEntryLevel(t *testing.T) {
 		{map[string]string{"app": "a", "level": "info"}, []string{"level", "error"}, "", "info"},
 		// A detected_level label: nothing added.
 		{map[string]string{"app": "a", "detected_level": "warn"}, nil, "ERROR", ""},
-		// The entry's own detected_level is kept, whatever its value.
+		// The entry's own detected_level is kept, normalised when it
+		// names a level another way (as Loki's distributor does; with
+		// then replaces it); another value as sent.
 		{map[string]string{"app": "a"}, []string{"detected_level", "Loud"}, "ERROR", ""},
 		{map[string]string{"app": "a", "level": "info"}, []string{"detected_level", "error"}, "", ""},
+		{map[string]string{"app": "a", "level": "info"}, []string{"detected_level", "ERROR"}, "", "error"},
+		{map[string]string{"app": "a"}, []string{"detected_level", " Warning", "level", "debug"}, "", "warn"},
 		// Metadata level fields, in log_level_fields' order.
 		{map[string]string{"app": "a"}, []string{"severity", "warning"}, "ERROR", "warn"},
 		{map[string]string{"app": "a"}, []string{"LEVEL", "error", "level", "debug"}, "", "debug"},
@@ -368,6 +372,30 @@ func TestLevelAttrsWith(t *testing.T) {
 			}
 		}
 	}
+	// A shipper's detected_level (entryLevel normalised it) is replaced
+	// in its place, the count unchanged: at 127 pairs it takes one byte
+	// where 128 take two.
+	own := [][]string{
+		{"detected_level", "ERROR"},
+		{"a", "1", "detected_level", "Warning", "z", "2"},
+		append(slices.Clone(many[:2*126]), "detected_level", "INFO"),
+	}
+	for _, kv := range own {
+		a := attrs.MustPairs(kv...)
+		pairs, _ := attrs.Decode(a)
+		for i := range pairs {
+			if pairs[i].Name == detectedLevel {
+				pairs[i].Value = "warn"
+			}
+		}
+		want, err := attrs.Encode(nil, pairs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := la.with(a, "warn"); !bytes.Equal(got, want) || attrs.Validate(got) != nil {
+			t.Errorf("%d pairs with detected_level: got %x, want %x", len(kv)/2, got, want)
+		}
+	}
 	// At the limits: unchanged.
 	full := append(slices.Clone(many), "zz", "v")
 	a := attrs.MustPairs(full...)
@@ -426,6 +454,25 @@ func FuzzLineLevel(f *testing.F) {
 			got := la.with(meta, el)
 			if v, ok := attrs.Get(got, detectedLevel); !ok || string(v) != el {
 				t.Fatalf("with(%x, %s) = %x: detected_level %q %v", meta, el, got, v, ok)
+			}
+		}
+		// A shipper's detected_level of any value: normalised in place
+		// when it names a level another way, else kept.
+		if meta, err := attrs.Encode(nil, []attrs.Pair{{Name: "a", Value: "1"}, {Name: detectedLevel, Value: string(line)}}); err == nil {
+			el := entryLevel("", meta, nil)
+			wantOwn := ""
+			if n != levelUnknown && n != string(line) {
+				wantOwn = n
+			}
+			if el != wantOwn {
+				t.Fatalf("entryLevel(detected_level=%q) = %q, want %q", line, el, wantOwn)
+			}
+			if el != "" {
+				var la levelAttrs
+				got := la.with(meta, el)
+				if v, ok := attrs.Get(got, detectedLevel); attrs.Validate(got) != nil || !ok || string(v) != el || !bytes.HasPrefix(got, []byte{2}) {
+					t.Fatalf("with(%x, %q) = %x", meta, el, got)
+				}
 			}
 		}
 		// A metadata level of any value: its level or itself, and the
@@ -646,14 +693,17 @@ func TestDetectedLevelEndToEnd(t *testing.T) {
 // not know is the entry's detected_level as sent, as in Loki (grafana/loki
 // PR 22844): Drilldown lists it and | detected_level="cleared" finds
 // it, also for entries without other metadata (the pair is then not one
-// of the shared encodings of the known levels).
+// of the shared encodings of the known levels). A shipper's own
+// detected_level is normalised when it names a level (WARNING is warn),
+// as Loki's distributor does, and kept as sent otherwise.
 func TestDetectedLevelKeptValue(t *testing.T) {
 	const at = base - 30e9
 	e := newEnv(t, func(c *Config) { c.NoLogLevelDiscovery = false })
 	e.mustPush("/loki/api/v1/push", []byte(fmt.Sprintf(`{"streams":[`+
 		`{"stream":{"app":"kv","level":"cleared"},"values":[["%d","ERROR k1"],["%d","k2"]]},`+
-		`{"stream":{"app":"kv"},"values":[["%d","ERROR k3",{"severity_text":"Foo"}],["%d","k4",{"level":"NOTICE","trace_id":"ab"}]]}]}`,
-		at, at+1, at+2, at+3)))
+		`{"stream":{"app":"kv"},"values":[["%d","ERROR k3",{"severity_text":"Foo"}],["%d","k4",{"level":"NOTICE","trace_id":"ab"}],`+
+		`["%d","k5",{"detected_level":"WARNING","trace_id":"cd"}],["%d","k6",{"detected_level":"Loud"}]]}]}`,
+		at, at+1, at+2, at+3, at+4, at+5)))
 	var got []string
 	for _, s := range e.stored("fake") {
 		if strings.Contains(s, `app="kv"`) {
@@ -665,6 +715,8 @@ func TestDetectedLevelKeptValue(t *testing.T) {
 		fmt.Sprintf(`{app="kv", level="cleared", service_name="kv"} %d "k2" | detected_level="cleared"`, at+1),
 		fmt.Sprintf(`{app="kv", service_name="kv"} %d "ERROR k3" | detected_level="Foo", severity_text="Foo"`, at+2),
 		fmt.Sprintf(`{app="kv", service_name="kv"} %d "k4" | detected_level="info", level="NOTICE", trace_id="ab"`, at+3),
+		fmt.Sprintf(`{app="kv", service_name="kv"} %d "k5" | detected_level="warn", trace_id="cd"`, at+4),
+		fmt.Sprintf(`{app="kv", service_name="kv"} %d "k6" | detected_level="Loud"`, at+5),
 	})
 	code, body := e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="kv"} | detected_level="cleared"`), base-3600e9, base+1))
 	if code != 200 || !strings.Contains(body, `"ERROR k1"`) || !strings.Contains(body, `"k2"`) || strings.Contains(body, "k3") {
