@@ -377,7 +377,9 @@
 // default "fake" as in Loki). Each tenant's data is the store
 // DATA/<tenant>, so no query can reach another tenant's entries. At most
 // --max-open-tenants tenant stores are open (3 file descriptors each;
-// default a sixth of the open-file limit): opening one more flushes and
+// default a sixth of the open-file limit; their segments keep up to a
+// sixteenth of the limit more, over all tenants, to read blocks with
+// pread, and past that read through their mappings): opening one more flushes and
 // closes the least recently used idle tenant (no request in flight, no
 // live tail), which reopens on its next request; when none is idle within
 // 2 s the request gets 503. A tenant's head (its entries not yet in a
