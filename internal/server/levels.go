@@ -461,7 +461,6 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 			i = j + 1
 		}
 	}
-	first := true // no word before b[i]
 	for i := 0; i < len(b); {
 		if !isAlnum(b[i]) {
 			i++
@@ -472,20 +471,28 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 			j++
 		}
 		if standalone(b, i, j) {
-			l := ""
-			if j+2 < len(b) && b[j] == ':' && b[j+1] == ' ' && b[j+2] == ' ' {
-				// PostgreSQL writes its severity then ":  " (two
-				// spaces): LOG:  is info, DETAIL:  ... none (pgLevel).
-				if l = pgLevel(b[i:j]); l != "" {
-					return l, true
-				}
-			}
-			if l = wordLevel(b[i:j]); l == "" && i > 0 && j < len(b) && b[i-1] == '[' && b[j] == ']' {
-				// A bracketed token is a level as a field's value is
-				// (Apache's and nginx's [notice], [alert], [crit]):
-				// prose words such as notice count there only.
-				if l = normalizeLevel(b[i:j]); l == levelUnknown {
-					l = ""
+			l := wordLevel(b[i:j])
+			if l == "" && j < len(b) {
+				switch b[j] {
+				case ']':
+					// A bracketed token is a level as a field's value
+					// is (Apache's and nginx's [notice], [alert],
+					// [crit]): prose words such as notice count there
+					// only.
+					if i > 0 && b[i-1] == '[' {
+						if l = normalizeLevel(b[i:j]); l == levelUnknown {
+							l = ""
+						}
+					}
+				case ':':
+					// PostgreSQL writes its severity then ":  " (two
+					// spaces): LOG:  is info, DETAIL:  ... none
+					// (pgLevel; ERROR:, WARNING: ... are level words).
+					if j+2 < len(b) && b[j+1] == ' ' && b[j+2] == ' ' {
+						if l = pgLevel(b[i:j]); l != "" {
+							return l, true
+						}
+					}
 				}
 			}
 			if l != "" {
@@ -495,10 +502,10 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 					for j < len(b) && !isSpace(b[j]) {
 						j++
 					}
-					i, first = j, false
+					i = j
 					continue
 				}
-				if l == levelFatal && b[i]|0x20 == 'p' && !first && !isUpper(b[i:j]) && b[i-1] != '[' && !kernelBefore(b, i) {
+				if l == levelFatal && b[i]|0x20 == 'p' && !firstWord(b, i) && !isUpper(b[i:j]) && b[i-1] != '[' && !kernelBefore(b, i) {
 					// A message about a panic (Go's http: panic
 					// serving ..., recovered from panic): the process
 					// that logs it carries on. panic first in the line
@@ -509,9 +516,19 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 				return l, false
 			}
 		}
-		i, first = j, false
+		i = j
 	}
 	return "", false
+}
+
+// firstWord reports whether no word byte comes before b[i].
+func firstWord(b []byte, i int) bool {
+	for _, c := range b[:i] {
+		if isAlnum(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // pgLevel is the level of a PostgreSQL severity written before ":  "
