@@ -48,6 +48,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -244,13 +245,27 @@ func (g *dtGen) batch(n int, utf8Only bool) []dtEntry {
 }
 
 // dtStored is what the server stores of pushed entries: their labels
-// with service_name discovered (withServiceName), as Loki adds it.
-func dtStored(es []dtEntry) []dtEntry {
+// with service_name discovered (withServiceName), as Loki adds it, and
+// with levels the detected_level wantLevel expects (metadata, which
+// answers give as a label).
+func dtStored(es []dtEntry, levels bool) []dtEntry {
 	out := make([]dtEntry, len(es))
 	for i, e := range es {
-		e.labels = withServiceName(e.labels)
+		e.labels = levelLabels(levels, withServiceName(e.labels), nil, e.line)
 		out[i] = e
 	}
+	return out
+}
+
+// dtStreamLabels is labs without the detected_level dtStored added:
+// /labels, /series and the native search's labels are a stream's, its
+// entries' metadata apart (the generator pushes no detected_level).
+func dtStreamLabels(labs map[string]string) map[string]string {
+	if _, ok := labs["detected_level"]; !ok {
+		return labs
+	}
+	out := maps.Clone(labs)
+	delete(out, "detected_level")
 	return out
 }
 
@@ -1328,10 +1343,11 @@ func (d *dtRun) metaQuery() {
 		if !admits(e) {
 			continue
 		}
-		k := dtKey(e.labels)
-		upper[k] = e.labels
+		labs := dtStreamLabels(e.labels)
+		k := dtKey(labs)
+		upper[k] = labs
 		if e.ts >= start && e.ts <= end {
-			lower[k] = e.labels
+			lower[k] = labs
 		}
 	}
 	if exact {
@@ -1531,7 +1547,7 @@ func (d *dtRun) nativeSearch() {
 		if !ok {
 			continue
 		}
-		want[fmt.Sprintf("%d %s %q", e.ts, dtKey(labs), e.line)]++
+		want[fmt.Sprintf("%d %s %q", e.ts, dtKey(dtStreamLabels(labs)), e.line)]++
 		total++
 	}
 	page = max(page, total/20) // at most about 20 pages
@@ -1660,7 +1676,7 @@ func (d *dtRun) nativeHits() {
 			continue
 		}
 		matches = append(matches, e.ts)
-		for k, v := range labs {
+		for k, v := range dtStreamLabels(labs) { // stream labels: no metadata
 			if v == "" {
 				continue
 			}
@@ -1787,7 +1803,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 			if err := dtPush(d.env, r, tenant, es, format); err != nil {
 				t.Fatal(err)
 			}
-			d.data[tenant] = append(d.data[tenant], dtStored(es)...)
+			d.data[tenant] = append(d.data[tenant], dtStored(es, env.levelsOn())...)
 		}
 	}
 	queries := func(n int) {
@@ -1851,7 +1867,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 				t.Error(err)
 				return
 			}
-			all = append(all, dtStored(es)...)
+			all = append(all, dtStored(es, env.levelsOn())...)
 		}
 	}()
 	queries(100)
@@ -1913,7 +1929,7 @@ func dtScenario(t *testing.T, seed uint64) int {
 		if err := dtPush(d.env, r, DefaultTenant, es, format); err != nil {
 			t.Fatal(err)
 		}
-		d.data[DefaultTenant] = append(d.data[DefaultTenant], dtStored(es)...)
+		d.data[DefaultTenant] = append(d.data[DefaultTenant], dtStored(es, env.levelsOn())...)
 	}
 	if st := tenantWriter().Stats(); st.HeadEntries == 0 {
 		t.Fatalf("want entries in the head before the crash")

@@ -33,8 +33,9 @@ func TestDrilldownEndExclusive(t *testing.T) {
 	for _, f := range df.Fields {
 		labels = append(labels, f.Label)
 	}
-	if strings.Join(labels, ",") != "inside" {
-		t.Errorf("detected_fields over [start, end): %q, want [inside]", labels)
+	// detected_level: the entry's metadata (unknown, its line's).
+	if strings.Join(labels, ",") != "detected_level,inside" {
+		t.Errorf("detected_fields over [start, end): %q, want [detected_level inside]", labels)
 	}
 
 	code, body = e.get("/loki/api/v1/patterns?query=" + q(`{app="y"}`) + "&step=60s&" + rng)

@@ -460,8 +460,9 @@ func TestDrilldownDetectedLabels(t *testing.T) {
 
 // fieldsOracle is detected_fields' answer for the newest lineLimit
 // entries of es that match and lie in [start, end], and the values of
-// each field.
-func fieldsOracle(es []ddEntry, match func(ddEntry) bool, start, end int64, lineLimit, limit int) (string, map[string][]string) {
+// each field. With levels, the entries' structured metadata
+// detected_level (wantLevel's) is a field of no parser.
+func fieldsOracle(es []ddEntry, match func(ddEntry) bool, start, end int64, lineLimit, limit int, levels bool) (string, map[string][]string) {
 	var sample []ddEntry
 	for _, x := range es {
 		if x.t >= start && x.t <= end && match(x) {
@@ -496,6 +497,14 @@ func fieldsOracle(es []ddEntry, match func(ddEntry) bool, start, end int64, line
 			f.parsers[x.parser] = true
 			f.vals[v] = true
 		}
+		if levels {
+			f := fields["detected_level"]
+			if f == nil {
+				f = &field{typ: "string", parsers: map[string]bool{}, vals: map[string]bool{}}
+				fields["detected_level"] = f
+			}
+			f.vals[wantLevel(ddStreams[x.stream], nil, x.line)] = true
+		}
 	}
 	names := slices.Sorted(maps.Keys(fields))
 	if len(names) > limit {
@@ -507,7 +516,7 @@ func fieldsOracle(es []ddEntry, match func(ddEntry) bool, start, end int64, line
 	values := map[string][]string{}
 	for _, n := range names {
 		f := fields[n]
-		ps, _ := json.Marshal(slices.Sorted(maps.Keys(f.parsers)))
+		ps, _ := json.Marshal(slices.Sorted(maps.Keys(f.parsers))) // none: null
 		out = append(out, fmt.Sprintf(`{"label":%q,"type":%q,"cardinality":%d,"parsers":%s}`, n, f.typ, len(f.vals), ps))
 	}
 	for n, f := range fields {
@@ -545,9 +554,9 @@ func TestDrilldownDetectedFields(t *testing.T) {
 				if code != 200 {
 					t.Fatalf("%s: %d %s", path, code, body)
 				}
-				want, values := fieldsOracle(es, c.match, rg[0], rg[1], lim.lineLimit, lim.limit)
+				want, values := fieldsOracle(es, c.match, rg[0], rg[1], lim.lineLimit, lim.limit, e.levelsOn())
 				wantJSON(t, path, body, want)
-				for _, name := range []string{"status", "user_id", "env_extracted", "env", "nosuch"} {
+				for _, name := range []string{"status", "user_id", "env_extracted", "env", "nosuch", "detected_level"} {
 					vpath := fmt.Sprintf("/loki/api/v1/detected_field/%s/values?query=%s&start=%d&end=%d%s", name, q(c.q), rg[0], rg[1], lim.params)
 					code, body := e.get(vpath, "X-Scope-OrgID", "t1")
 					if code != 200 {
@@ -787,7 +796,7 @@ func TestDrilldownLimits(t *testing.T) {
 	}
 	for k, want := range map[string]any{
 		"query_timeout": "1m30s", "max_entries_limit_per_query": 5000.0, "volume_enabled": true,
-		"volume_max_series": 5000.0, "retention_period": "0s", "discover_log_levels": false,
+		"volume_max_series": 5000.0, "retention_period": "0s", "discover_log_levels": true,
 		"max_query_series": 500.0,
 	} {
 		if got.Limits[k] != want {

@@ -19,8 +19,14 @@ import (
 //	{app="web"}                 base-28s  {"level":"warn","msg":"slow"}
 //	                            base-27s  plain text, not json
 //	{app="db", level="error"}   base-26s  {"status":503}
-func dropEnv(t *testing.T) *testEnv {
-	e := newEnv(t, nil)
+//
+// With detected_level (the default), the entries' levels: api's two its
+// stream's level label's (info), web's JSON line warn and its plain line
+// unknown, db's its label's (error).
+func dropEnv(t *testing.T) *testEnv { return dropEnvMode(t, true) }
+
+func dropEnvMode(t *testing.T, levels bool) *testEnv {
+	e := newEnv(t, levelMod(levels))
 	push := func(labels string, ts int64, line string) {
 		e.mustPush("/loki/api/v1/push", jsonPush(labels, ts, line), "Content-Type", "application/json")
 	}
@@ -112,23 +118,36 @@ func eachStream(t *testing.T, query, body string, fn func(labels string, values 
 // __error__[$__auto]))`, through query_range the way Grafana's backend
 // does, for a query without and with a parser. Without the drop, the
 // json query is a pipeline error (400), as in Loki.
+//
+// It runs with detected_level (want) and without (wantOff).
 func TestDropStageExploreLogsVolume(t *testing.T) {
-	e := dropEnv(t)
+	levelModes(t, testDropStageExploreLogsVolume)
+}
+
+func testDropStageExploreLogsVolume(t *testing.T, on bool) {
+	e := dropEnvMode(t, on)
 	for _, c := range []struct {
-		expr string
-		want string
+		expr          string
+		want, wantOff string
 	}{
-		// Levels from the stream labels; web has none.
-		{`{app=~".+"}`, `@0=2 level=error@0=1 level=info@0=2`},
-		{`{app=~".+"} |= ""`, `@0=2 level=error@0=1 level=info@0=2`},
+		// Levels from the stream labels; web has none (its entries'
+		// detected_level: warn for the JSON line, unknown for the other).
+		{`{app=~".+"}`, `detected_level=error,level=error@0=1 detected_level=info,level=info@0=2 detected_level=unknown@0=1 detected_level=warn@0=1`,
+			`@0=2 level=error@0=1 level=info@0=2`},
+		{`{app=~".+"} |= ""`, `detected_level=error,level=error@0=1 detected_level=info,level=info@0=2 detected_level=unknown@0=1 detected_level=warn@0=1`,
+			`@0=2 level=error@0=1 level=info@0=2`},
 		// The api lines are not JSON: their __error__ is dropped and they
 		// count under the stream's level; web's JSON line has level warn.
-		{`{app=~".+"} | json`, `@0=1 level=error@0=1 level=info@0=2 level=warn@0=1`},
+		{`{app=~".+"} | json`, `detected_level=error,level=error@0=1 detected_level=info,level=info@0=2 detected_level=unknown@0=1 detected_level=warn,level=warn@0=1`,
+			`@0=1 level=error@0=1 level=info@0=2 level=warn@0=1`},
 		// logfmt: the api lines' level is extracted as level_extracted
 		// (the stream has level); status >= 500 keeps line 2 and, as the
 		// web and db lines have no status, drops them.
-		{`{app=~".+"} | logfmt | status >= 500`, `level=info@0=1`},
+		{`{app=~".+"} | logfmt | status >= 500`, `detected_level=info,level=info@0=1`, `level=info@0=1`},
 	} {
+		if !on {
+			c.want = c.wantOff
+		}
 		vol := `sum by (level, detected_level) (count_over_time(` + c.expr + ` | drop __error__[1m]))`
 		code, body := rangeQuery(e, vol)
 		if code != 200 {
@@ -159,17 +178,19 @@ func TestDropStageMetricPipelineError(t *testing.T) {
 		{`count_over_time({app="web"} | json | keep app [1m])`, 400, `pipeline error: 'JSONParserErr'`},
 		{`count_over_time({app="web"} | json | drop __error__="LogfmtParserErr" [1m])`, 400, `pipeline error: 'JSONParserErr'`},
 		{`count_over_time({app="web"} | json | drop __error__=~"JSON.*" [1m])`, 200,
-			`__error_details__=invalid JSON,app=web,service_name=web@0=1; app=web,level=warn,msg=slow,service_name=web@0=1`},
+			`__error_details__=invalid JSON,app=web,detected_level=unknown,service_name=web@0=1; app=web,detected_level=warn,level=warn,msg=slow,service_name=web@0=1`},
 		{`count_over_time({app="web"} | json | keep app | drop __error__, __error_details__ [1m])`, 200, `app=web@0=2`},
 		// A later label filter sees no error after the drop.
 		{`count_over_time({app="web"} | json | drop __error__ | __error__="" [1m])`, 200,
-			`__error_details__=invalid JSON,app=web,service_name=web@0=1; app=web,level=warn,msg=slow,service_name=web@0=1`},
+			`__error_details__=invalid JSON,app=web,detected_level=unknown,service_name=web@0=1; app=web,detected_level=warn,level=warn,msg=slow,service_name=web@0=1`},
 		// Stream labels and matchers: status 500 is dropped, 200 kept.
 		{`sum by (status) (count_over_time({app="api"} | logfmt | drop status="500" [1m]))`, 200, `@0=1; status=200@0=1`},
 		{`sum(count_over_time({app=~".+"} | drop app, level [1m]))`, 200, `@0=5`},
-		// service_name is the one discovered from app at push.
-		{`count_over_time({app=~".+"} | drop app, level, service_name [1m])`, 200, `@0=5`},
-		{`count_over_time({app=~".+"} | drop app, level [1m])`, 200, `service_name=api@0=2; service_name=db@0=1; service_name=web@0=2`},
+		// service_name is the one discovered from app at push; each
+		// entry's detected_level stays.
+		{`count_over_time({app=~".+"} | drop app, level, service_name [1m])`, 200, `detected_level=error@0=1; detected_level=info@0=2; detected_level=unknown@0=1; detected_level=warn@0=1`},
+		{`count_over_time({app=~".+"} | drop app, level, service_name, detected_level [1m])`, 200, `@0=5`},
+		{`count_over_time({app=~".+"} | drop app, level [1m])`, 200, `detected_level=error,service_name=db@0=1; detected_level=info,service_name=api@0=2; detected_level=unknown,service_name=web@0=1; detected_level=warn,service_name=web@0=1`},
 	} {
 		code, body := rangeQuery(e, c.query)
 		if code != c.code {
@@ -195,22 +216,23 @@ func TestDropStageLogQueries(t *testing.T) {
 	e := dropEnv(t)
 	for _, c := range []struct{ query, want string }{ // want: "; "-separated
 		{`{app=~".+"} | json | logfmt | drop __error__, __error_details__`,
-			`app=api,level=info,level_extracted=error,msg=db timeout,service_name=api,status=500:1; ` +
-				`app=api,level=info,level_extracted=info,msg=ok,service_name=api,status=200:1; ` +
-				`app=db,level=error,service_name=db,status=503:1; ` +
-				`app=web,level=warn,msg=slow,service_name=web:1; ` +
-				`app=web,service_name=web:1`},
-		{`{app="api"} | drop level`, `app=api,service_name=api:2`},
-		{`{app="api"} | drop level="error"`, `app=api,level=info,service_name=api:2`},
+			`app=api,detected_level=info,level=info,level_extracted=error,msg=db timeout,service_name=api,status=500:1; ` +
+				`app=api,detected_level=info,level=info,level_extracted=info,msg=ok,service_name=api,status=200:1; ` +
+				`app=db,detected_level=error,level=error,service_name=db,status=503:1; ` +
+				`app=web,detected_level=unknown,service_name=web:1; ` +
+				`app=web,detected_level=warn,level=warn,msg=slow,service_name=web:1`},
+		{`{app="api"} | drop level`, `app=api,detected_level=info,service_name=api:2`},
+		{`{app="api"} | drop level, detected_level`, `app=api,service_name=api:2`},
+		{`{app="api"} | drop level="error"`, `app=api,detected_level=info,level=info,service_name=api:2`},
 		{`{app="api"} | logfmt | keep status, level="error"`, `status=200:1; status=500:1`},
 		{`{app="api"} | logfmt | keep status, level_extracted=~"err.*"`, `level_extracted=error,status=500:1; status=200:1`},
 		{`{app=~".+"} | keep nothing`, `:5`},
 		// Drop never filters; a label filter after it sees the result.
-		{`{app=~".+"} | drop level | level=""`, `app=api,service_name=api:2; app=db,service_name=db:1; app=web,service_name=web:2`},
+		{`{app=~".+"} | drop level | level=""`, `app=api,detected_level=info,service_name=api:2; app=db,detected_level=error,service_name=db:1; app=web,detected_level=unknown,service_name=web:1; app=web,detected_level=warn,service_name=web:1`},
 		{`{app=~".+"} | drop level | level="info"`, ``},
 		// Comments, with a bracket and a quote in them.
-		{"{app=\"api\"} # the [api] \"service\n | drop level # all of it", `app=api,service_name=api:2`},
-		{"# api only\n{app=\"api\"} | drop level", `app=api,service_name=api:2`},
+		{"{app=\"api\"} # the [api] \"service\n | drop level # all of it", `app=api,detected_level=info,service_name=api:2`},
+		{"# api only\n{app=\"api\"} | drop level", `app=api,detected_level=info,service_name=api:2`},
 	} {
 		code, body := rangeQuery(e, c.query)
 		if code != 200 {

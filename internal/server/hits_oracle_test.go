@@ -494,10 +494,16 @@ func hoMetric(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEnt
 	desc := "GET " + path + "?" + p.Encode()
 
 	// The oracle: per stream, then aggregated.
-	byApp := map[string][]hoEntry{}
+	// A series is a stream and, with detected_level, the level wantLevel
+	// expects of its entries' lines (their metadata, a series label).
+	byApp := map[[2]string][]hoEntry{}
 	for _, e := range es {
 		if hq.match(e) {
-			byApp[e.app] = append(byApp[e.app], e)
+			k := [2]string{e.app, ""}
+			if env.levelsOn() {
+				k[1] = wantLevel(map[string]string{"app": e.app}, nil, e.line)
+			}
+			byApp[k] = append(byApp[k], e)
 		}
 	}
 	type acc struct {
@@ -509,7 +515,11 @@ func hoMetric(t *testing.T, env *testEnv, r *rand.Rand, origin int64, es []hoEnt
 		// The stream's labels as stored: app and the service_name
 		// discovered from it (withServiceName).
 		g := map[string]string{}
-		for k, v := range withServiceName(map[string]string{"app": app}) {
+		labs := withServiceName(map[string]string{"app": app[0]})
+		if app[1] != "" {
+			labs["detected_level"] = app[1]
+		}
+		for k, v := range labs {
 			if agg.keep(k) {
 				g[k] = v
 			}
@@ -698,18 +708,18 @@ func TestHitsEdgeTable(t *testing.T) {
 	}{
 		// (t-1s, t] at t=-1ns holds -1 only: -1000000001 is on the open edge.
 		{`count_over_time({app="a"}[1s])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(-1), rfc(1e9)),
-			`[{"metric":{"app":"a","service_name":"a"},"values":[[-0.000000001,"1"],[0.999999999,"4"]]}]`},
+			`[{"metric":{"app":"a",` + dlJSON(true, "e0") + `"service_name":"a"},"values":[[-0.000000001,"1"],[0.999999999,"4"]]}]`},
 		// (t-2s, t]: 2 entries at -1 ns, 5 at 1 s - 1 ns; rate divides by 2.
 		{`rate({app="a"}[2s])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(-1), rfc(1e9)),
-			`[{"metric":{"app":"a","service_name":"a"},"values":[[-0.000000001,"1"],[0.999999999,"2.5"]]}]`},
+			`[{"metric":{"app":"a",` + dlJSON(true, "e0") + `"service_name":"a"},"values":[[-0.000000001,"1"],[0.999999999,"2.5"]]}]`},
 		// A 1 ms range, steps of 1 ms from 0: (-1ms, 0] holds -1 and 0,
 		// (0, 1ms] 999999 and 1000000, later windows nothing.
 		{`count_over_time({app="a"}[1ms])`, fmt.Sprintf("start=%s&end=%s&step=0.001", rfc(0), rfc(3e6)),
-			`[{"metric":{"app":"a","service_name":"a"},"values":[[0,"2"],[0.001,"2"]]}]`},
+			`[{"metric":{"app":"a",` + dlJSON(true, "e0") + `"service_name":"a"},"values":[[0,"2"],[0.001,"2"]]}]`},
 		{`bytes_over_time({app="a"}[10s])`, fmt.Sprintf("start=%s&end=%s&step=100", rfc(2e9-1), rfc(2e9-1)),
-			`[{"metric":{"app":"a","service_name":"a"},"values":[[1.999999999,"18"]]}]`},
+			`[{"metric":{"app":"a",` + dlJSON(true, "e0") + `"service_name":"a"},"values":[[1.999999999,"18"]]}]`},
 		{`bytes_rate({app="a"}[4s])`, fmt.Sprintf("start=%s&end=%s&step=100", rfc(2e9-1), rfc(2e9-1)),
-			`[{"metric":{"app":"a","service_name":"a"},"values":[[1.999999999,"4.5"]]}]`},
+			`[{"metric":{"app":"a",` + dlJSON(true, "e0") + `"service_name":"a"},"values":[[1.999999999,"4.5"]]}]`},
 		// Nothing in (1e9, 2e9-2]: no point at all, not a zero.
 		{`count_over_time({app="a"}[999999998ns])`, fmt.Sprintf("start=%s&end=%s&step=1", rfc(2e9-2), rfc(2e9-2)),
 			`[]`},

@@ -11,6 +11,10 @@ import (
 //
 //	{app="color"}  base-25s  "\x1b[31mERROR\x1b[0m disk full"
 //	               base-24s  {"_entry":"packed line","pod":"p1"}
+//
+// (detected_level: see dropEnv; both color lines are unknown: the
+// colored ERROR is glued to its escape sequence, "31mERROR", and the
+// packed line has no level field or word.)
 func stageEnv(t *testing.T) *testEnv {
 	e := dropEnv(t)
 	// jsonPush's %q would write \x1b, which JSON lacks.
@@ -42,13 +46,13 @@ func TestLogQLStagesLokiAPI(t *testing.T) {
 		want  []string
 	}{
 		{`{app="api"} | pattern "level=<lvl> status=<status> <_>" | line_format "{{.status}} {{.lvl | upper}}"`, []string{
-			"app=api,level=info,lvl=error,service_name=api,status=500|500 ERROR",
-			"app=api,level=info,lvl=info,service_name=api,status=200|200 INFO",
+			"app=api,detected_level=info,level=info,lvl=error,service_name=api,status=500|500 ERROR",
+			"app=api,detected_level=info,level=info,lvl=info,service_name=api,status=200|200 INFO",
 		}},
 		// A line filter after line_format tests the new line.
 		// level is a stream label: the line's is level_extracted.
 		{`{app="api"} | logfmt | line_format "{{.msg}}" |= "db" | drop level, status, msg, service_name`, []string{
-			"app=api,level_extracted=error|db timeout",
+			"app=api,detected_level=info,level_extracted=error|db timeout",
 		}},
 		// ... and "level=" is in every stored line, in no formatted one.
 		{`{app="api"} | line_format "{{.app}}" |= "level="`, nil},
@@ -56,8 +60,8 @@ func TestLogQLStagesLokiAPI(t *testing.T) {
 			"app=api,level=\"db timeout\"|level=error status=500 msg=\"db timeout\"",
 			"app=api,level=ok|level=info status=200 msg=ok",
 		}},
-		{`{app="color"} | decolorize |= "ERROR disk"`, []string{"app=color,service_name=color|ERROR disk full"}},
-		{`{app="color"} | unpack |= "packed"`, []string{"app=color,pod=p1,service_name=color|packed line"}},
+		{`{app="color"} | decolorize |= "ERROR disk"`, []string{"app=color,detected_level=unknown,service_name=color|ERROR disk full"}},
+		{`{app="color"} | unpack |= "packed"`, []string{"app=color,detected_level=unknown,pod=p1,service_name=color|packed line"}},
 		// keep leaves __error__ (Loki's rule).
 		{`{app="web"} | json l="level" | keep app, l`, []string{
 			"__error__=JSONParserErr,__error_details__=invalid JSON,app=web|plain text, not json",

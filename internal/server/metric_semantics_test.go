@@ -74,6 +74,7 @@ type msData struct {
 	origin  int64
 	streams []msStream
 	es      []msEntry
+	levels  bool // the server adds detected_level (wantLevel's)
 }
 
 // msLabelsText is a label set in Loki's push form.
@@ -376,6 +377,13 @@ func (q *msQuery) eval(d *msData, e msEntry) (map[string]string, bool, bool) {
 	out := map[string]string{}
 	for k, v := range st {
 		out[k] = v
+	}
+	if d.levels {
+		// The entry's metadata: the level its stream's labels or its
+		// line gives (a label, as Loki 3 gives structured metadata).
+		if l := wantLevel(st, nil, e.line); l != "" {
+			out["detected_level"] = l
+		}
 	}
 	if q.p.kind == "" {
 		return q.p.dropKeep(out), true, false
@@ -804,6 +812,7 @@ func TestMetricSemantics(t *testing.T) {
 			c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
 		})
 		d := msGen(r)
+		d.levels = env.levelsOn()
 		msPush(t, env, r, d)
 		for range 150 {
 			np, ok := msCheck(t, env, r, d)

@@ -568,6 +568,7 @@ func TestMetricBinopOracle(t *testing.T) {
 			c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
 		})
 		d := msGen(r)
+		d.levels = env.levelsOn()
 		msPush(t, env, r, d)
 		for range 150 {
 			x := boRand(r, 1+r.IntN(3))
@@ -624,9 +625,17 @@ func TestMetricBinopOracle(t *testing.T) {
 // boExactEnv pushes a small data set whose answers are computed by hand
 // below: {app="x"} has "err a" at base-50s, "ok" at base-40s and "err b"
 // at base-10s; {app="y"} has "err c" at base-100s.
+//
+// Without detected_level (noLevels): these tests pin vector matching
+// (on, ignoring, group_left/right) on hand-written label sets; with it
+// every series of this data would carry detected_level="unknown" and
+// ignoring (service_name) would match nothing (an unaggregated series is
+// per stream and level, as in Loki 3, see the README). The metric
+// oracles (TestMetricBinopOracle, TestMetricFnOracle) run the same
+// operators with the level.
 func boExactEnv(t *testing.T) *testEnv {
 	t.Helper()
-	env := newEnv(t, nil)
+	env := newEnv(t, noLevels)
 	env.mustPush("/loki/api/v1/push", protoBody([]PushStream{
 		{Labels: `{app="x"}`, Entries: []PushEntry{{Time: base - 50e9, Line: "err a"}, {Time: base - 40e9, Line: "ok"}, {Time: base - 10e9, Line: "err b"}}},
 		{Labels: `{app="y"}`, Entries: []PushEntry{{Time: base - 100e9, Line: "err c"}}},

@@ -460,6 +460,7 @@ func TestMetricFnOracle(t *testing.T) {
 			c.Store = store.Options{HeadBytes: 4 << 10, Segment: segment.Options{BlockSize: 512 << (seed % 3)}}
 		})
 		d := msGen(r)
+		d.levels = env.levelsOn()
 		msPush(t, env, r, d)
 		for range 120 {
 			x := fxRand(r, 1+r.IntN(3))

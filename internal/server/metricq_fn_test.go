@@ -350,7 +350,7 @@ func TestMetricUnwrapNegativeBytes(t *testing.T) {
 		}},
 	}), "Content-Type", "application/x-protobuf")
 	at := "/loki/api/v1/query?time=1700000000&query="
-	b := `{"app":"b","service_name":"b"}`
+	b := `{"app":"b",` + dlJSON(true, "size=-1KB") + `"service_name":"b"}`
 	fnCheck(t, env, at, []struct{ q, want string }{
 		{`sum_over_time({app="b"} | logfmt | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"-1571819"]}`},
 		{`min_over_time({app="b"} | logfmt | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"-1572864"]}`},
@@ -358,6 +358,6 @@ func TestMetricUnwrapNegativeBytes(t *testing.T) {
 		// The filter compares bytes: -3 and 2048 are above -1KB.
 		{`sum_over_time({app="b"} | logfmt | size > -1KB | unwrap bytes(size) [1m])`, `{"metric":` + b + `,"value":[1700000000,"2045"]}`},
 		{`sum_over_time({app="b"} | logfmt | unwrap bytes(size) | size >= -1KB [1m])`, `{"metric":` + b + `,"value":[1700000000,"1045"]}`},
-		{`count_over_time({app="b"} | logfmt | size < -1KiB [1m])`, `{"metric":{"app":"b","service_name":"b","size":"-1.5 MiB"},"value":[1700000000,"1"]}`},
+		{`count_over_time({app="b"} | logfmt | size < -1KiB [1m])`, `{"metric":{"app":"b",` + dlJSON(true, "size=-1KB") + `"service_name":"b","size":"-1.5 MiB"},"value":[1700000000,"1"]}`},
 	}, fnVector)
 }

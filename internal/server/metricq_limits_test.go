@@ -133,10 +133,10 @@ func TestBinopSeriesLimitWhere(t *testing.T) {
 		want string
 	}{
 		{x, 400, refused},
-		{x + ` > 3`, 200, `"result":[{"metric":{"app":"a3","service_name":"a3"},"value":[1700000000,"4"]},{"metric":{"app":"a4","service_name":"a4"},"value":[1700000000,"5"]}]`},
-		{x + ` and ` + `count_over_time({app=~"a[12]"}[1m])`, 200, `"result":[{"metric":{"app":"a1","service_name":"a1"},"value":[1700000000,"2"]},{"metric":{"app":"a2","service_name":"a2"},"value":[1700000000,"3"]}]`},
+		{x + ` > 3`, 200, `"result":[{"metric":{"app":"a3",` + dlJSON(true, "l") + `"service_name":"a3"},"value":[1700000000,"4"]},{"metric":{"app":"a4",` + dlJSON(true, "l") + `"service_name":"a4"},"value":[1700000000,"5"]}]`},
+		{x + ` and ` + `count_over_time({app=~"a[12]"}[1m])`, 200, `"result":[{"metric":{"app":"a1",` + dlJSON(true, "l") + `"service_name":"a1"},"value":[1700000000,"2"]},{"metric":{"app":"a2",` + dlJSON(true, "l") + `"service_name":"a2"},"value":[1700000000,"3"]}]`},
 		{`sum(` + x + ` > 0)`, 200, `"value":[1700000000,"15"]`},
-		{`topk(2, ` + x + `)`, 200, `"result":[{"metric":{"app":"a3","service_name":"a3"},"value":[1700000000,"4"]},{"metric":{"app":"a4","service_name":"a4"},"value":[1700000000,"5"]}]`},
+		{`topk(2, ` + x + `)`, 200, `"result":[{"metric":{"app":"a3",` + dlJSON(true, "l") + `"service_name":"a3"},"value":[1700000000,"4"]},{"metric":{"app":"a4",` + dlJSON(true, "l") + `"service_name":"a4"},"value":[1700000000,"5"]}]`},
 		{`vector(0) or on () ` + x, 200, `"result":[{"metric":{},"value":[1700000000,"0"]}]`},
 		{x + ` + 1`, 400, refused},
 		{`(` + x + ` > bool 2) * 2`, 400, refused},

@@ -21,9 +21,9 @@ func TestMetricUnwrapFilterSeesLabel(t *testing.T) {
 		}},
 	}), "Content-Type", "application/x-protobuf")
 	for _, c := range []struct{ q, want string }{
-		{`sum_over_time({app="a"} | logfmt | unwrap lat | lat > 5 [1m])`, `{"metric":{"app":"a","service_name":"a"},"value":[1700000000,"37"]}`},
-		{`sum_over_time({app="a"} | logfmt | lat > 5 | unwrap lat [1m])`, `{"metric":{"app":"a","service_name":"a"},"value":[1700000000,"37"]}`},
-		{`max_over_time({app="a"} | logfmt | unwrap lat | lat < 10 [1m])`, `{"metric":{"app":"a","service_name":"a"},"value":[1700000000,"7"]}`},
+		{`sum_over_time({app="a"} | logfmt | unwrap lat | lat > 5 [1m])`, `{"metric":{"app":"a",` + dlJSON(true, "lat=3") + `"service_name":"a"},"value":[1700000000,"37"]}`},
+		{`sum_over_time({app="a"} | logfmt | lat > 5 | unwrap lat [1m])`, `{"metric":{"app":"a",` + dlJSON(true, "lat=3") + `"service_name":"a"},"value":[1700000000,"37"]}`},
+		{`max_over_time({app="a"} | logfmt | unwrap lat | lat < 10 [1m])`, `{"metric":{"app":"a",` + dlJSON(true, "lat=3") + `"service_name":"a"},"value":[1700000000,"7"]}`},
 		{`sum(count_over_time({app="a"} | logfmt | lat != "" [1m]))`, `{"metric":{},"value":[1700000000,"4"]}`},
 		{`sum(sum_over_time({app="a"} | logfmt | unwrap lat | lat != "" [1m]))`, `{"metric":{},"value":[1700000000,"40"]}`},
 	} {

@@ -50,6 +50,7 @@ type uwEntry struct {
 type uwData struct {
 	streams []map[string]string
 	es      []uwEntry
+	levels  bool // the server adds detected_level (wantLevel's)
 }
 
 var (
@@ -223,6 +224,11 @@ func (u *uwQuery) eval(d *uwData, steps []int64) (map[string]map[int64]float64, 
 			continue
 		}
 		ls := maps.Clone(st)
+		if d.levels {
+			if l := wantLevel(st, nil, e.line()); l != "" {
+				ls["detected_level"] = l // the entry's metadata, a label
+			}
+		}
 		for _, kv := range e.kv {
 			ls[kv[0]] = kv[1]
 		}
@@ -376,6 +382,7 @@ func TestMetricUnwrapOracle(t *testing.T) {
 	msEach(t, 3, 0x7577, func(t *testing.T, seed uint64, r *rand.Rand) {
 		env := newEnv(t, nil)
 		d := uwGen(r)
+		d.levels = env.levelsOn()
 		uwPush(t, env, r, d)
 		for range 120 {
 			u := uwRand(r)
@@ -484,7 +491,7 @@ func TestMetricUnwrapExact(t *testing.T) {
 		// Without keep, each entry's other labels make its own series;
 		// by (app) groups them (the unwrapped label is gone anyway).
 		{`max_over_time({app="u"} | logfmt | unwrap lat | __error__="" [1m]) by (app)`, `{"metric":{"app":"u"},"value":[1700000000,"9"]}`},
-		{`avg_over_time({app="u"} | logfmt | unwrap lat | __error__="" [1m]) without (dur, size, service_name)`, `{"metric":{"app":"u"},"value":[1700000000,"5"]}`},
+		{`avg_over_time({app="u"} | logfmt | unwrap lat | __error__="" [1m]) without (dur, size, service_name)`, `{"metric":{"app":"u",` + strings.TrimSuffix(dlJSON(true, "lat=2"), ",") + `},"value":[1700000000,"5"]}`},
 		{`sum by (app) (sum_over_time({app="u"} | logfmt | unwrap duration(dur) [1m]))`, `{"metric":{"app":"u"},"value":[1700000000,"62.15"]}`},
 		{`sum by (app) (sum_over_time({app="u"} | logfmt | unwrap duration_seconds(dur) [1m]))`, `{"metric":{"app":"u"},"value":[1700000000,"62.15"]}`},
 		{`sum by (app) (sum_over_time({app="u"} | logfmt | unwrap bytes(size) [1m]))`, `{"metric":{"app":"u"},"value":[1700000000,"3001031"]}`},
@@ -492,7 +499,7 @@ func TestMetricUnwrapExact(t *testing.T) {
 		{`sum(sum_over_time({app="u"} | logfmt | unwrap lat | level!="x" [1m]))`, `{"metric":{},"value":[1700000000,"15"]}`},
 		// The series labels: the unwrapped one leaves them.
 		{`last_over_time({app="u"} | logfmt | unwrap lat | __error__="" [1m])`,
-			`{"metric":{"app":"u","dur":"150ms","service_name":"u","size":"1KiB"},"value":[1700000000,"2"]},{"metric":{"app":"u","dur":"1m","service_name":"u","size":"3MB"},"value":[1700000000,"9"]},{"metric":{"app":"u","dur":"2s","service_name":"u","size":"7 B"},"value":[1700000000,"4"]}`},
+			`{"metric":{"app":"u",` + dlJSON(true, "lat=2") + `"dur":"150ms","service_name":"u","size":"1KiB"},"value":[1700000000,"2"]},{"metric":{"app":"u",` + dlJSON(true, "lat=2") + `"dur":"1m","service_name":"u","size":"3MB"},"value":[1700000000,"9"]},{"metric":{"app":"u",` + dlJSON(true, "lat=2") + `"dur":"2s","service_name":"u","size":"7 B"},"value":[1700000000,"4"]}`},
 		// Increase 15-10 plus the 20 before the reset = 25 over 30 s
 		// sampled; extrapolated 10 s to the start (within 1.1 x the 10 s
 		// average gap) and 5 s towards the end (20 s away: half a gap):

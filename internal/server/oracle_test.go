@@ -18,7 +18,10 @@ import (
 
 // oracleScan is the naive reference: every entry of every block, checked
 // one by one with bytes/strings and the plan's MatchStream and Labels.
-func oracleScan(t *testing.T, v *store.View, sel *selection) []hit {
+// With levels (a server that adds detected_level; the entries were
+// pushed without metadata), a hit of a query with a stream selector has
+// among its labels the detected_level wantLevel expects, as metadata is.
+func oracleScan(t *testing.T, v *store.View, sel *selection, levels bool) []hit {
 	t.Helper()
 	var out []hit
 	var b segment.Block
@@ -51,6 +54,17 @@ func oracleScan(t *testing.T, v *store.View, sel *selection) []hit {
 					}
 					if !sel.plan.MatchStream(labs) {
 						continue
+					}
+					if levels {
+						m := map[string]string{}
+						for _, l := range ls {
+							m[l.Name] = l.Value
+						}
+						if l := wantLevel(m, nil, string(line)); l != "" {
+							labs = append(labs, query.Label{Name: "detected_level", Value: l})
+							slices.SortFunc(labs, func(a, b query.Label) int { return strings.Compare(a.Name, b.Name) })
+							h.Labels = mergeLabels(labs, nil)
+						}
 					}
 					ext, ok := sel.plan.Labels(labs, line)
 					if !ok {
@@ -117,7 +131,7 @@ func TestRunMatchesOracle(t *testing.T) {
 					t.Fatal(err)
 				}
 				sel.start, sel.end = rng[0], rng[1]
-				want := oracleScan(t, v, sel)
+				want := oracleScan(t, v, sel, e.levelsOn())
 				name := fmt.Sprintf("q=%q fold=%v range=%v", qs, fold, rng)
 				for _, order := range []search.Order{search.Oldest, search.Newest, anyOrder} {
 					var got []hit

@@ -138,22 +138,36 @@ func TestOrderOutOfOrderServer(t *testing.T) {
 					}
 					var got, exp []string
 					for _, st := range resp.Data.Result {
+						key := st.Stream["s"]
+						if l, ok := st.Stream["detected_level"]; ok {
+							key += "/" + l
+						}
 						for _, v := range st.Values {
-							got = append(got, st.Stream["s"]+" "+v[0]+" "+v[1])
+							got = append(got, key+" "+v[0]+" "+v[1])
 						}
 					}
-					seen := map[int]int{}
-					var order []int
+					// An answer's stream is the entry's stream and, with
+					// detected_level, the level wantLevel expects (its
+					// metadata): "warn ..." lines are a stream apart.
+					streamKey := func(e ooEntry) string {
+						key := strconv.Itoa(e.stream)
+						if env.levelsOn() {
+							key += "/" + wantLevel(map[string]string{"app": "oo", "s": key}, nil, e.line)
+						}
+						return key
+					}
+					seen := map[string]bool{}
+					var order []string
 					for _, e := range want {
-						if _, ok := seen[e.stream]; !ok {
-							seen[e.stream] = len(order)
-							order = append(order, e.stream)
+						if k := streamKey(e); !seen[k] {
+							seen[k] = true
+							order = append(order, k)
 						}
 					}
-					for _, s := range order {
+					for _, k := range order {
 						for _, e := range want {
-							if e.stream == s {
-								exp = append(exp, fmt.Sprintf("%d %d %s", s, e.t, e.line))
+							if streamKey(e) == k {
+								exp = append(exp, fmt.Sprintf("%s %d %s", k, e.t, e.line))
 							}
 						}
 					}

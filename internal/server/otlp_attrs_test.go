@@ -64,7 +64,7 @@ func TestOTLPMetadataRefused(t *testing.T) {
 		}
 	}
 	labels := `{service_name="a"}`
-	wantLines(t, "stored", e.stored("fake"), []string{
+	wantStored(t, "stored", e, "fake", []string{
 		fmt.Sprintf(`%s %d "kept" | a_b="1", c="same"`, labels, ns(9*time.Second)),
 		fmt.Sprintf(`%s %d "collides" | a_b="2"`, labels, ns(8*time.Second)),
 		fmt.Sprintf(`%s %d "not utf-8" | bad="\xff"`, labels, ns(4*time.Second)),
@@ -108,7 +108,7 @@ func TestOTLPMetadataFields(t *testing.T) {
 			continue
 		}
 		want := fmt.Sprintf(`{service_name="s"} %d "" | %s`, base, c.want)
-		wantLines(t, c.rec, e.stored(tenant), []string{want})
+		wantStored(t, c.rec, e, tenant, []string{want})
 	}
 	for _, c := range []struct{ rec, want string }{
 		{`{"traceId":"5b8efff798038103d269b633813fc6"}`, "traceId \"5b8efff798038103d269b633813fc6\" is not 16 bytes of hex"},
@@ -168,8 +168,8 @@ func TestOTLPMetadataBudget(t *testing.T) {
 	if code, _, b := e.otlpPost(otlpProtoReq(big), "Content-Type", "application/x-protobuf"); code != 200 {
 		t.Errorf("%d %q", code, b)
 	}
-	if got := e.stored("fake"); len(got) != 500 || !strings.HasSuffix(got[0], `| host_tags="`+strings.Repeat("t", 1000)+`"`) {
-		t.Errorf("stored %d entries", len(got))
+	if got := e.stored("fake"); len(got) != 500 || !strings.HasSuffix(got[0], e.withLevels([]string{`{service_name="s"} 1 "x" | host_tags="` + strings.Repeat("t", 1000) + `"`})[0][len(`{service_name="s"} 1 "x" `):]) {
+		t.Errorf("stored %d entries: %.80q", len(got), got)
 	}
 	e.srv.pushLim.mu.Lock()
 	peak := e.srv.pushLim.peak
@@ -215,7 +215,7 @@ func TestPushFingerprintMetadata(t *testing.T) {
 		}
 	}
 	old := `{app="old", service_name="old"}`
-	wantLines(t, "stored", e.stored("fake"), []string{
+	wantStored(t, "stored", e, "fake", []string{
 		fmt.Sprintf(`%s %d "first" | `, old, base-10),
 		fmt.Sprintf(`%s %d "again" | trace_id="t1"`, old, base),
 		fmt.Sprintf(`%s %d "again" | trace_id="t2"`, old, base),

@@ -95,7 +95,7 @@ func TestOTLPBodyDecodeBounded(t *testing.T) {
 			for _, l := range c.stored {
 				want = append(want, fmt.Sprintf(`{service_name="svc"} %d %q | `, ns(time.Second), l))
 			}
-			wantLines(t, c.name, e.stored("fake"), want)
+			wantStored(t, c.name, e, "fake", want)
 		})
 	}
 }
@@ -129,7 +129,7 @@ func TestOTLPAttributesDecodeBounded(t *testing.T) {
 		!bytes.Contains(resp, []byte(`log record 1: structured metadata: attribute "a"`)) {
 		t.Errorf("answer %d %q", code, resp)
 	}
-	wantLines(t, "stored", e.stored("fake"), []string{fmt.Sprintf(`{service_name="svc"} %d "small" | `, ns(3*time.Second))})
+	wantStored(t, "stored", e, "fake", []string{fmt.Sprintf(`{service_name="svc"} %d "small" | `, ns(3*time.Second))})
 }
 
 // TestOTLPWireRender: values decoded from protobuf (arrays and maps kept
@@ -282,7 +282,7 @@ func TestOTLPJSONBodyDecodeBounded(t *testing.T) {
 			for _, l := range c.stored {
 				want = append(want, fmt.Sprintf(`{service_name="svc"} %d %q | `, ns(time.Second), l))
 			}
-			wantLines(t, c.name, e.stored("fake"), want)
+			wantStored(t, c.name, e, "fake", want)
 		})
 	}
 }
@@ -628,7 +628,7 @@ func TestOTLPManyAttributesBounded(t *testing.T) {
 	if code != 200 || !bytes.Contains(resp, []byte(`resource 0, log record 3: structured metadata: attribute "": empty name; 1 entries refused, the other 3 stored`)) {
 		t.Errorf("answer %d %q", code, resp)
 	}
-	wantLines(t, "stored", e.stored("fake"), []string{
+	wantStored(t, "stored", e, "fake", []string{
 		fmt.Sprintf(`{service_name="svc"} %d "empty values" | b="1", r="y"`, ns(3*time.Second)),
 		fmt.Sprintf(`{service_name="svc"} %d "one" | a="z", r="y"`, ns(2*time.Second)),
 		fmt.Sprintf(`{service_name="svc"} %d "many" | a="w", r="y"`, ns(time.Second)),
@@ -720,7 +720,7 @@ func TestOTLPJSONManyAttributesBounded(t *testing.T) {
 	if code != 200 || !bytes.Contains(resp, []byte(`resource 0, log record 3: structured metadata: attribute \"\": empty name; 1 entries refused, the other 3 stored`)) {
 		t.Errorf("answer %d %q", code, resp)
 	}
-	wantLines(t, "stored", e.stored("fake"), []string{
+	wantStored(t, "stored", e, "fake", []string{
 		fmt.Sprintf(`{service_name="svc"} %d "empty values" | b="1", r="y"`, ns(3*time.Second)),
 		fmt.Sprintf(`{service_name="svc"} %d "one" | a="z", r="y"`, ns(2*time.Second)),
 		fmt.Sprintf(`{service_name="svc"} %d "many" | a="w", r="y"`, ns(time.Second)),

@@ -496,7 +496,7 @@ func TestOTLPLogs(t *testing.T) {
 			t.Errorf("%s: %d %q %q, want 200 %q %q", c.tenant, code, ct, body, c.wantCT, c.wantBody)
 		}
 		wantLines(t, c.tenant, e.otlpRead(c.tenant, `{service_name=~".+"}`), otlpSampleWant())
-		wantLines(t, c.tenant+" stored", e.stored(c.tenant), otlpSampleStored())
+		wantStored(t, c.tenant+" stored", e, c.tenant, otlpSampleStored())
 	}
 	// Labels select as Loki's would.
 	got := e.otlpRead("json", `{service_name="unknown_service", container_name="web"}`)

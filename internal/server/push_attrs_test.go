@@ -291,7 +291,7 @@ func TestPushMetadataMalformed(t *testing.T) {
 		t.Errorf("malformed pushes stored %q", got)
 	}
 	e.mustPush("/api/v1/push/jsonl", []byte(`{"labels":{"app":"n"},"ts":1700000000000000000,"line":"x","structuredMetadata":null,"metadata":null}`))
-	if got := e.stored("fake"); !slices.Equal(got, []string{`{app="n", service_name="n"} 1700000000000000000 "x" | `}) {
+	if got := e.stored("fake"); !slices.Equal(got, e.withLevels([]string{`{app="n", service_name="n"} 1700000000000000000 "x" | `})) {
 		t.Errorf("null metadata: %q", got)
 	}
 }
@@ -340,13 +340,13 @@ func TestPushMetadataStored(t *testing.T) {
 			!strings.Contains(body, "empty name") || !strings.Contains(body, wantMsg) || !strings.Contains(body, c.entryWord) {
 			t.Errorf("%s: %d %s\nwant 400 naming stream 0, entry 7 and %q", c.tenant, code, body, wantMsg)
 		}
-		wantLines(t, c.tenant, e.stored(c.tenant), want)
+		wantStored(t, c.tenant, e, c.tenant, want)
 	}
 	// And OTLP, to its own tenant.
 	if code, _, b := e.otlpPost(otlpProtoReq(otlpSample()), "Content-Type", "application/x-protobuf", "X-Scope-OrgID", "otlp"); code != 200 {
 		t.Fatalf("otlp: %d %q", code, b)
 	}
-	wantLines(t, "otlp", e.stored("otlp"), otlpSampleStored())
+	wantStored(t, "otlp", e, "otlp", otlpSampleStored())
 	wants := map[string][]string{"json": want, "proto": want, "jsonl": want, "otlp": otlpSampleStored()}
 	tenants := []string{"json", "proto", "jsonl", "otlp"}
 
@@ -365,7 +365,7 @@ func TestPushMetadataStored(t *testing.T) {
 	copyDir(t, dir, crash)
 	e2 := newEnv(t, func(c *Config) { c.DataDir = crash })
 	for _, tenant := range tenants {
-		wantLines(t, tenant+" after a WAL replay", e2.stored(tenant), wants[tenant])
+		wantStored(t, tenant+" after a WAL replay", e2, tenant, wants[tenant])
 		if ts, _ := e2.srv.openTenant(tenant, false); ts.w.Stats().Segments != 0 {
 			t.Errorf("%s: the copy has segments: not a WAL replay", tenant)
 		}
@@ -383,7 +383,7 @@ func TestPushMetadataStored(t *testing.T) {
 		if st := ts.w.Stats(); st.Segments == 0 {
 			t.Fatalf("%s: no segment after Flush: %+v", tenant, st)
 		}
-		wantLines(t, tenant+" after a flush", e.stored(tenant), wants[tenant])
+		wantStored(t, tenant+" after a flush", e, tenant, wants[tenant])
 	}
 	e.ts.Close()
 	if err := e.srv.Close(); err != nil {
@@ -391,7 +391,7 @@ func TestPushMetadataStored(t *testing.T) {
 	}
 	e3 := newEnv(t, func(c *Config) { c.DataDir = dir })
 	for _, tenant := range tenants {
-		wantLines(t, tenant+" after a restart", e3.stored(tenant), wants[tenant])
+		wantStored(t, tenant+" after a restart", e3, tenant, wants[tenant])
 	}
 }
 

@@ -53,7 +53,7 @@ func TestMetadataCollisionKeepsLine(t *testing.T) {
 			t.Fatalf("%s: %d %q", enc.tenant, code, resp)
 		}
 		l := `{service_name="a"}`
-		wantLines(t, enc.tenant, e.stored(enc.tenant), sorted(
+		wantStored(t, enc.tenant, e, enc.tenant, sorted(
 			// Each record: its resource's host_id and zone, its scope's
 			// zone and scope_name, which come later.
 			fmt.Sprintf(`%s %d "host.id twice" | host_id="h-resource", scope_name="lib", zone="s"`, l, ns(1*time.Second)),
@@ -74,7 +74,7 @@ func TestMetadataCollisionKeepsLine(t *testing.T) {
 	ts := base
 	push := fmt.Sprintf(`{"streams":[{"stream":{"app":"x"},"values":[["%d","a.b and a_b",{"a.b":"1","a_b":"2"}],["%d","dup",{"k":"1","k":"2"}],["%d","fine",{"a":"1"}]]}]}`, ts, ts+1, ts+2)
 	e.mustPush("/loki/api/v1/push", []byte(push), "Content-Type", "application/json", "X-Scope-OrgID", "lj")
-	wantLines(t, "lj", e.stored("lj"), []string{
+	wantStored(t, "lj", e, "lj", []string{
 		fmt.Sprintf(`{app="x", service_name="x"} %d "a.b and a_b" | a_b="2"`, ts),
 		fmt.Sprintf(`{app="x", service_name="x"} %d "dup" | k="2"`, ts+1),
 		fmt.Sprintf(`{app="x", service_name="x"} %d "fine" | a="1"`, ts+2),
@@ -82,7 +82,7 @@ func TestMetadataCollisionKeepsLine(t *testing.T) {
 	pb := protoBody([]PushStream{{Labels: `{app="x"}`, Entries: []PushEntry{{ts, "not utf-8"}, {ts + 1, "b"}},
 		Metadata: [][]attrs.Pair{pp("bad", "\xffok", "a.b", "1", "a_b", "2"), pp("x", "1")}}})
 	e.mustPush("/loki/api/v1/push", pb, "Content-Type", "application/x-protobuf", "X-Scope-OrgID", "lp")
-	wantLines(t, "lp", e.stored("lp"), []string{
+	wantStored(t, "lp", e, "lp", []string{
 		fmt.Sprintf(`{app="x", service_name="x"} %d "not utf-8" | a_b="2", bad="\xffok"`, ts),
 		fmt.Sprintf(`{app="x", service_name="x"} %d "b" | x="1"`, ts+1),
 	})
@@ -156,7 +156,7 @@ func TestPushNullMetadata(t *testing.T) {
 	e := newEnv(t, nil)
 	push := fmt.Sprintf(`{"streams":[{"stream":{"app":"n"},"values":[["%d","with null",null],["%d","with null and spaces", null ],["%d","other"]]}]}`, base, base+1, base+2)
 	e.mustPush("/loki/api/v1/push", []byte(push), "Content-Type", "application/json")
-	wantLines(t, "null", e.stored("fake"), []string{
+	wantStored(t, "null", e, "fake", []string{
 		fmt.Sprintf(`{app="n", service_name="n"} %d "with null" | `, base),
 		fmt.Sprintf(`{app="n", service_name="n"} %d "with null and spaces" | `, base+1),
 		fmt.Sprintf(`{app="n", service_name="n"} %d "other" | `, base+2),
@@ -183,7 +183,7 @@ func TestJSONLMetadataKeys(t *testing.T) {
 	}
 	e.mustPush("/api/v1/push/jsonl", []byte(strings.Join(lines, "\n")))
 	l := `{app="x", service_name="x"}`
-	wantLines(t, "jsonl", e.stored("fake"), []string{
+	wantStored(t, "jsonl", e, "fake", []string{
 		l + ` 1 "l1" | `, l + ` 10 "l10" | d="4"`, l + ` 2 "l2" | `, l + ` 3 "l3" | `, l + ` 4 "l4" | `, l + ` 5 "l5" | `,
 		l + ` 6 "l6" | a="1"`, l + ` 7 "l7" | a="1"`, l + ` 8 "l8" | a="1"`, l + ` 9 "l9" | c="3"`,
 	})
@@ -203,7 +203,7 @@ func TestPushEmptyMetadataValues(t *testing.T) {
 	pb := protoBody([]PushStream{{Labels: `{app="b"}`, Entries: []PushEntry{{base, "p"}}, Metadata: [][]attrs.Pair{pp("trace_id", "")}}})
 	e.mustPush("/loki/api/v1/push", pb, "Content-Type", "application/x-protobuf")
 	e.mustPush("/api/v1/push/jsonl", []byte(fmt.Sprintf(`{"labels":{"app":"c"},"ts":%d,"line":"q","structuredMetadata":{"e":""}}`, base)))
-	wantLines(t, "empty", e.stored("fake"), []string{
+	wantStored(t, "empty", e, "fake", []string{
 		fmt.Sprintf(`{app="a", service_name="a"} %d "l" | `, base),
 		fmt.Sprintf(`{app="a", service_name="a"} %d "m" | j="1"`, base+1),
 		fmt.Sprintf(`{app="b", service_name="b"} %d "p" | `, base),
@@ -241,7 +241,7 @@ func TestOTLPArrayAttributeMemory(t *testing.T) {
 		if code != 200 || !bytes.Contains(resp, []byte(`log record 0: structured metadata: attribute "a": structured metadata too large: more than 65536 values`)) {
 			t.Errorf("kind %d: %d %q", kind, code, resp)
 		}
-		wantLines(t, tenant, e.stored(tenant), []string{fmt.Sprintf(`{service_name="a"} %d "small" | `, ns(2*time.Second))})
+		wantStored(t, tenant, e, tenant, []string{fmt.Sprintf(`{service_name="a"} %d "small" | `, ns(2*time.Second))})
 	}
 	if got := metricValue(t, e, "hay_rejected_total", "reason", "structured_metadata_too_large"); got != 2 {
 		t.Errorf("structured_metadata_too_large %v, want 2", got)
@@ -270,7 +270,7 @@ func TestOTLPAttributeRenderLimit(t *testing.T) {
 		t.Errorf("%d %q", code, resp)
 	}
 	want := "[" + strings.TrimSuffix(strings.Repeat("1,", 20000), ",") + "]"
-	wantLines(t, "fake", e.stored("fake"), []string{fmt.Sprintf(`{service_name="a"} %d "fits" | arr=%q`, ns(time.Second), want)})
+	wantStored(t, "fake", e, "fake", []string{fmt.Sprintf(`{service_name="a"} %d "fits" | arr=%q`, ns(time.Second), want)})
 }
 
 // TestOTLPRenderOracle: otlpValue.render against encoding/json's

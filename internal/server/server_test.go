@@ -29,10 +29,11 @@ type testEnv struct {
 
 func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
-	// Without detected_level unless mod turns it on: the tests' oracles
-	// model the metadata a push sends; discovery has its own tests
-	// (levels_test.go), as its metadata would be in every answer.
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true}
+	// With detected_level, the default, unless mod turns it off
+	// (noLevels): the oracles expect the level a push adds
+	// (level_oracle_test.go's wantLevel), so the default configuration is
+	// the one tested.
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -117,8 +118,21 @@ func dropStats(t *testing.T, s string) string {
 	return string(b)
 }
 
+// It runs with detected_level (the default) and without: on, each entry
+// gets the level its stream's level label or (app auth) its line gives.
 func TestPushAndQueryEndToEnd(t *testing.T) {
-	e := newEnv(t, nil)
+	levelModes(t, testPushAndQueryEndToEnd)
+}
+
+func testPushAndQueryEndToEnd(t *testing.T, on bool) {
+	e := newEnv(t, levelMod(on))
+	// dl is the JSON member of the detected_level an answer has when on.
+	dl := func(level string) string {
+		if !on {
+			return ""
+		}
+		return `"detected_level":"` + level + `",`
+	}
 	s := int64(1e9)
 	// Protobuf + snappy, as Promtail and Alloy send it.
 	e.mustPush("/loki/api/v1/push", protoBody([]PushStream{
@@ -149,9 +163,9 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		t.Fatalf("query_range: %d %s", code, body)
 	}
 	wantJSON(t, "query_range backward", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"auth","service_name":"auth"},"values":[["%d","token timeout"],["%d","login timeout for bob"]]},
-		{"stream":{"app":"api","level":"info","service_name":"api","trace":"x"},"values":[["%d","GET /d timeout"]]},
-		{"stream":{"app":"api","level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"]]}]}}`,
+		{"stream":{"app":"auth",`+dl("unknown")+`"service_name":"auth"},"values":[["%d","token timeout"],["%d","login timeout for bob"]]},
+		{"stream":{"app":"api",`+dl("info")+`"level":"info","service_name":"api","trace":"x"},"values":[["%d","GET /d timeout"]]},
+		{"stream":{"app":"api",`+dl("error")+`"level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"]]}]}}`,
 		base-5*s, base-45*s, base-20*s, base-50*s))
 
 	// Forward, limit 2, RFC 3339 and float-second times.
@@ -161,13 +175,13 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 		t.Fatalf("query_range forward: %d %s", code, body)
 	}
 	wantJSON(t, "query_range forward", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"api","level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"],["%d","GET /b ok"]]}]}}`, base-50*s, base-40*s))
+		{"stream":{"app":"api",`+dl("error")+`"level":"error","service_name":"api"},"values":[["%d","GET /a timeout after 30s"],["%d","GET /b ok"]]}]}}`, base-50*s, base-40*s))
 
 	// end is exclusive for Loki's query_range.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d", q(`{app="auth"}`), base-45*s, base-5*s))
 	wantStatus(t, "query_range end exclusive", code, body, 200)
 	wantJSON(t, "query_range end exclusive", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"streams","result":[
-		{"stream":{"app":"auth","service_name":"auth"},"values":[["%d","logout bob"],["%d","gzipped proto"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-15*s, base-45*s))
+		{"stream":{"app":"auth",`+dl("unknown")+`"service_name":"auth"},"values":[["%d","logout bob"],["%d","gzipped proto"],["%d","login timeout for bob"]]}]}}`, base-10*s, base-15*s, base-45*s))
 
 	// Metric: count_over_time by level at 3 steps of 20 s, 30 s windows.
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query_range?query=%s&start=%d&end=%d&step=20",
@@ -184,7 +198,7 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`rate({app="auth"} |= "bob" [1m])`), base))
 	wantStatus(t, "instant rate", code, body, 200)
 	wantJSON(t, "instant rate", dropStats(t, body), fmt.Sprintf(`{"status":"success","data":{"resultType":"vector","result":[
-		{"metric":{"app":"auth","service_name":"auth"},"value":[%d,"0.03333333333333333"]}]}}`, base/1e9))
+		{"metric":{"app":"auth",`+dl("unknown")+`"service_name":"auth"},"value":[%d,"0.03333333333333333"]}]}}`, base/1e9))
 
 	code, body = e.get(fmt.Sprintf("/loki/api/v1/query?query=%s&time=%d", q(`vector(1)+vector(1)`), base))
 	wantStatus(t, "health check", code, body, 200)
@@ -213,8 +227,12 @@ func TestPushAndQueryEndToEnd(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("search: %q", body)
 	}
-	wantJSON(t, "search 1", lines[0], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:15Z","labels":{"app":"auth","service_name":"auth"},"line":"token timeout"}`, base-5*s))
-	wantJSON(t, "search 2", lines[1], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:00Z","labels":{"app":"api","level":"info","service_name":"api"},"line":"GET /d timeout","metadata":{"trace":"x"}}`, base-20*s))
+	meta1 := "" // the first hit's metadata: only its detected_level
+	if on {
+		meta1 = `,"metadata":{"detected_level":"unknown"}`
+	}
+	wantJSON(t, "search 1", lines[0], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:15Z","labels":{"app":"auth","service_name":"auth"},"line":"token timeout"`+meta1+`}`, base-5*s))
+	wantJSON(t, "search 2", lines[1], fmt.Sprintf(`{"ts":"%d","time":"2023-11-14T22:13:00Z","labels":{"app":"api","level":"info","service_name":"api"},"line":"GET /d timeout","metadata":{`+dl("info")+`"trace":"x"}}`, base-20*s))
 	var tr map[string]any
 	json.Unmarshal([]byte(lines[2]), &tr)
 	if tr["done"] != true || tr["count"] != 2.0 || tr["limited"] != true {

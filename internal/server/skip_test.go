@@ -86,7 +86,7 @@ func TestScanSkipsBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want []string
-		for _, h := range oracleScan(t, v, sel) {
+		for _, h := range oracleScan(t, v, sel, e.levelsOn()) {
 			want = append(want, hitKey(h))
 		}
 		slices.Sort(got)

@@ -17,8 +17,14 @@ import (
 	"github.com/coder/websocket"
 )
 
+// It runs with and without detected_level; with, the live entry "ERROR
+// later timeout" is a stream of its own (detected_level error).
 func TestLokiTailWebSocket(t *testing.T) {
-	e := newEnv(t, nil)
+	levelModes(t, testLokiTailWebSocket)
+}
+
+func testLokiTailWebSocket(t *testing.T, on bool) {
+	e := newEnv(t, levelMod(on))
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base-1000, "old timeout"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -35,12 +41,12 @@ func TestLokiTailWebSocket(t *testing.T) {
 		}
 		return string(b)
 	}
-	wantJSON(t, "replay", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x","service_name":"x"},"values":[["%d","old timeout"]]}],"dropped_entries":null}`, base-1000))
+	wantJSON(t, "replay", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x",`+dlJSON(on, "old timeout")+`"service_name":"x"},"values":[["%d","old timeout"]]}],"dropped_entries":null}`, base-1000))
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base, "no match", "new timeout"))
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"y"}`, base, "other stream timeout"))
-	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base+5, "later timeout"))
-	wantJSON(t, "live 1", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x","service_name":"x"},"values":[["%d","new timeout"]]}],"dropped_entries":null}`, base+1))
-	wantJSON(t, "live 2", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x","service_name":"x"},"values":[["%d","later timeout"]]}],"dropped_entries":null}`, base+5))
+	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base+5, "ERROR later timeout"))
+	wantJSON(t, "live 1", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x",`+dlJSON(on, "new timeout")+`"service_name":"x"},"values":[["%d","new timeout"]]}],"dropped_entries":null}`, base+1))
+	wantJSON(t, "live 2", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x",`+dlJSON(on, "ERROR later timeout")+`"service_name":"x"},"values":[["%d","ERROR later timeout"]]}],"dropped_entries":null}`, base+5))
 }
 
 func TestNativeTailSSE(t *testing.T) {
@@ -143,9 +149,9 @@ func TestLokiTailDefaultReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, read := tailDial(t, e, ctx, "query="+q(`{app="x"}`)+"&limit=2")
-	wantJSON(t, "replay", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x","service_name":"x"},"values":[["%d","b"],["%d","c"]]}],"dropped_entries":null}`, base-hour+11, base-hour+12))
+	wantJSON(t, "replay", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x",`+dlJSON(true, "b")+`"service_name":"x"},"values":[["%d","b"],["%d","c"]]}],"dropped_entries":null}`, base-hour+11, base-hour+12))
 	e.mustPush("/loki/api/v1/push", jsonPush(`{"app":"x"}`, base, "live"))
-	wantJSON(t, "live", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x","service_name":"x"},"values":[["%d","live"]]}],"dropped_entries":null}`, base))
+	wantJSON(t, "live", read(), fmt.Sprintf(`{"streams":[{"stream":{"app":"x",`+dlJSON(true, "live")+`"service_name":"x"},"values":[["%d","live"]]}],"dropped_entries":null}`, base))
 }
 
 // TestLokiTailDelay: with delay_for, entries that arrive in the wrong
@@ -166,7 +172,7 @@ func TestLokiTailDelay(t *testing.T) {
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Errorf("sent after %v, before delay_for=1", waited)
 	}
-	wantJSON(t, "delayed", got, fmt.Sprintf(`{"streams":[{"stream":{"app":"x","service_name":"x"},"values":[["%d","first"],["%d","third"]]},{"stream":{"app":"y","service_name":"y"},"values":[["%d","second"]]}],"dropped_entries":null}`, now, now+2e6, now+1e6))
+	wantJSON(t, "delayed", got, fmt.Sprintf(`{"streams":[{"stream":{"app":"x",`+dlJSON(true, "first")+`"service_name":"x"},"values":[["%d","first"],["%d","third"]]},{"stream":{"app":"y",`+dlJSON(true, "second")+`"service_name":"y"},"values":[["%d","second"]]}],"dropped_entries":null}`, now, now+2e6, now+1e6))
 }
 
 // TestTailDelayOrder checks tailDelay against an oracle: whatever order

@@ -32,13 +32,20 @@ type tbEntry struct {
 	line   string
 }
 
+// tbLabels is the labels an answer gives an entry with line pushed to
+// service_name=app: with the detected_level wantLevel expects (the
+// servers of these tests add it, the default).
+func tbLabels(app, line string) string {
+	return fmt.Sprintf(`{"detected_level":%q,"service_name":%q}`, wantLevel(map[string]string{"service_name": app}, nil, line), app)
+}
+
 // tbPush pushes lines to tenant's stream service_name=app, the i-th at ts+i, and
 // records them in want.
 func tbPush(e *testEnv, want map[string][]tbEntry, tenant, app string, ts int64, lines ...string) {
 	e.t.Helper()
 	e.mustPush("/loki/api/v1/push", jsonPush(fmt.Sprintf(`{"service_name":%q}`, app), ts, lines...), "X-Scope-OrgID", tenant)
 	for i, l := range lines {
-		want[tenant] = append(want[tenant], tbEntry{fmt.Sprintf(`{"service_name":%q}`, app), ts + int64(i), l})
+		want[tenant] = append(want[tenant], tbEntry{tbLabels(app, l), ts + int64(i), l})
 	}
 }
 
@@ -141,8 +148,8 @@ func openNames(s *Server) []string {
 	return out
 }
 
-// tbServe starts a server on cfg (the tests turn off detected_level,
-// which tbEntry does not model, as newEnv does), closed at the test's end unless the
+// tbServe starts a server on cfg (with detected_level, the default:
+// tbLabels models it), closed at the test's end unless the
 // test closes it first (stop).
 func tbServe(t *testing.T, cfg Config, openExisting bool) (e *testEnv, stop func()) {
 	t.Helper()
@@ -178,7 +185,7 @@ func tbServe(t *testing.T, cfg Config, openExisting bool) (e *testEnv, stop func
 // a restart, which opens at most 3 of the 10.
 func TestTenantsBoundLRU(t *testing.T) {
 	const bound, nTenants = 3, 10
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true, MaxOpenTenants: bound}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxOpenTenants: bound}
 	e, stop := tbServe(t, cfg, false)
 	var tenants []string
 	for i := range nTenants {
@@ -251,7 +258,7 @@ func TestTenantsBoundLRU(t *testing.T) {
 // or may not be stored") and leaves no directory; once a tail ends, the
 // push succeeds.
 func TestTenantsBoundTails(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true, MaxOpenTenants: 2}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxOpenTenants: 2}
 	e, _ := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -326,7 +333,7 @@ func TestTenantsBoundTails(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		code, body := e.do("POST", "/loki/api/v1/push", jsonPush(`{"service_name":"api"}`, base+20, "F live"), "X-Scope-OrgID", "F")
 		if code == 204 {
-			want["F"] = append(want["F"], tbEntry{`{"service_name":"api"}`, base + 20, "F live"})
+			want["F"] = append(want["F"], tbEntry{tbLabels("api", "F live"), base + 20, "F live"})
 			break
 		}
 		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
@@ -346,7 +353,7 @@ func TestTenantsBoundTails(t *testing.T) {
 // then closes that tenant: the request on the closed tenant is not cut
 // short and the new one is not refused.
 func TestTenantsBoundWaitsForInFlight(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true, MaxOpenTenants: 1}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, MaxOpenTenants: 1}
 	e, _ := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	tbPush(e, want, "A", "api", base, "A first")
@@ -406,11 +413,11 @@ func TestTenantsBoundWaitsForInFlight(t *testing.T) {
 	if code := <-slow; code != 204 {
 		t.Fatalf("the slow push to A: %d", code)
 	}
-	want["A"] = append(want["A"], tbEntry{`{"service_name":"api"}`, base + 1, "A second"})
+	want["A"] = append(want["A"], tbEntry{tbLabels("api", "A second"), base + 1, "A second"})
 	if r := <-fast; r != "204 " {
 		t.Fatalf("the push to B: %q", r)
 	}
-	want["B"] = append(want["B"], tbEntry{`{"service_name":"api"}`, base + 2, "B first"})
+	want["B"] = append(want["B"], tbEntry{tbLabels("api", "B first"), base + 2, "B first"})
 	if open := openNames(e.srv); !slices.Equal(open, []string{"B"}) {
 		t.Errorf("open: %v, want B", open)
 	}
@@ -422,7 +429,7 @@ func TestTenantsBoundWaitsForInFlight(t *testing.T) {
 // stored, not a 500 "may or may not be stored", and leaves no directory
 // once descriptors are free again; the same push then succeeds.
 func TestTenantsBoundFailedOpenNoDir(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
 	e, _ := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	tbPush(e, want, "old", "api", base, "before") // and a kept-alive connection
@@ -500,7 +507,7 @@ func TestTenantsBoundDefaultFromRlimit(t *testing.T) {
 	if got, want := DefaultMaxOpenTenants(), int(lim.Cur/6); got != want {
 		t.Errorf("DefaultMaxOpenTenants with a limit of %d: %d, want %d", lim.Cur, got, want)
 	}
-	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }, NoLogLevelDiscovery: true}
+	cfg := Config{DataDir: t.TempDir(), Now: func() time.Time { return time.Unix(0, base) }}
 	e, stop := tbServe(t, cfg, false)
 	want := map[string][]tbEntry{}
 	var tenants []string
