@@ -180,9 +180,16 @@ func TestValuesIndexBudgetBase62(t *testing.T) {
 // index is for, stay indexed at ingest size within the budget (+4% of the
 // file), and an id no entry has is ruled out in most blocks.
 func TestValuesIndexBudgetHexKept(t *testing.T) {
-	i4, _, _, _ := budgetSegment(t, formatV4, 250_000, true)
 	i5, _, r, ids := budgetSegment(t, formatVersion, 250_000, true)
-	t.Logf("hex: file v4 %d, v5 %d (%+.2f%%), %d blocks", i4.FileBytes, i5.FileBytes, 100*(float64(i5.FileBytes)/float64(i4.FileBytes)-1), i5.Blocks)
+	if testseed.Emulated() {
+		// The format 4 segment below is only for the log line; under
+		// emulation (testseed.Emulated) TestValuesIndexBudgetBase62
+		// writes and reads format 4 on big-endian already.
+		t.Logf("hex: file v5 %d, %d blocks", i5.FileBytes, i5.Blocks)
+	} else {
+		i4, _, _, _ := budgetSegment(t, formatV4, 250_000, true)
+		t.Logf("hex: file v4 %d, v5 %d (%+.2f%%), %d blocks", i4.FileBytes, i5.FileBytes, 100*(float64(i5.FileBytes)/float64(i4.FileBytes)-1), i5.Blocks)
+	}
 	if !r.MetaIndexed() {
 		t.Fatal("hex trace ids: the values' index was given up")
 	}
