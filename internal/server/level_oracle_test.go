@@ -62,23 +62,36 @@ func oracleNormLevel(v string) string {
 }
 
 // wantLevel is the detected_level an entry pushed with stream labels
-// labs, metadata meta and line gets: "" for none (the stream or the
-// entry already has a detected_level of its own).
+// labs, metadata meta and line gets: "" for none (the stream has a
+// detected_level label, or the entry a detected_level pair that is a
+// level's normalised name or no level's name: kept as sent; another
+// name of a level, ERROR, is replaced by the normalised one). A level
+// label's or pair's value that names no level is kept as sent (as Loki
+// does since grafana/loki PR 22844); a line's is unknown.
 func wantLevel(labs, meta map[string]string, line string) string {
 	if labs["detected_level"] != "" {
 		return ""
 	}
-	if _, ok := meta["detected_level"]; ok {
+	if v, ok := meta["detected_level"]; ok {
+		if l := oracleNormLevel(v); l != "unknown" && l != v {
+			return l
+		}
 		return ""
+	}
+	asSent := func(v string) string {
+		if l := oracleNormLevel(v); l != "unknown" {
+			return l
+		}
+		return v
 	}
 	for _, f := range oracleLevelFields {
 		if v := labs[f]; v != "" {
-			return oracleNormLevel(v)
+			return asSent(v)
 		}
 	}
 	for _, f := range oracleLevelFields {
 		if v, ok := meta[f]; ok {
-			return oracleNormLevel(v)
+			return asSent(v)
 		}
 	}
 	if n, err := strconv.Atoi(meta["severity_number"]); err == nil && n >= 1 && n <= 24 {
@@ -202,6 +215,10 @@ func TestWantLevelOracle(t *testing.T) {
 		{map[string]string{"level": "WARNING"}, nil, "ERROR x", "warn"},
 		{map[string]string{"detected_level": "x"}, nil, "ERROR x", ""},
 		{nil, map[string]string{"detected_level": "mine"}, "ERROR x", ""},
+		{nil, map[string]string{"detected_level": "error"}, "WARN x", ""},
+		{nil, map[string]string{"detected_level": "Warning"}, "ERROR x", "warn"},
+		{map[string]string{"level": "cleared"}, nil, "ERROR x", "cleared"},
+		{nil, map[string]string{"severity_text": "Foo"}, "ERROR x", "Foo"},
 		{nil, map[string]string{"severity_text": "INFO", "severity_number": "17"}, "", "info"},
 		{nil, map[string]string{"severity_number": "17"}, "", "error"},
 		{nil, map[string]string{"severity_number": "0"}, "warn", "warn"},
@@ -277,7 +294,7 @@ func addStoredLevel(t *testing.T, w string) string {
 	}
 	meta := parsePairs(t, metaStr)
 	l := wantLevel(labs, meta, line)
-	if l == "" || len(meta) >= attrs.MaxPairs {
+	if _, own := meta["detected_level"]; l == "" || !own && len(meta) >= attrs.MaxPairs {
 		return w // none, or no room for the pair: stored without it
 	}
 	meta["detected_level"] = l

@@ -787,3 +787,25 @@ func (tk *boTopk) eval(in boVal) boVal {
 	}
 	return out
 }
+
+// TestMetricBinopLevels: boExactEnv's data served with detected_level
+// (the default): an unaggregated series is per stream and level (all
+// unknown here), so ignoring (service_name) matches nothing against sum
+// by (app), and ignoring detected_level too gives TestMetricBinopExact's
+// answer (review h107 A1; the README says so).
+func TestMetricBinopLevels(t *testing.T) {
+	env := newEnv(t, nil)
+	env.mustPush("/loki/api/v1/push", protoBody([]PushStream{
+		{Labels: `{app="x"}`, Entries: []PushEntry{{Time: base - 50e9, Line: "err a"}, {Time: base - 40e9, Line: "ok"}, {Time: base - 10e9, Line: "err b"}}},
+		{Labels: `{app="y"}`, Entries: []PushEntry{{Time: base - 100e9, Line: "err c"}}},
+	}), "Content-Type", "application/x-protobuf")
+	matrix := func(res string) string {
+		return `{"status":"success","data":{"resultType":"matrix","result":[` + res + `]}}`
+	}
+	errX, allX := `count_over_time({app="x"} |= "err" [1m])`, `sum by (app) (count_over_time({app="x"}[1m]))`
+	fnCheck(t, env, fnRange, []struct{ q, want string }{
+		{errX + ` + ignoring (service_name) ` + allX, ``},
+		{errX + ` + ignoring (service_name, detected_level) ` + allX, `{"metric":{"app":"x"},"values":[[1699999970,"3"],[1700000000,"5"]]}`},
+		{`count_over_time({app="x"}[1m])`, `{"metric":{"app":"x",` + dlJSON(true, "err a") + `"service_name":"x"},"values":[[1699999970,"2"],[1700000000,"3"]]}`},
+	}, matrix)
+}
