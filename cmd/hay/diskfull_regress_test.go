@@ -224,7 +224,11 @@ func enospcSkipCase(t *testing.T, attempt int) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 	release()
-	time.Sleep(4500 * time.Millisecond) // two more ticks with space
+	// Two more ticks with space: the segment must be compacted by then
+	// (polled, so a compaction at the first tick ends the wait).
+	for deadline := time.Now().Add(4500 * time.Millisecond); srv.compacted.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if srv.compacted.Load() == 0 {
 		t.Errorf("space freed, 2 compaction ticks later the segment is still not compacted; log:\n%s", srv.logs())
 	}
