@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,6 +182,7 @@ func wantJSONLevel(obj map[string]any) string {
 // between spaces and brackets, colons, commas or quotes ("" for none):
 // glued to a name by '-', '.', '/' or '=' it is none.
 func wordsLevel(s string) string {
+	s = oracleANSI.ReplaceAllString(s, " ") // terminal colours are no words
 	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(" \t\r\n[]():,;\"'|<>", r) }) {
 		if l, ok := oracleWords[strings.ToLower(w)]; ok {
 			return l
@@ -191,6 +193,10 @@ func wordsLevel(s string) string {
 	}
 	return ""
 }
+
+// oracleANSI matches an ANSI control sequence (ECMA-48 CSI: ESC [,
+// parameter bytes, intermediate bytes, a final byte).
+var oracleANSI = regexp.MustCompile("\x1b\\[[0-?]*[ -/]*[@-~]")
 
 // TestWantLevelOracle: the oracle's rules on the shapes the tests push.
 func TestWantLevelOracle(t *testing.T) {
@@ -203,6 +209,7 @@ func TestWantLevelOracle(t *testing.T) {
 		{nil, nil, strings.Repeat("x", 4090) + " error", "error"},
 		{nil, nil, "GET /api/error/report 200", "unknown"},
 		{nil, nil, "ERROR db down", "error"},
+		{nil, nil, "\x1b[31mERROR\x1b[0m db down", "error"},
 		{nil, nil, "[WARN] slow", "warn"},
 		{nil, nil, "err id=3 ERR", "error"},
 		{nil, nil, "level=debug msg=x error", "debug"},

@@ -463,6 +463,14 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 	}
 	for i := 0; i < len(b); {
 		if !isAlnum(b[i]) {
+			if b[i] == 0x1b {
+				// A terminal colour (ESC [ 31 m ERROR ESC [ 0 m, as
+				// logrus, zap's console encoder and many containers
+				// write their level): its parameters are no word and
+				// the word after it stands alone.
+				i = skipCSI(b, i)
+				continue
+			}
 			i++
 			continue
 		}
@@ -521,11 +529,34 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 	return "", false
 }
 
-// firstWord reports whether no word byte comes before b[i].
+// skipCSI returns the index after the ANSI control sequence (ESC '['
+// parameters, intermediates, a final byte; ECMA-48) that starts at
+// b[i] == ESC, or i+1 when none does.
+func skipCSI(b []byte, i int) int {
+	if i+1 >= len(b) || b[i+1] != '[' {
+		return i + 1
+	}
+	k := i + 2
+	for k < len(b) && 0x20 <= b[k] && b[k] <= 0x3f {
+		k++
+	}
+	if k < len(b) && 0x40 <= b[k] && b[k] <= 0x7e {
+		k++
+	}
+	return k
+}
+
+// firstWord reports whether no word byte comes before b[i] (terminal
+// colours are no words).
 func firstWord(b []byte, i int) bool {
-	for _, c := range b[:i] {
-		if isAlnum(c) {
+	for k := 0; k < i; {
+		switch {
+		case b[k] == 0x1b:
+			k = skipCSI(b, k)
+		case isAlnum(b[k]):
 			return false
+		default:
+			k++
 		}
 	}
 	return true

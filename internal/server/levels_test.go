@@ -147,6 +147,20 @@ func TestLineLevel(t *testing.T) {
 		{`2024-01-01 12:00:00,000 [trace-exporter-1] ERROR c.e.Exporter - failed`, "error"},
 		{`[2024-01-01 12:00:00,000: INFO/MainProcess] Task x succeeded, no error`, "info"},
 		{`[2024-01-01 12:00:00,000: ERROR/MainProcess] Task x raised unexpected: ValueError()`, "error"},
+		// Terminal colours around the level (logrus' text formatter on
+		// a terminal, zap's console encoder, containers run with a
+		// tty): the escape's parameters are no word.
+		{"\x1b[31mERROR\x1b[0m disk full", "error"},
+		{"\x1b[36mINFO\x1b[0m[0000] started", "info"},
+		{"2024-01-01T00:00:00Z \x1b[33mWARN\x1b[0m slow request", "warn"},
+		{"\x1b[1;31mFATAL\x1b[0m out of memory", "fatal"},
+		{"\x1b[35mpanic: runtime error\x1b[0m", "fatal"},
+		{"ts \x1b[2mmsg\x1b[0m \x1b[32mhttp: panic serving 1.2.3.4\x1b[0m", "error"},
+		{"\x1b[0m\x1b[32m200\x1b[0m GET /x no level here", "unknown"},
+		{"\x1b", "unknown"},
+		{"\x1b[", "unknown"},
+		{"\x1b[31", "unknown"},
+		{"x\x1berror", "error"},
 		{`[2024-01-01 12:00:00,000: WARNING/ForkPoolWorker-1] soft time limit exceeded`, "warn"},
 		{`2024-01-01 12:00:00,000-ERROR-app-boom`, "error"},
 		{`12:00:00 INFO-main: started`, "info"},

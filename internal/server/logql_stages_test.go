@@ -12,9 +12,9 @@ import (
 //	{app="color"}  base-25s  "\x1b[31mERROR\x1b[0m disk full"
 //	               base-24s  {"_entry":"packed line","pod":"p1"}
 //
-// (detected_level: see dropEnv; both color lines are unknown: the
-// colored ERROR is glued to its escape sequence, "31mERROR", and the
-// packed line has no level field or word.)
+// (detected_level: see dropEnv; the colored ERROR is error, the
+// escape's parameters being no word, and the packed line, with no level
+// field or word, is unknown.)
 func stageEnv(t *testing.T) *testEnv {
 	e := dropEnv(t)
 	// jsonPush's %q would write \x1b, which JSON lacks.
@@ -60,7 +60,7 @@ func TestLogQLStagesLokiAPI(t *testing.T) {
 			"app=api,level=\"db timeout\"|level=error status=500 msg=\"db timeout\"",
 			"app=api,level=ok|level=info status=200 msg=ok",
 		}},
-		{`{app="color"} | decolorize |= "ERROR disk"`, []string{"app=color,detected_level=unknown,service_name=color|ERROR disk full"}},
+		{`{app="color"} | decolorize |= "ERROR disk"`, []string{"app=color,detected_level=error,service_name=color|ERROR disk full"}},
 		{`{app="color"} | unpack |= "packed"`, []string{"app=color,detected_level=unknown,pod=p1,service_name=color|packed line"}},
 		// keep leaves __error__ (Loki's rule).
 		{`{app="web"} | json l="level" | keep app, l`, []string{
