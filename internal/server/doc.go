@@ -279,10 +279,11 @@
 //     as written, as Loki's documentation says), its value normalised,
 //     or kept as sent when it is none of the names below (level=cleared
 //     gives detected_level=cleared, as in Loki since grafana/loki PR
-//     22844 reverted PR 22373's unknown: users relied on such values; the
-//     value is already the stream's, so it adds no series);
+//     22844 reverted PR 22373's unknown: users relied on such values; a
+//     label's value is already the stream's, so it adds no series);
 //   - the entry's metadata: the first of those names, normalised or kept
-//     as sent the same way; else an OTLP severity_number (1-4 trace, 5-8
+//     as sent the same way (each distinct value kept is a series of a
+//     query by detected_level, as in Loki); else an OTLP severity_number (1-4 trace, 5-8
 //     debug, 9-12 info, 13-16 warn, 17-20 error, 21-24 fatal); OTLP's
 //     severity_text is one of the names, so it comes first (severity_text
 //     Foo gives Foo);
@@ -322,16 +323,19 @@
 // one in the line wins (Grafana's own guess for lines
 // without a level does the same). Three exceptions: a PostgreSQL
 // severity, an upper-case word followed by a colon and two spaces as
-// PostgreSQL writes it (LOG:  and NOTICE:  are info, DEBUG1:  to
-// DEBUG5:  debug, FATAL:  and PANIC:  fatal; DETAIL:, HINT:, CONTEXT:,
+// PostgreSQL writes it (LOG:  and NOTICE:  are info, DEBUG:  debug,
+// FATAL:  and PANIC:  fatal; DETAIL:, HINT:, CONTEXT:,
 // QUERY:, STATEMENT: and LOCATION: continue the message before them and
 // are unknown, whatever words their SQL holds); a word after a '?' in
 // its token is part of a URL's query and none (GET /search?q=fatal+error,
-// a referrer's ?level=debug); and panic other than first in the line, in
-// upper case, in brackets or after "Kernel " is error, not fatal: the
-// message is about a panic the process that logs it recovered (Go's
-// net/http logs http: panic serving ... for one request's handler and
-// serves on), where Go's crash output (panic: first) is fatal. Where
+// a referrer's ?level=debug); and panic other than first in the line,
+// followed by ':', in upper case, in brackets or after "Kernel " is
+// error, not fatal: the message is about a panic the process that logs
+// it recovered (Go's net/http logs http: panic serving ... for one
+// request's handler and serves on), where Go's crash output (panic: ...,
+// behind a shipper's prefix too) is fatal. An upper-case level between
+// '.' and ':' counts as Monolog (Laravel, Symfony) writes it
+// (production.ERROR: ...). Where
 // Loki differs: its fallback looks for substrings in a fixed order (a
 // line with "info" anywhere is info, "DEBUG x" and "WARN x" without a
 // colon are unknown, a URL containing "error" is error, and a line

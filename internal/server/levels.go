@@ -183,9 +183,10 @@ func streamLevel(labs ingest.Labels) (level string, skip bool) {
 // pair's value: the normalised level, or the value as sent when it is
 // none of the names normalizeLevel knows, as Loki keeps it (grafana/loki
 // PR 22844 reverted PR 22373, which had made such values unknown: users
-// relied on them). The value is already the stream's or entry's, so
-// keeping it adds no series. A line's field is different: its unknown
-// value is unknown (lineLevel).
+// relied on them). A label's value is already the stream's, so keeping
+// it adds no series; a metadata pair's distinct values each make a
+// series of a query by detected_level, as in Loki (review h111 D2). A
+// line's field is different: its unknown value is unknown (lineLevel).
 func fieldLevel(v []byte) string {
 	if l := normalizeLevel(v); l != levelUnknown {
 		return l
@@ -513,12 +514,13 @@ func scanText(b []byte, logfmt bool) (level string, field bool) {
 					i = j
 					continue
 				}
-				if l == levelFatal && b[i]|0x20 == 'p' && !firstWord(b, i) && !isUpper(b[i:j]) && b[i-1] != '[' && !kernelBefore(b, i) {
+				if l == levelFatal && b[i]|0x20 == 'p' && !firstWord(b, i) && !isUpper(b[i:j]) && b[i-1] != '[' && (j == len(b) || b[j] != ':') && !kernelBefore(b, i) {
 					// A message about a panic (Go's http: panic
 					// serving ..., recovered from panic): the process
 					// that logs it carries on. panic first in the line
-					// (Go's crash, panic: ...), PANIC, [panic] and
-					// Kernel panic stay fatal.
+					// or followed by ':' (Go's crash, panic: ..., also
+					// behind a syslog or CRI prefix), PANIC, [panic]
+					// and Kernel panic stay fatal.
 					l = levelError
 				}
 				return l, false
@@ -564,9 +566,10 @@ func firstWord(b []byte, i int) bool {
 
 // pgLevel is the level of a PostgreSQL severity written before ":  "
 // (elog.c; in upper case: lc_messages other than English translate
-// them), "" for another word: DEBUG1-5 debug; LOG, INFO, NOTICE info;
+// them), "" for another word: LOG, INFO, NOTICE info;
 // WARNING warn; ERROR error; FATAL (the session's backend exits) and
-// PANIC (every session) fatal. The lines that continue a message
+// PANIC (every session) fatal. DEBUG1 to DEBUG5 are all written DEBUG,
+// a level word. The lines that continue a message
 // (DETAIL, HINT, CONTEXT, QUERY, STATEMENT, LOCATION) have the level of
 // the message before them, which the line does not tell: unknown, and
 // the words of a quoted statement are no level.
@@ -580,8 +583,6 @@ func pgLevel(w []byte) string {
 		return levelError
 	case "FATAL", "PANIC":
 		return levelFatal
-	case "DEBUG1", "DEBUG2", "DEBUG3", "DEBUG4", "DEBUG5":
-		return levelDebug
 	case "DETAIL", "HINT", "CONTEXT", "QUERY", "STATEMENT", "LOCATION":
 		return levelUnknown
 	}
@@ -635,7 +636,8 @@ func isAlnum(c byte) bool {
 // or followed by '/' (error/report) is too, unless it is in upper case,
 // as a logger writes its level beside a process or thread name
 // (Celery's INFO/MainProcess, WARNING/ForkPoolWorker-1; INFO-main,
-// 12:00:00,000-ERROR-app).
+// 12:00:00,000-ERROR-app), or, after '.', followed by ':' (Monolog's
+// production.ERROR: ...).
 func standalone(b []byte, i, j int) bool {
 	upper := true
 	for _, c := range b[i:j] {
@@ -646,7 +648,14 @@ func standalone(b []byte, i, j int) bool {
 	}
 	if i > 0 {
 		switch b[i-1] {
-		case '/', '.':
+		case '.':
+			// A name's part (com.error.Handler, file.error), except
+			// an upper-case level between a channel and ':' as
+			// Monolog (Laravel, Symfony) writes it: production.ERROR:
+			if !upper || j == len(b) || b[j] != ':' {
+				return false
+			}
+		case '/':
 			return false
 		case '-':
 			if !upper {

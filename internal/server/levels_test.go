@@ -147,6 +147,22 @@ func TestLineLevel(t *testing.T) {
 		{`2024-01-01 12:00:00,000 [trace-exporter-1] ERROR c.e.Exporter - failed`, "error"},
 		{`[2024-01-01 12:00:00,000: INFO/MainProcess] Task x succeeded, no error`, "info"},
 		{`[2024-01-01 12:00:00,000: ERROR/MainProcess] Task x raised unexpected: ValueError()`, "error"},
+		// Go's crash behind a shipper's prefix (syslog, a CRI log
+		// file) is fatal: panic followed by ':'; a panic in a message
+		// is error.
+		{"May  1 10:00:00 web1 myapp[1234]: panic: runtime error: index out of range [3] with length 3", "fatal"},
+		{"2024-05-01T10:00:00.000000000Z stderr F panic: assignment to entry in nil map", "fatal"},
+		{"2024/05/01 10:00:00 http: panic serving 10.0.0.1:5000: boom", "error"},
+		{"[GIN] panic recovered: boom", "error"},
+		// Monolog (Laravel, Symfony): channel.LEVEL: message.
+		{"[2024-05-01 10:00:00] production.ERROR: SQLSTATE[HY000] [2002] Connection refused", "error"},
+		{"[2024-05-01 10:00:00] app.WARNING: Deprecated: strlen(): Passing null", "warn"},
+		{"[2024-05-01 10:00:00] local.INFO: user logged in", "info"},
+		{"[2024-05-01 10:00:00] security.DEBUG: Checking for authenticator", "debug"},
+		// A lower-case word after '.' stays a name's part, before ':'
+		// too; an upper-case one not before ':' as well.
+		{"loading config.error: none", "unknown"},
+		{"reading app.ERROR.log now", "unknown"},
 		// Terminal colours around the level (logrus' text formatter on
 		// a terminal, zap's console encoder, containers run with a
 		// tty): the escape's parameters are no word.
@@ -215,7 +231,8 @@ func TestLineLevel(t *testing.T) {
 		{`{"msg":"` + huge + ` ERROR"}`, "unknown"},
 		{strings.Repeat(" ", levelScanBytes+10) + "ERROR", "unknown"},
 		// PostgreSQL (log_line_prefix '%m [%p] ', stderr or syslog): its
-		// severity before ":  ". LOG is info, DEBUG1-5 debug; FATAL ends
+		// severity before ":  ". LOG is info, DEBUG (DEBUG1-5 all print it)
+		// debug; FATAL ends
 		// the session's backend process, PANIC every session: fatal.
 		// The lines that continue a message (DETAIL, HINT, STATEMENT,
 		// ...) do not tell its level: unknown, whatever their words.
@@ -230,8 +247,8 @@ func TestLineLevel(t *testing.T) {
 		{`2024-01-01 10:00:00.123 UTC [123] WARNING:  there is no transaction in progress`, "warn"},
 		{`2024-01-01 10:00:00.123 UTC [123] NOTICE:  table "t" does not exist, skipping`, "info"},
 		{`2024-01-01 10:00:00.123 UTC [123] INFO:  vacuuming "public.t"`, "info"},
-		{`2024-01-01 10:00:00.123 UTC [123] DEBUG1:  autovacuum: processing database "postgres"`, "debug"},
-		{`2024-01-01 10:00:00.123 UTC [123] DEBUG5:  StartTransaction(1) name: unnamed; error check`, "debug"},
+		{`2024-01-01 10:00:00.123 UTC [123] DEBUG:  autovacuum: processing database "postgres"`, "debug"},
+		{`2024-01-01 10:00:00.123 UTC [123] DEBUG:  StartTransaction(1) name: unnamed; error check`, "debug"},
 		{`2024-01-01 10:00:00.123 UTC [123] DETAIL:  Key (id)=(1) already exists, a fatal error.`, "unknown"},
 		{`2024-01-01 10:00:00.123 UTC [123] HINT:  Set debug_print_plan to see the plan.`, "unknown"},
 		{`2024-01-01 10:00:00.123 UTC [123] STATEMENT:  INSERT INTO events (level) VALUES ('error')`, "unknown"},
