@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -21,7 +22,11 @@ import (
 // fresh mapping against 6-7 ms with pread into one buffer, and `hay
 // search -c level=info` on 1M lines used 10-20% less CPU. The index,
 // the block metadata and the skip index stay mapped: they are small,
-// read sparsely, and kept for the Reader's life.
+// read sparsely, and kept for the Reader's life. So a segment file cut
+// short after Open (which nothing in hay does: segments are immutable)
+// gives a *CorruptError when a block past the cut is read, but a lookup
+// in its skip index, at the file's end, still faults (SIGBUS) as every
+// read through the mapping did before (review h111 P1).
 //
 // A kept descriptor is one more per open segment, and a server holds
 // many tenants' segments open for long. So descriptors are kept only up
@@ -84,14 +89,31 @@ func (r *Reader) readBlockFile(i int, m *BlockMeta, dst *Block, withAttrs bool) 
 	return nil
 }
 
-// closeFile closes r's kept descriptor, if any.
-func (r *Reader) closeFile() error {
-	if r.file == nil {
+// keptFile is a descriptor a Reader keeps, counted in keptFiles until
+// it is given back once: by Close, or by a cleanup when the Reader is
+// collected without one (a Reader dropped unclosed must not shrink the
+// budget for the life of the process: review h111 P2).
+type keptFile struct {
+	f     *os.File
+	given atomic.Bool
+}
+
+// giveBack closes k's descriptor and uncounts it, the first time only.
+func (k *keptFile) giveBack() error {
+	if !k.given.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := r.file.Close()
-	r.file = nil
 	dropFile()
+	return k.f.Close()
+}
+
+// closeFile closes r's kept descriptor, if any.
+func (r *Reader) closeFile() error {
+	if r.kept == nil {
+		return nil
+	}
+	err := r.kept.giveBack()
+	r.file, r.kept = nil, nil
 	if err != nil {
 		return fmt.Errorf("segment: close %s: %w", r.path, err)
 	}
@@ -102,9 +124,10 @@ func (r *Reader) closeFile() error {
 // segment through: r keeps it for reading blocks when the budget allows,
 // and otherwise it is closed (the mapping outlives it).
 func (r *Reader) keepFileOf(f *os.File) {
-	if keepFile() {
-		r.file = f
+	if !keepFile() {
+		f.Close()
 		return
 	}
-	f.Close()
+	r.file, r.kept = f, &keptFile{f: f}
+	runtime.AddCleanup(r, func(k *keptFile) { k.giveBack() }, r.kept)
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 // setFileBudget makes the process's budget of kept descriptors n for
@@ -251,5 +253,36 @@ func BenchmarkReadPath(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeptDescriptorCollected drops Readers without Close: once they are
+// collected, their descriptors are closed and given back to the budget
+// (a leak would shrink it for the life of the process).
+func TestKeptDescriptorCollected(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := writeSegment(t, dir, "c.seg", incompressibleEntries(200, 9), Options{})
+	before := keptFiles.Load()
+	func() {
+		for range 3 {
+			r, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.file == nil {
+				t.Fatal("Open kept no descriptor")
+			}
+		}
+	}()
+	if n := keptFiles.Load() - before; n != 3 {
+		t.Fatalf("%d descriptors counted, want 3", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for keptFiles.Load() != before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors still counted after the Readers were collected", keptFiles.Load()-before)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -65,6 +65,7 @@ type Reader struct {
 	// when the process-wide budget allowed it (pread.go); nil otherwise,
 	// and blocks are then read through the mapping.
 	file   *os.File
+	kept   *keptFile // file's count in the budget, given back once
 	closed atomic.Bool
 }
 
