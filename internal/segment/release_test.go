@@ -133,8 +133,9 @@ func TestReadReleasesMappedPages(t *testing.T) {
 		// cache's large folios (ext4 maps up to a few hundred KB at once
 		// on Linux 6.18) are mapped whole, and reads racing a release
 		// map theirs again (under -race, 2 MB was 74 KB short: review
-		// h107 B1). Without a release the files, 14 MB, stay mapped.
-		if limit := base + releaseBatch + 4<<20; total > limit {
+		// h107 B1; under qemu-s390x, 4 MB was 57 KB short: h108). Without
+		// a release the files, 14 MB, stay mapped.
+		if limit := base + releaseBatch + 6<<20; total > limit {
 			t.Fatalf("round %d: the mappings hold %d resident bytes after a scan (%d after Open), want at most %d", round, total, base, limit)
 		}
 	}
