@@ -61,8 +61,9 @@ func keepFile() bool {
 
 func dropFile() { keptFiles.Add(-1) }
 
-// storedBufs holds the buffers blocks are read into: one per reading
-// goroutine at a time, each as large as the largest block it read.
+// storedBufs holds the heap buffers blocks too small or too large for
+// an arena (storedArena) are read into: one per reading goroutine at a
+// time, each as large as the largest block it read.
 var storedBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // readBlockFile is readBlock through r.file: it reads the stored block
