@@ -781,27 +781,7 @@ func BenchmarkLineLevel(b *testing.B) {
 // builds them: the CPU a push costs before the WAL, of which
 // detected_level is part (sub-benchmark off: Config.NoLogLevelDiscovery).
 func BenchmarkPushValidate(b *testing.B) {
-	g := logtest.NewGenerator(logtest.Config{Seed: 1, Lines: 64000})
-	var bodies [][]byte
-	var raw int64
-	for range 64 {
-		m := map[int]*PushStream{}
-		var order []int
-		for range 1000 {
-			line, st, ts := g.Next(nil)
-			if m[st] == nil {
-				m[st] = &PushStream{Labels: fmt.Sprintf(`{app=%q, host=%q}`, g.Stream(st).App, g.Stream(st).Host)}
-				order = append(order, st)
-			}
-			m[st].Entries = append(m[st].Entries, PushEntry{Time: ts.UnixNano(), Line: string(line)})
-			raw += int64(len(line))
-		}
-		var ss []PushStream
-		for _, st := range order {
-			ss = append(ss, *m[st])
-		}
-		bodies = append(bodies, EncodePushProto(ss))
-	}
+	bodies, raw := benchPushBodies()
 	for _, off := range []bool{false, true} {
 		b.Run(fmt.Sprintf("off=%v", off), func(b *testing.B) {
 			s, err := New(Config{DataDir: b.TempDir(), RejectOlderThan: -1, RejectNewerThan: -1, NoLogLevelDiscovery: off})
