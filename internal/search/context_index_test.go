@@ -31,15 +31,7 @@ func buildSmallBlocks(t *testing.T, es []entry) *store.Snapshot {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snap.Close() })
-	return snap
+	return closeAndSnapshot(t, st, dir)
 }
 
 // TestContextWithSkipIndex: -A/-B/-C with a needle the skip index finds

@@ -48,14 +48,7 @@ func buildIndexed(t testing.TB, lines [][]byte, streams []string, sel string) in
 			b = store.Batch{}
 		}
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { snap.Close() })
+	snap := closeAndSnapshot(t, st, dir)
 	for _, p := range snap.Parts {
 		if _, ok := p.(*store.SegmentPart); !ok {
 			t.Fatalf("part %s is not a segment: everything must be flushed", p.Name())
@@ -322,4 +315,19 @@ func TestIndexSkipsBlocks(t *testing.T) {
 	if si.PrunedIndex != 0 {
 		t.Fatalf("\"=\" pruned %d blocks", si.PrunedIndex)
 	}
+}
+
+// closeAndSnapshot closes st, the store at dir, and opens a snapshot of
+// it, closed when the test ends.
+func closeAndSnapshot(t testing.TB, st *store.Store, dir string) *store.Snapshot {
+	t.Helper()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := store.OpenSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snap.Close() })
+	return snap
 }

@@ -124,14 +124,7 @@ func TestManyLabelValuesLookupOnce(t *testing.T) {
 	if err := st.Append(&b); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
+	snap := closeAndSnapshot(t, st, dir)
 	var perBlock, whole atomic.Int64
 	var parts []store.Part
 	blocks := 0

@@ -83,14 +83,7 @@ func TestManyValuesListing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
+	snap := closeAndSnapshot(t, st, dir)
 
 	search := func(src string, noIndex bool) ([]string, int64) {
 		plan := mustPlan(t, src)

@@ -50,14 +50,7 @@ func TestMetaIndexBudgetSearch(t *testing.T) {
 			b = store.Batch{}
 		}
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := store.OpenSnapshot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
+	snap := closeAndSnapshot(t, st, dir)
 	segs := 0
 	for _, p := range snap.Parts {
 		if m, ok := p.(MetaSkipper); ok {
