@@ -12,8 +12,10 @@ import (
 // together (a variable for tests).
 var releaseBatch = 8 << 20
 
-// released batches the release of mapped block pages. A full scan
-// touches every page of every segment, and touched pages of a mapping
+// released batches the release of mapped block pages, which only Readers
+// past the budget of kept descriptors have (pread.go: the others read
+// their blocks with pread and never touch them). A full scan through
+// mappings touches every page of every segment, and touched pages of a mapping
 // stay in the process's resident set until it exits, so without a
 // release a scan's RSS grows with the data (1.2 GB at 20M lines) although
 // those pages are only reclaimable page cache. MADV_DONTNEED on a
